@@ -1,0 +1,55 @@
+"""Label, annotation and gate names of the contract, defined once."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+PREFIX = "volcano-elastic.io"
+
+# Annotations we write on pods.
+ROLE = f"{PREFIX}/role"
+MIN_REPLICAS = f"{PREFIX}/min-replicas"
+MAX_REPLICAS = f"{PREFIX}/max-replicas"
+EVICTED_FOR = f"{PREFIX}/evicted-for"
+
+# Annotations we write on PodGroups.
+LAST_SCALE_TIME = f"{PREFIX}/last-scale-time"
+LAST_SCALE_DIRECTION = f"{PREFIX}/last-scale-direction"
+LAST_DECISION = f"{PREFIX}/last-decision"
+
+DEFAULT_GATE = f"{PREFIX}/scale-up"
+
+# Volcano.
+GROUP_NAME = "scheduling.k8s.io/group-name"
+TASK_SPEC = "volcano.sh/task-spec"
+TASK_PRIORITY = "volcano.sh/task-priority"
+PREEMPTABLE = "volcano.sh/preemptable"
+NAMESPACE_QUEUE = "scheduling.volcano.sh/queue-name"
+PODGROUP_GROUP = "scheduling.volcano.sh"
+PODGROUP_VERSION = "v1beta1"
+
+# Kubeflow training operator.
+OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+OPERATOR_NAME = "pytorchjob-controller"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+PET_NNODES = "PET_NNODES"
+PYTORCH_CONTAINER = "pytorch"
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "volcano-elastic"
+
+GPU = "nvidia.com/gpu"
+
+
+class Role(StrEnum):
+    MASTER = "master"
+    CORE = "core"
+    ELASTIC = "elastic"
+
+
+class Direction(StrEnum):
+    UP = "up"
+    DOWN = "down"

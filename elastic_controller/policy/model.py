@@ -1,0 +1,205 @@
+"""Frozen views of cluster objects: what the policy core decides on.
+
+Views are parsed at the edge (see ``parse.py``) from Kubernetes JSON; nothing here does I/O.
+Resources are integer maps (cpu in millicores, memory in bytes; see ``quantity.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from .keys import Role
+from .quantity import Resources
+
+EMPTY: MappingProxyType[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    allocatable: Resources
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticBounds:
+    """A job's elastic range as the pods know it (PET_NNODES=min:max)."""
+
+    min_replicas: int
+    max_replicas: int
+
+    @property
+    def elastic(self) -> bool:
+        return self.max_replicas > self.min_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    phase: str = "Pending"
+    node_name: str = ""
+    requests: Resources = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()
+    deleting: bool = False
+    created: datetime | None = None
+    scheduled_at: datetime | None = None  # PodScheduled=True transition
+    unschedulable_since: datetime | None = None  # PodScheduled=False transition
+    group: str = ""  # Volcano PodGroup name ("" when none)
+    job_name: str = ""  # training.kubeflow.org/job-name ("" when not a PyTorchJob pod)
+    replica_type: str = ""  # lowercased: master | worker
+    replica_index: int = -1
+    job_role_master: bool = False
+    bounds: ElasticBounds | None = None
+    role: Role = Role.CORE
+    task_priority: int = 0
+    annotations: dict[str, str] = field(default_factory=dict)
+    preempted_by_scheduler: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_key(self) -> str:
+        return f"{self.namespace}/{self.group}" if self.group else ""
+
+    @property
+    def job_key(self) -> str:
+        return f"{self.namespace}/{self.job_name}" if self.job_name else ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def placed(self) -> bool:
+        """Bound to a node and still holding it (Pending-with-node counts: it was scheduled)."""
+        return bool(self.node_name) and not self.terminal and not self.deleting
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running" and bool(self.node_name) and not self.deleting
+
+    @property
+    def holds_resources(self) -> bool:
+        return bool(self.node_name) and not self.terminal
+
+    @property
+    def pending(self) -> bool:
+        return not self.node_name and self.phase == "Pending" and not self.deleting
+
+    def gated(self, gate: str | None = None) -> bool:
+        if gate is None:
+            return bool(self.scheduling_gates)
+        return gate in self.scheduling_gates
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupView:
+    namespace: str
+    name: str
+    min_member: int
+    queue: str = "default"
+    priority_class_name: str = ""
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    min_resources: Resources = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    created: datetime | None = None
+    phase: str = ""
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    name: str
+    weight: int = 1
+    capability: Resources | None = None
+    deserved: Resources | None = None
+    guarantee: Resources | None = None
+    parent: str = ""
+    reclaimable: bool = True
+    state: str = "Open"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpecView:
+    replicas: int
+    requests: Resources  # effective requests of one pod of this replica type
+    restart_policy: str = ""
+    priority_class_name: str = ""
+    scheduler_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A PyTorchJob as the controller and planners need it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    replicas: dict[str, ReplicaSpecView] = field(default_factory=dict)  # lowercased type -> spec
+    min_replicas: int | None = None  # elasticPolicy.minReplicas as stored (None when absent)
+    max_replicas: int | None = None
+    has_elastic_policy: bool = False
+    max_restarts: int | None = None
+    has_metrics: bool = False
+    queue: str = ""  # runPolicy.schedulingPolicy.queue
+    priority_class: str = ""  # runPolicy.schedulingPolicy.priorityClass
+    suspended: bool = False
+    finished: bool = False
+    created: datetime | None = None
+    raw: Any = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[NodeView, ...] = ()
+    pods: tuple[PodView, ...] = ()
+    podgroups: tuple[PodGroupView, ...] = ()
+    queues: tuple[QueueView, ...] = ()
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    jobs: tuple[JobView, ...] = ()
+    namespace_queues: dict[str, str] = field(default_factory=dict)  # namespace annotation

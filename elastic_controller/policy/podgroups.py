@@ -1,0 +1,105 @@
+"""What a PyTorchJob's Volcano PodGroup should say: minMember = min (+ master), and so on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import ElasticBounds, JobView
+from .quantity import Resources, add
+from .settings import ElasticConfig
+
+
+class JobSpecError(ValueError):
+    """A PyTorchJob whose elastic spec cannot work; the message is for the job's owner."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupPlan:
+    namespace: str
+    name: str
+    min_member: int
+    min_task_member: dict[str, int]
+    min_resources: Resources
+    queue: str
+    queue_source: str  # job | namespace-annotation | config | default
+    priority_class_name: str
+    bounds: ElasticBounds
+    has_master: bool
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def job_bounds(job: JobView) -> ElasticBounds:
+    """The job's (min, max) with the training operator's defaults; raises JobSpecError."""
+    worker = job.replicas.get("worker")
+    if job.has_elastic_policy and worker is None:
+        raise JobSpecError("elasticPolicy is set but the job has no Worker replica spec: "
+                           "elastic PyTorchJobs scale their Worker replicas")
+    replicas = worker.replicas if worker else 0
+    lo, hi = job.min_replicas, job.max_replicas
+    if not job.has_elastic_policy:
+        return ElasticBounds(replicas, replicas)
+    if lo is None and hi is None:
+        lo = hi = replicas
+    elif lo is None:
+        lo = hi
+    elif hi is None:
+        hi = lo
+    assert lo is not None and hi is not None
+    if lo < 1:
+        raise JobSpecError(f"elasticPolicy.minReplicas is {lo}: it must be at least 1")
+    if lo > hi:
+        raise JobSpecError(f"elasticPolicy.minReplicas ({lo}) is greater than maxReplicas ({hi})")
+    if not lo <= replicas <= hi:
+        raise JobSpecError(f"Worker.replicas ({replicas}) is outside elasticPolicy [minReplicas={lo}, "
+                           f"maxReplicas={hi}]: set Worker.replicas to {hi} so the job can grow to max")
+    return ElasticBounds(lo, hi)
+
+
+def resolve_queue(job: JobView, namespace_queue: str | None, cfg: ElasticConfig) -> tuple[str, str]:
+    if job.queue:
+        return job.queue, "job"
+    if namespace_queue:
+        return namespace_queue, "namespace-annotation"
+    if job.namespace in cfg.namespaceQueues:
+        return cfg.namespaceQueues[job.namespace], "config"
+    return cfg.defaultQueue, "default"
+
+
+def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None = None) -> PodGroupPlan:
+    """The PodGroup for ``job``; raises JobSpecError for a job that cannot be planned."""
+    if not job.replicas:
+        raise JobSpecError("spec.pytorchReplicaSpecs is empty: nothing to schedule")
+    bounds = job_bounds(job)
+    master = job.replicas.get("master")
+    worker = job.replicas.get("worker")
+    min_task: dict[str, int] = {}
+    resources: Resources = {}
+    if master is not None:
+        if master.replicas != 1:
+            raise JobSpecError(f"Master.replicas is {master.replicas}: a PyTorchJob has exactly one master")
+        min_task["master"] = 1
+        resources = add(resources, master.requests)
+    if worker is not None:
+        min_task["worker"] = bounds.min_replicas
+        for _ in range(bounds.min_replicas):
+            resources = add(resources, worker.requests)
+    queue, source = resolve_queue(job, namespace_queue, cfg)
+    priority = job.priority_class or (worker.priority_class_name if worker else "") or (
+        master.priority_class_name if master else ""
+    )
+    return PodGroupPlan(
+        namespace=job.namespace,
+        name=job.name,
+        min_member=bounds.min_replicas + (1 if master is not None else 0),
+        min_task_member=min_task,
+        min_resources={k: v for k, v in resources.items() if v},
+        queue=queue,
+        queue_source=source,
+        priority_class_name=priority,
+        bounds=bounds,
+        has_master=master is not None,
+    )

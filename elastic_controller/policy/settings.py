@@ -1,0 +1,51 @@
+"""Typed settings the policy core is given (loaded and validated by ``elastic_controller.config``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .keys import DEFAULT_GATE
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    cooldownSeconds: int = 300  # noqa: N815 - names mirror the YAML document
+    minRuntimeSeconds: int = 120  # noqa: N815
+    starvationSeconds: int = 30  # noqa: N815
+    maxEvictionsPerCycle: int = 16  # noqa: N815
+    maxScaleUpPerCycle: int = 4  # noqa: N815
+    preemptDuringCooldown: bool = False  # noqa: N815
+
+
+@dataclass(frozen=True, slots=True)
+class GatingConfig:
+    enabled: bool = True
+    gateName: str = DEFAULT_GATE  # noqa: N815
+
+
+@dataclass(frozen=True, slots=True)
+class PrioritiesConfig:
+    master: int = 1000
+    core: int = 500
+    elastic: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    intervalSeconds: float = 5.0  # noqa: N815
+    dryRun: bool = False  # noqa: N815
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticConfig:
+    schedulerName: str = "volcano"  # noqa: N815
+    defaultQueue: str = "default"  # noqa: N815
+    namespaceQueues: dict[str, str] = field(default_factory=dict)  # noqa: N815
+    gating: GatingConfig = field(default_factory=GatingConfig)
+    priorities: PrioritiesConfig = field(default_factory=PrioritiesConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    defaults: QueuePolicy = field(default_factory=QueuePolicy)
+    queues: dict[str, QueuePolicy] = field(default_factory=dict)
+
+    def queue_policy(self, queue: str) -> QueuePolicy:
+        return self.queues.get(queue, self.defaults)
