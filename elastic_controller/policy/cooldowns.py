@@ -1,0 +1,43 @@
+"""Cooldowns and fulfillment: read from PodGroup annotations, time passed in."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from . import keys
+from .model import PodGroupView
+from .parse import parse_time
+from .settings import QueuePolicy
+
+
+def last_scale_time(pg: PodGroupView | None) -> datetime | None:
+    if pg is None:
+        return None
+    return parse_time(pg.annotations.get(keys.LAST_SCALE_TIME))
+
+
+def cooldown_remaining(pg: PodGroupView | None, policy: QueuePolicy, now: datetime) -> float:
+    """Seconds left in the job's cooldown (0 when none)."""
+    last = last_scale_time(pg)
+    if last is None:
+        return 0.0
+    left = policy.cooldownSeconds - (now - last).total_seconds()
+    return max(0.0, left)
+
+
+def in_cooldown(pg: PodGroupView | None, policy: QueuePolicy, now: datetime) -> bool:
+    return cooldown_remaining(pg, policy, now) > 0
+
+
+def fulfillment(running_workers: int, min_replicas: int, max_replicas: int) -> float:
+    """(running workers - min) / (max - min), workers only; 1.0 for a job that cannot grow."""
+    if max_replicas <= min_replicas:
+        return 1.0
+    return (running_workers - min_replicas) / (max_replicas - min_replicas)
+
+
+def old_enough(scheduled_at: datetime | None, min_runtime_seconds: int, now: datetime) -> bool:
+    """Fresh workers get a minimum runtime, counted from their PodScheduled=True transition."""
+    if scheduled_at is None:
+        return min_runtime_seconds <= 0
+    return (now - scheduled_at).total_seconds() >= min_runtime_seconds

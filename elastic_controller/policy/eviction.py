@@ -1,0 +1,291 @@
+"""Eviction plans: the fewest elastic workers whose eviction lets a starving gang's min set fit.
+
+Per DESIGN "The agent's cycle" steps 2-3. For each starving gang (higher priority first, then
+older): if its needed pods fit once terminating pods are gone, ``wait``; else choose victims
+among admissible candidates so that every needed pod fits on a real node, taking on each node
+the smallest set of victims that makes room (ties: most fulfilled job, lower job priority,
+highest replica index, UID), then drop every victim the plan can do without.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from .cooldowns import old_enough
+from .decisions import Eviction, GangDecision
+from .fit import Capacity, node_accepts, place_all, pod_demand, size_key
+from .model import PodView
+from .quantity import add, format_resources, sub
+from .world import Gang, JobState, World, is_candidate_role, job_id
+
+_MAX_COMBINATIONS = 4000
+
+
+@dataclass(slots=True)
+class GangPlan:
+    decision: GangDecision
+    evictions: list[Eviction]
+
+
+def _deficit(demand: dict[str, int], free: dict[str, int]) -> dict[str, int]:
+    return {k: v - free.get(k, 0) for k, v in demand.items() if free.get(k, 0) < v}
+
+
+def _covers(deficit: dict[str, int], pods: Sequence[PodView]) -> bool:
+    for k, v in deficit.items():
+        if sum(p.requests.get(k, 0) for p in pods) + (len(pods) if k == "pods" else 0) < v:
+            return False
+    return True
+
+
+class Planner:
+    """Plans every starving gang of one cycle against shared, mutable capacity."""
+
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self.capacity = world.future_capacity()  # terminating pods' resources count as free
+        self.evictions_left: dict[str, int] = {}
+        self.alloc = {q: dict(s.allocated) for q, s in world.shares.items()}
+        self.taken: set[str] = set()
+        self.candidates_by_node: dict[str, list[PodView]] = {}
+        for pods in world.pods_by_group.values():
+            for pod in pods:
+                if is_candidate_role(pod):
+                    self.candidates_by_node.setdefault(pod.node_name, []).append(pod)
+
+    # -- admissibility ------------------------------------------------------------------
+    def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:
+        return (res if res is not None else self.alloc.get(queue, {})).get(self.w.dominant, 0)
+
+    def _queue_admissible(self, gang: Gang, job: JobState, extra: Sequence[PodView]) -> bool:
+        if job.queue == gang.queue:
+            return True
+        share = self.w.shares.get(job.queue)
+        gang_share = self.w.shares.get(gang.queue)
+        if share is None or gang_share is None or not share.reclaimable:
+            return False
+        dom = self.w.dominant
+        if self._dom(gang.queue) >= gang_share.deserved.get(dom, 0):
+            return False
+        after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in extra)
+        return after >= share.deserved.get(dom, 0)
+
+    def _why_not(self, gang: Gang, pod: PodView) -> str | None:
+        """None when ``pod`` may be a victim for ``gang``, else a short reason."""
+        if pod.key in self.taken or pod.group_key == gang.key:
+            return "taken"
+        job = self.w.jobs.get(job_id(pod))
+        if job is None or job.bounds is None:
+            return "unknown job"
+        if job.priority > gang.priority:
+            return "higher priority"
+        policy = self.w.policy(job.queue)
+        if job.cooling and not policy.preemptDuringCooldown:
+            return "cooldown"
+        if not old_enough(pod.scheduled_at, policy.minRuntimeSeconds, self.w.now):
+            return "min runtime"
+        if not job.can_lose():
+            return "at min"
+        if not self._queue_admissible(gang, job, [pod]):
+            return "queue share"
+        return None
+
+    def _subset_ok(self, gang: Gang, subset: Sequence[PodView]) -> bool:
+        per_job: dict[str, int] = {}
+        per_queue: dict[str, list[PodView]] = {}
+        for pod in subset:
+            jid = job_id(pod)
+            per_job[jid] = per_job.get(jid, 0) + 1
+            job = self.w.jobs[jid]
+            assert job.bounds is not None
+            if job.current_workers() - per_job[jid] < job.bounds.min_replicas:
+                return False
+            per_queue.setdefault(job.queue, []).append(pod)
+        for pods in per_queue.values():
+            job = self.w.jobs[job_id(pods[0])]
+            if not self._queue_admissible(gang, job, pods):
+                return False
+        return True
+
+    def preference(self, pod: PodView) -> tuple[float, int, int, str]:
+        job = self.w.jobs[job_id(pod)]
+        return (-job.fulfillment(), job.priority, -pod.replica_index, pod.uid)
+
+    # -- choosing victims -----------------------------------------------------------------
+    def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
+                          chosen: set[str]) -> list[PodView] | None:
+        demand = pod_demand(pod)
+        deficit = _deficit(demand, cap.free[node])
+        if not deficit:
+            return []
+        cands = [c for c in self.candidates_by_node.get(node, ())
+                 if c.key not in chosen and self._why_not(gang, c) is None]
+        if not cands or not _covers(deficit, cands):
+            return None
+        cands.sort(key=self.preference)
+        budget = _MAX_COMBINATIONS
+        for k in range(1, len(cands) + 1):
+            for subset in combinations(cands, k):
+                budget -= 1
+                if budget < 0:
+                    return self._greedy(gang, deficit, cands)
+                if _covers(deficit, subset) and self._subset_ok(gang, subset):
+                    return list(subset)
+        return None
+
+    def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView]) -> list[PodView] | None:
+        chosen: list[PodView] = []
+        for c in cands:
+            if self._subset_ok(gang, [*chosen, c]):
+                chosen.append(c)
+                if _covers(deficit, chosen):
+                    return chosen
+        return None
+
+    def _assign(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
+        """Greedy per needed pod: the node needing the fewest (most preferred) victims."""
+        victims: list[PodView] = []
+        chosen: set[str] = set()
+        for pod in sorted(gang.needed, key=size_key):
+            best: tuple[int, tuple[tuple[float, int, int, str], ...], int, str] | None = None
+            best_subset: list[PodView] = []
+            for name, node in cap.nodes.items():
+                if not node_accepts(node, pod):
+                    continue
+                subset = self._cheapest_on_node(gang, pod, name, cap, chosen)
+                if subset is None:
+                    continue
+                left = add(cap.free[name], _sum_demand(subset))
+                score = (len(subset), tuple(self.preference(p) for p in subset),
+                         left.get(self.w.dominant, 0), name)
+                if best is None or score < best:
+                    best, best_subset = score, subset
+                    if not subset and score[2] == pod.requests.get(self.w.dominant, 0):
+                        break  # exact fit without victims: cannot do better
+            if best is None:
+                return None
+            node_name = best[3]
+            for v in best_subset:
+                cap.give(v.node_name, pod_demand(v))
+                chosen.add(v.key)
+                victims.append(v)
+                self.w.jobs[job_id(v)].taken += 1
+            cap.take(node_name, pod_demand(pod))
+        return victims
+
+    def _minimize(self, gang: Gang, victims: list[PodView]) -> list[PodView]:
+        """Drop every victim the gang can do without (least preferred victims tried first)."""
+        kept = list(victims)
+        for v in sorted(victims, key=self.preference, reverse=True):
+            trial = [k for k in kept if k.key != v.key]
+            cap = self.capacity.copy()
+            for k in trial:
+                cap.give(k.node_name, pod_demand(k))
+            if place_all(gang.needed, cap) is not None:
+                kept = trial
+        return kept
+
+    # -- one gang ------------------------------------------------------------------------
+    def plan_gang(self, gang: Gang) -> GangPlan:
+        w = self.w
+        needed_keys = tuple(p.key for p in gang.needed)
+
+        def wait(reason: str) -> GangPlan:
+            return GangPlan(GangDecision(gang.key, gang.queue, "wait", reason, needed_keys), [])
+
+        missing = gang.pg.min_member - gang.placed
+        if len(gang.needed) < missing:
+            return wait(f"needs {missing} more pods placed but only {len(gang.needed)} are pending and "
+                        "ungated; waiting for the rest to be created")
+        trial = self.capacity.copy()
+        placement = place_all(gang.needed, trial)
+        if placement is None and gang.releasing_for:
+            return wait(f"{len(gang.releasing_for)} worker(s) evicted for it are still terminating; "
+                        "no new victims until they are gone")
+        if placement is not None:
+            strict = w.free_now.copy()
+            fits_now = place_all(gang.needed, strict) is not None
+            self.capacity = trial  # promise the room to this gang
+            if fits_now:
+                return wait("its min set fits on free capacity now; waiting for the scheduler to place it")
+            n = sum(len(v) for v in w.releasing.values())
+            return wait(f"fits once {n} terminating pod(s) release their resources "
+                        f"({len(gang.releasing_for)} evicted for it); no further victims")
+
+        # Explain the candidate pool; plan on it.
+        reasons: dict[str, int] = {}
+        for pods in self.candidates_by_node.values():
+            for pod in pods:
+                why = self._why_not(gang, pod)
+                if why is not None and why != "taken":
+                    reasons[why] = reasons.get(why, 0) + 1
+        cap = self.capacity.copy()
+        saved = {k: j.taken for k, j in w.jobs.items()}
+        victims = self._assign(gang, cap)
+        for k, j in w.jobs.items():
+            j.taken = saved[k]
+        if victims is None:
+            excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
+            need = format_resources(_sum_requests(gang.needed))
+            return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
+                        f"({need}) fit; candidates excluded: {excluded}")
+        victims = self._minimize(gang, victims)
+        victims.sort(key=self.preference)
+        left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
+        if len(victims) > left:
+            return wait(f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle "
+                        "(maxEvictionsPerCycle)")
+        # Commit: victims free their room, the gang's pods take it.
+        cap = self.capacity.copy()
+        for v in victims:
+            cap.give(v.node_name, pod_demand(v))
+        if place_all(gang.needed, cap) is None:  # pragma: no cover - _minimize guarantees a fit
+            return wait("internal: plan did not verify")
+        self.capacity = cap
+        self.evictions_left[gang.queue] = left - len(victims)
+        evictions = []
+        for v in victims:
+            job = w.jobs[job_id(v)]
+            reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
+                      f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
+                      f"{gang.key} in queue {gang.queue}")
+            job.taken += 1
+            self.taken.add(v.key)
+            self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
+            evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))
+        self.alloc[gang.queue] = add(self.alloc.get(gang.queue, {}), _sum_requests(gang.needed))
+        decision = GangDecision(
+            gang.key, gang.queue, "evict",
+            f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit",
+            needed_keys, tuple(v.key for v in victims),
+        )
+        return GangPlan(decision, evictions)
+
+
+def _sum_demand(pods: Sequence[PodView]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in pods:
+        out = add(out, pod_demand(p))
+    return out
+
+
+def _sum_requests(pods: Sequence[PodView]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in pods:
+        out = add(out, p.requests)
+    return out
+
+
+def starving_gangs(world: World) -> list[Gang]:
+    """Waiting gangs whose needed pods have waited at least their queue's starvationSeconds,
+    higher PodGroup priority first, then older."""
+    out = []
+    for gang in world.waiting:
+        policy = world.policy(gang.queue)
+        if gang.since is None or (world.now - gang.since).total_seconds() >= policy.starvationSeconds:
+            out.append(gang)
+    epoch = world.now.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+    out.sort(key=lambda g: (-g.priority, g.pg.created or g.since or epoch, g.key))
+    return out

@@ -1,0 +1,84 @@
+"""Gate releases (scale up): lift the scale-up gate of elastic pods when capacity is free.
+
+Per DESIGN step 5: nothing while a waiting gang could be placed by evicting elastic workers;
+only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only
+where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .decisions import GateRelease
+from .fit import Capacity, place_all, pod_demand
+from .keys import Role
+from .model import PodView
+from .world import Gang, World, job_id
+
+
+def blocking_gangs(world: World) -> list[Gang]:
+    """Waiting gangs that would fit if every running elastic worker were gone."""
+    cap = world.future_capacity()
+    for pods in world.pods_by_group.values():
+        for pod in pods:
+            if pod.role is Role.ELASTIC and pod.holds_resources and not pod.deleting:
+                cap.give(pod.node_name, pod_demand(pod))
+    return [g for g in world.waiting if len(g.needed) >= g.pg.min_member - g.placed
+            and place_all(g.needed, cap.copy()) is not None]
+
+
+def plan_gate_releases(world: World, capacity: Capacity | None = None) -> tuple[list[GateRelease], list[str]]:
+    """(releases in decision order, keys of the gangs that block scale-up)."""
+    if not world.cfg.gating.enabled:
+        return [], []
+    blockers = blocking_gangs(world)
+    if blockers:
+        return [], [g.key for g in blockers]
+    gate = world.cfg.gating.gateName
+    cap = (capacity or world.free_now).copy()
+    by_job: dict[str, list[PodView]] = {}
+    for key, pods in world.pods_by_group.items():
+        pg = world.podgroups.get(key)
+        if pg is None:
+            continue
+        running = sum(1 for p in pods if p.placed)
+        if running < pg.min_member:
+            continue
+        for pod in pods:
+            if pod.role is Role.ELASTIC and pod.pending and pod.gated(gate):
+                by_job.setdefault(job_id(pod), []).append(pod)
+    heap: list[tuple[float, int, str, str]] = []
+    queues: dict[str, list[PodView]] = {}
+    for jid, pods in by_job.items():
+        job = world.jobs.get(jid)
+        if job is None or job.bounds is None or job.cooling:
+            continue
+        pods.sort(key=lambda p: (p.replica_index, p.name))
+        queues[jid] = pods
+        heapq.heappush(heap, (job.fulfillment(), pods[0].replica_index, pods[0].name, jid))
+    per_queue: dict[str, int] = {}
+    releases: list[GateRelease] = []
+    while heap:
+        _, _, _, jid = heapq.heappop(heap)
+        job = world.jobs[jid]
+        pending = queues[jid]
+        pod = pending.pop(0)
+        limit = world.policy(job.queue).maxScaleUpPerCycle
+        if per_queue.get(job.queue, 0) >= limit:
+            continue
+        assert job.bounds is not None
+        if job.current_workers() >= job.bounds.max_replicas:
+            continue
+        node = cap.choose_node(pod)
+        if node is not None:
+            cap.take(node, pod_demand(pod))
+            job.added += 1
+            per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+            releases.append(GateRelease(
+                pod.key, jid, node, job.queue,
+                f"job {jid} has {job.current_workers() - 1} of max {job.bounds.max_replicas} workers "
+                f"running (least fulfilled first); fits on {node} now",
+            ))
+        if pending:
+            heapq.heappush(heap, (job.fulfillment(), pending[0].replica_index, pending[0].name, jid))
+    return releases, []

@@ -1,0 +1,163 @@
+"""Deserved share per Volcano queue: weighted water-filling, the way proportion/capacity do it.
+
+Per resource dimension, a parent's capacity (the cluster for ``root``) is first given to each
+child's ``guarantee``, then to explicit ``deserved`` values (capacity plugin), and what is left is
+shared by weight among children that still ask for more, never above a child's request or
+``capability``, repeating until nothing is left or every child is satisfied. Hierarchical queues
+(``spec.parent``) get their parent's deserved share the same way.
+
+**Pending gated pods are not counted in a queue's request.** Volcano counts them, but a gated
+pod is an elastic worker that has not been allowed to run: counting its appetite would let a
+queue that is growing opportunistically claim a larger share and so shield its running elastic
+workers from reclaim by a queue that needs its min. Running (bound) pods and pending ungated
+pods count.
+
+Over/under share is judged on one dominant resource: ``nvidia.com/gpu`` when the cluster has
+GPUs, else ``cpu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .keys import GPU
+from .model import NodeView, PodGroupView, PodView, QueueView
+from .quantity import Resources, add, total
+
+
+@dataclass(frozen=True, slots=True)
+class QueueShare:
+    name: str
+    deserved: Resources
+    allocated: Resources
+    request: Resources
+    reclaimable: bool = True
+
+
+def dominant_resource(nodes: Iterable[NodeView]) -> str:
+    return GPU if any(n.allocatable.get(GPU, 0) > 0 for n in nodes) else "cpu"
+
+
+def cluster_capacity(nodes: Iterable[NodeView]) -> Resources:
+    return total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
+
+
+def queue_usage(
+    pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView], gate: str | None = None
+) -> tuple[dict[str, Resources], dict[str, Resources]]:
+    """(allocated, request) per queue. Terminating pods are leaving and count for neither."""
+    allocated: dict[str, Resources] = {}
+    request: dict[str, Resources] = {}
+    for pod in pods:
+        pg = podgroups.get(pod.group_key)
+        if pg is None or pod.deleting or pod.terminal:
+            continue
+        if pod.node_name:
+            allocated[pg.queue] = add(allocated.get(pg.queue, {}), pod.requests)
+            request[pg.queue] = add(request.get(pg.queue, {}), pod.requests)
+        elif not pod.scheduling_gates:
+            request[pg.queue] = add(request.get(pg.queue, {}), pod.requests)
+    return allocated, request
+
+
+def _fill(capacity: Mapping[str, int], children: list[QueueView], request: Mapping[str, Resources]) -> dict[str, Resources]:
+    dims = set(capacity)
+    for c in children:
+        dims |= set(request.get(c.name, {}))
+    out: dict[str, dict[str, float]] = {c.name: {} for c in children}
+    for r in sorted(dims):
+        remaining = float(capacity.get(r, 0))
+
+        def limit(q: QueueView, r: str = r) -> float:
+            want = float(request.get(q.name, {}).get(r, 0))
+            if q.capability is not None and r in q.capability:
+                want = min(want, float(q.capability[r]))
+            return want
+
+        share = {c.name: 0.0 for c in children}
+        fixed: set[str] = set()
+        for c in children:
+            g = float((c.guarantee or {}).get(r, 0))
+            if g:
+                share[c.name] = min(g, remaining)
+                remaining -= share[c.name]
+        for c in children:
+            if c.deserved is not None and r in c.deserved:
+                extra = max(0.0, min(float(c.deserved[r]), remaining + share[c.name]) - share[c.name])
+                share[c.name] += extra
+                remaining -= extra
+                fixed.add(c.name)
+        active = [c for c in children if c.name not in fixed and share[c.name] < limit(c)]
+        while remaining > 1e-9 and active:
+            weights = sum(max(1, c.weight) for c in active)
+            given = 0.0
+            still = []
+            for c in active:
+                offer = remaining * max(1, c.weight) / weights
+                take = min(offer, limit(c) - share[c.name])
+                share[c.name] += take
+                given += take
+                if share[c.name] < limit(c) - 1e-9:
+                    still.append(c)
+            remaining -= given
+            active = still
+            if given <= 1e-9:
+                break
+        for name, v in share.items():
+            out[name][r] = v
+    return {name: {r: round(v) for r, v in res.items() if v > 0} for name, res in out.items()}
+
+
+def plan_shares(
+    queues: Iterable[QueueView],
+    nodes: Iterable[NodeView],
+    pods: Iterable[PodView],
+    podgroups: Mapping[str, PodGroupView],
+) -> dict[str, QueueShare]:
+    """Deserved, allocated and requested resources of every queue (queues referenced by
+    PodGroups but not listed are treated as weight-1 children of root)."""
+    nodes = list(nodes)
+    allocated, request = queue_usage(pods, podgroups)
+    by_name = {q.name: q for q in queues}
+    for name in set(request) | set(allocated):
+        by_name.setdefault(name, QueueView(name=name))
+    by_name.pop("root", None)
+    children: dict[str, list[QueueView]] = {}
+    for q in sorted(by_name.values(), key=lambda q: q.name):
+        parent = q.parent if q.parent in by_name else "root"
+        children.setdefault(parent, []).append(q)
+
+    def subtree_request(name: str, seen: frozenset[str] = frozenset()) -> Resources:
+        req = dict(request.get(name, {}))
+        for c in children.get(name, []):
+            if c.name not in seen:
+                req = add(req, subtree_request(c.name, seen | {name}))
+        return req
+
+    all_request = {name: subtree_request(name) for name in by_name}
+    deserved: dict[str, Resources] = {}
+    stack = [("root", cluster_capacity(nodes))]
+    visited = set()
+    while stack:
+        parent, cap = stack.pop()
+        if parent in visited:
+            continue
+        visited.add(parent)
+        kids = children.get(parent, [])
+        if not kids:
+            continue
+        filled = _fill(cap, kids, all_request)
+        for k in kids:
+            deserved[k.name] = filled[k.name]
+            stack.append((k.name, filled[k.name]))
+    return {
+        name: QueueShare(
+            name=name,
+            deserved=deserved.get(name, {}),
+            allocated=allocated.get(name, {}),
+            request=all_request.get(name, {}),
+            reclaimable=q.reclaimable,
+        )
+        for name, q in by_name.items()
+    }

@@ -1,0 +1,173 @@
+"""One cycle's indexed view of the cluster: gangs, jobs, capacity. Built once, read by planners."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from . import keys
+from .cooldowns import fulfillment, in_cooldown
+from .fit import Capacity, pod_demand
+from .keys import Role
+from .model import ElasticBounds, PodGroupView, PodView, Snapshot
+from .settings import ElasticConfig, QueuePolicy
+from .shares import QueueShare, dominant_resource, plan_shares
+
+
+@dataclass(slots=True)
+class JobState:
+    """An elastic job as the planners see it (keyed by its PodGroup, ``ns/name``)."""
+
+    key: str
+    pg: PodGroupView | None
+    queue: str
+    priority: int
+    bounds: ElasticBounds | None
+    running_workers: int = 0
+    cooling: bool = False
+    taken: int = 0  # victims taken this cycle
+    added: int = 0  # gates lifted this cycle
+
+    def current_workers(self) -> int:
+        return self.running_workers - self.taken + self.added
+
+    def fulfillment(self) -> float:
+        if self.bounds is None:
+            return 1.0
+        return fulfillment(self.current_workers(), self.bounds.min_replicas, self.bounds.max_replicas)
+
+    def can_lose(self) -> bool:
+        """One more victim leaves at least min workers running."""
+        return self.bounds is not None and self.current_workers() - 1 >= self.bounds.min_replicas
+
+
+@dataclass(slots=True)
+class Gang:
+    pg: PodGroupView
+    priority: int
+    placed: int
+    pending: list[PodView]  # ungated pending pods, highest task priority first, then name
+    needed: list[PodView]
+    since: datetime | None
+    releasing_for: list[PodView] = field(default_factory=list)  # terminating victims evicted for it
+
+    @property
+    def key(self) -> str:
+        return self.pg.key
+
+    @property
+    def queue(self) -> str:
+        return self.pg.queue
+
+
+@dataclass(slots=True)
+class World:
+    snapshot: Snapshot
+    cfg: ElasticConfig
+    now: datetime
+    pods_by_group: dict[str, list[PodView]]
+    podgroups: dict[str, PodGroupView]
+    jobs: dict[str, JobState]
+    free_now: Capacity  # allocatable minus every pod still holding resources
+    releasing: dict[str, list[PodView]]  # node -> terminating pods still holding resources
+    shares: dict[str, QueueShare]
+    dominant: str
+    waiting: list[Gang]
+
+    def policy(self, queue: str) -> QueuePolicy:
+        return self.cfg.queue_policy(queue)
+
+    def future_capacity(self) -> Capacity:
+        """Free capacity once every terminating pod has released its resources."""
+        cap = self.free_now.copy()
+        for node, pods in self.releasing.items():
+            for pod in pods:
+                cap.give(node, pod_demand(pod))
+        return cap
+
+
+def group_priority(pg: PodGroupView | None, classes: Mapping[str, int]) -> int:
+    if pg is None or not pg.priority_class_name:
+        return 0
+    return classes.get(pg.priority_class_name, 0)
+
+
+def job_id(pod: PodView) -> str:
+    return pod.group_key or pod.job_key
+
+
+def _needed_order(pod: PodView) -> tuple[int, str]:
+    return (-pod.task_priority, pod.name)
+
+
+def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
+    pods = sorted(snapshot.pods, key=lambda p: (p.namespace, p.name, p.uid))
+    podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
+    pods_by_group: dict[str, list[PodView]] = {}
+    for pod in pods:
+        if pod.group_key:
+            pods_by_group.setdefault(pod.group_key, []).append(pod)
+
+    cap = Capacity.empty(sorted(snapshot.nodes, key=lambda n: n.name))
+    releasing: dict[str, list[PodView]] = {}
+    for pod in pods:
+        if pod.holds_resources:
+            cap.take(pod.node_name, pod_demand(pod))
+            if pod.deleting:
+                releasing.setdefault(pod.node_name, []).append(pod)
+
+    jobs: dict[str, JobState] = {}
+    for pod in pods:
+        if not pod.job_name:
+            continue
+        jid = job_id(pod)
+        job = jobs.get(jid)
+        if job is None:
+            pg = podgroups.get(pod.group_key)
+            queue = pg.queue if pg else cfg.defaultQueue
+            job = JobState(jid, pg, queue, group_priority(pg, snapshot.priority_classes), pod.bounds)
+            job.cooling = in_cooldown(pg, cfg.queue_policy(queue), now)
+            jobs[jid] = job
+        if job.bounds is None and pod.bounds is not None:
+            job.bounds = pod.bounds
+        if pod.replica_type == "worker" and pod.running:
+            job.running_workers += 1
+
+    waiting: list[Gang] = []
+    for key, pg in podgroups.items():
+        members = pods_by_group.get(key, [])
+        placed = sum(1 for p in members if p.node_name and not p.deleting and p.phase != "Failed")
+        pending = sorted((p for p in members if p.pending and not p.scheduling_gates), key=_needed_order)
+        if placed >= pg.min_member or not pending:
+            continue
+        needed = pending[: pg.min_member - placed]
+        times = [p.unschedulable_since or p.created for p in needed]
+        known = [t for t in times if t is not None]
+        since = min(known) if known else None
+        waiting.append(Gang(pg, group_priority(pg, snapshot.priority_classes), placed, pending, needed,
+                            since))
+    for node_pods in releasing.values():
+        for pod in node_pods:
+            target = pod.annotations.get(keys.EVICTED_FOR, "")
+            for gang in waiting:
+                if gang.key == target:
+                    gang.releasing_for.append(pod)
+
+    return World(
+        snapshot=snapshot,
+        cfg=cfg,
+        now=now,
+        pods_by_group=pods_by_group,
+        podgroups=podgroups,
+        jobs=jobs,
+        free_now=cap,
+        releasing=releasing,
+        shares=plan_shares(snapshot.queues, snapshot.nodes, pods, podgroups),
+        dominant=dominant_resource(snapshot.nodes),
+        waiting=waiting,
+    )
+
+
+def is_candidate_role(pod: PodView) -> bool:
+    return pod.role is Role.ELASTIC and pod.running and pod.replica_type == "worker"

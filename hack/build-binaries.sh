@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Build the control-plane-in-a-box binaries from the Go module proxy.
+#
+#   hack/build-binaries.sh [--force] [NAME ...]
+#
+# NAME is any of: etcd kube-apiserver kube-controller-manager kubectl vc-scheduler
+# vc-controller-manager kwok training-operator (default: all of them).
+#
+# Output: ${VOLCANO_ELASTIC_CACHE:-$HOME/.cache/volcano-elastic}/<key>/bin/<name>, where <key>
+# is derived from hack/versions.env (so a version bump builds a fresh set), plus the CRDs the
+# box installs under <key>/crds/ and one build log per binary under <key>/logs/.
+# Already-built binaries are skipped (idempotent). Binaries are built one after another with
+# `go build -p 2`; the Go build cache shares the Kubernetes packages between the k8s and
+# Volcano builds. Exit status: 0 when everything is built, 1 when any build failed (the
+# others are still built, and each failure names its module and shows the Go error).
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$HACK_DIR/versions.env"
+
+CACHE_ROOT="${VOLCANO_ELASTIC_CACHE:-$HOME/.cache/volcano-elastic}"
+# Same rule as hack/localbox/paths.py: "v-" + first 12 hex digits of sha256(versions.env).
+KEY="v-$(sha256sum "$HACK_DIR/versions.env" | cut -c1-12)"
+OUT="$CACHE_ROOT/$KEY"
+BIN="$OUT/bin"
+LOGS="$OUT/logs"
+CRDS="$OUT/crds"
+mkdir -p "$BIN" "$LOGS" "$CRDS"
+cp "$HACK_DIR/versions.env" "$OUT/versions.env"
+
+FORCE=0
+WANT=()
+for a in "$@"; do
+  case "$a" in
+    --force) FORCE=1 ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) echo "build-binaries: unknown option $a" >&2; exit 2 ;;
+    *) WANT+=("$a") ;;
+  esac
+done
+
+export CGO_ENABLED=0
+export GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false"
+export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "build-binaries: 'go' is not on PATH; a Go >= 1.26 toolchain is needed" >&2
+  exit 1
+fi
+
+ts() { date -u +%H:%M:%S; }
+log() { echo "[build-binaries $(ts)] $*"; }
+
+BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+k8s_ldflags() {
+  local v="$KUBERNETES_VERSION" major minor rest
+  rest="${v#v}"; major="${rest%%.*}"; rest="${rest#*.}"; minor="${rest%%.*}"
+  local f="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    f+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    f+=" -X $p.gitTreeState=clean -X $p.buildDate=$BUILD_DATE"
+  done
+  echo "$f"
+}
+volcano_ldflags() {
+  echo "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION -X volcano.sh/volcano/pkg/version.Built=$BUILD_DATE"
+}
+
+# name | wrapper dir | main package | module@version (for messages + consistency check) | ldflags fn
+TARGETS=(
+  "etcd|etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3@$ETCD_VERSION|plain"
+  "kube-apiserver|kubernetes|k8s.io/kubernetes/cmd/kube-apiserver|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s"
+  "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s"
+  "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s"
+  "vc-scheduler|volcano|volcano.sh/volcano/cmd/scheduler|volcano.sh/volcano@$VOLCANO_VERSION|volcano"
+  "vc-controller-manager|volcano|volcano.sh/volcano/cmd/controller-manager|volcano.sh/volcano@$VOLCANO_VERSION|volcano"
+  "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok@$KWOK_VERSION|plain"
+  "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION|plain"
+)
+
+wanted() {
+  [[ ${#WANT[@]} -eq 0 ]] && return 0
+  local w; for w in "${WANT[@]}"; do [[ "$w" == "$1" ]] && return 0; done
+  return 1
+}
+
+# The wrapper go.mod must require exactly the pinned version (else versions.env lies).
+check_pin() {
+  local dir="$1" modver="$2" mod ver
+  mod="${modver%@*}"; ver="${modver##*@}"
+  if ! grep -Eq "^[[:space:]]*(require[[:space:]]+)?${mod//./\\.}[[:space:]]+${ver//./\\.}([[:space:]]|$)" "$HACK_DIR/gomod/$dir/go.mod"; then
+    echo "build-binaries: hack/gomod/$dir/go.mod does not require $mod $ver as hack/versions.env says;" >&2
+    echo "  fix it with: (cd hack/gomod/$dir && go get -tool <main package>@$ver)" >&2
+    return 1
+  fi
+}
+
+FAILED=()
+TOTAL_START=$(date +%s)
+log "cache: $OUT ($(go version | awk '{print $3}'), GOCACHE=$(go env GOCACHE))"
+for t in "${TARGETS[@]}"; do
+  IFS='|' read -r name dir pkg modver ldkind <<<"$t"
+  wanted "$name" || continue
+  if [[ -x "$BIN/$name" && $FORCE -eq 0 ]]; then
+    log "$name: already built ($BIN/$name)"
+    continue
+  fi
+  if ! check_pin "$dir" "$modver"; then FAILED+=("$name"); continue; fi
+  case "$ldkind" in
+    k8s) ldflags="$(k8s_ldflags)" ;;
+    volcano) ldflags="$(volcano_ldflags)" ;;
+    *) ldflags="-s -w" ;;
+  esac
+  blog="$LOGS/build-$name.log"
+  log "$name: building $pkg from $modver (log: $blog) ..."
+  s=$(date +%s)
+  if (cd "$HACK_DIR/gomod/$dir" && go build -p 2 -trimpath -ldflags "$ldflags" -o "$BIN/.$name.tmp" "$pkg") >"$blog" 2>&1; then
+    mv -f "$BIN/.$name.tmp" "$BIN/$name"
+    log "$name: built in $(( $(date +%s) - s ))s ($(du -h "$BIN/$name" | cut -f1))"
+  else
+    rm -f "$BIN/.$name.tmp"
+    echo "[build-binaries $(ts)] FAILED: $name from module $modver (package $pkg, wrapper hack/gomod/$dir) after $(( $(date +%s) - s ))s. Go said:" >&2
+    tail -n 40 "$blog" | sed 's/^/    /' >&2
+    FAILED+=("$name")
+  fi
+done
+
+# CRDs come from the same module downloads.
+copy_crds() {
+  local dir="$1" mod="$2" dest="$3"; shift 3
+  local src
+  src="$(cd "$HACK_DIR/gomod/$dir" && go list -m -f '{{.Dir}}' "$mod" 2>/dev/null || true)"
+  if [[ -z "$src" || ! -d "$src" ]]; then
+    src="$(cd "$HACK_DIR/gomod/$dir" && go mod download -json "$mod" 2>/dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  fi
+  if [[ -z "$src" || ! -d "$src" ]]; then
+    echo "build-binaries: FAILED to locate module $mod for its CRDs" >&2
+    FAILED+=("crds:$mod"); return
+  fi
+  mkdir -p "$CRDS/$dest"
+  local f
+  if [[ "$1" == */ ]]; then  # a whole folder of YAML files
+    set -- $(cd "$src" && ls "$1"*.yaml)
+  fi
+  for f in "$@"; do
+    if [[ -f "$src/$f" ]]; then install -m 0644 "$src/$f" "$CRDS/$dest/"; else
+      echo "build-binaries: FAILED: $mod has no $f" >&2; FAILED+=("crds:$f"); fi
+  done
+}
+if [[ ${#WANT[@]} -eq 0 ]]; then
+  # every CRD of config/crd/volcano/bases (podgroups, queues, hypernodes, numatopologies,
+  # jobs, commands, ...): the scheduler and controllers wait for their informers
+  copy_crds volcano volcano.sh/volcano volcano config/crd/volcano/bases/
+  copy_crds training-operator github.com/kubeflow/training-operator training-operator \
+    manifests/base/crds/kubeflow.org_pytorchjobs.yaml
+  log "CRDs in $CRDS"
+fi
+
+log "done in $(( $(date +%s) - TOTAL_START ))s; binaries in $BIN"
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+  echo "[build-binaries $(ts)] FAILED: ${FAILED[*]} (logs in $LOGS)" >&2
+  exit 1
+fi
