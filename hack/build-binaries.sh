@@ -20,8 +20,9 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HACK_DIR/versions.env"
 
 CACHE_ROOT="${VOLCANO_ELASTIC_CACHE:-$HOME/.cache/volcano-elastic}"
-# Same rule as hack/localbox/paths.py: "v-" + first 12 hex digits of sha256(versions.env).
-KEY="v-$(sha256sum "$HACK_DIR/versions.env" | cut -c1-12)"
+# Same rule as hack/localbox/paths.py: "v-" + first 12 hex digits of the sha256 of the
+# KEY=value lines of versions.env (comments do not change the key).
+KEY="v-$(grep -E '^[A-Z0-9_]+=' "$HACK_DIR/versions.env" | sha256sum | cut -c1-12)"
 OUT="$CACHE_ROOT/$KEY"
 BIN="$OUT/bin"
 LOGS="$OUT/logs"

@@ -1,0 +1,91 @@
+"""Where the box finds its binaries, CRDs and state (shared with hack/build-binaries.sh)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+HACK_DIR = Path(__file__).resolve().parent.parent
+REPO_ROOT = HACK_DIR.parent
+VERSIONS_FILE = HACK_DIR / "versions.env"
+BUILD_SCRIPT = HACK_DIR / "build-binaries.sh"
+
+# binary name -> (module it is built from, key in versions.env)
+BINARIES: dict[str, tuple[str, str]] = {
+    "etcd": ("go.etcd.io/etcd/server/v3", "ETCD_VERSION"),
+    "kube-apiserver": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+    "kube-controller-manager": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+    "kubectl": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+    "vc-scheduler": ("volcano.sh/volcano", "VOLCANO_VERSION"),
+    "vc-controller-manager": ("volcano.sh/volcano", "VOLCANO_VERSION"),
+    "kwok": ("sigs.k8s.io/kwok", "KWOK_VERSION"),
+    "training-operator": ("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION"),
+}
+
+
+def versions() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        out[k.strip()] = v.strip().strip('"')
+    return out
+
+
+def cache_root() -> Path:
+    env = os.environ.get("VOLCANO_ELASTIC_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "volcano-elastic"
+
+
+def cache_key() -> str:
+    """Same rule as build-binaries.sh: "v-" + the first 12 hex digits of the sha256 of the
+    KEY=value lines of versions.env (each with its newline; comments do not count)."""
+    lines = [ln for ln in VERSIONS_FILE.read_text().splitlines() if re.match(r"^[A-Z0-9_]+=", ln)]
+    return "v-" + hashlib.sha256("".join(ln + "\n" for ln in lines).encode()).hexdigest()[:12]
+
+
+def build_dir() -> Path:
+    return cache_root() / cache_key()
+
+
+def bin_dir() -> Path:
+    env = os.environ.get("VOLCANO_ELASTIC_BIN_DIR")
+    return Path(env).expanduser() if env else build_dir() / "bin"
+
+
+def crd_dir() -> Path:
+    return build_dir() / "crds"
+
+
+def build_log(name: str) -> Path:
+    return build_dir() / "logs" / f"build-{name}.log"
+
+
+def boxes_dir() -> Path:
+    return cache_root() / "boxes"
+
+
+def binary(name: str) -> Path:
+    return bin_dir() / name
+
+
+def missing_binaries(names: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    names = list(BINARIES) if names is None else list(names)
+    return [n for n in names if not os.access(binary(n), os.X_OK)]
+
+
+def describe_missing(names: list[str]) -> str:
+    vs = versions()
+    parts = []
+    for n in names:
+        mod, key = BINARIES[n]
+        log = build_log(n)
+        parts.append(
+            f"{n} (module {mod}@{vs.get(key, '?')}; expected at {binary(n)}; "
+            f"build log: {log if log.exists() else 'none yet'})"
+        )
+    return "missing binaries: " + "; ".join(parts) + ". Build them with: bash hack/build-binaries.sh"
