@@ -9,18 +9,18 @@ from .keys import DEFAULT_GATE
 
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
-    cooldownSeconds: int = 300  # noqa: N815 - names mirror the YAML document
-    minRuntimeSeconds: int = 120  # noqa: N815
-    starvationSeconds: int = 30  # noqa: N815
-    maxEvictionsPerCycle: int = 16  # noqa: N815
-    maxScaleUpPerCycle: int = 4  # noqa: N815
-    preemptDuringCooldown: bool = False  # noqa: N815
+    cooldownSeconds: int = 300
+    minRuntimeSeconds: int = 120
+    starvationSeconds: int = 30
+    maxEvictionsPerCycle: int = 16
+    maxScaleUpPerCycle: int = 4
+    preemptDuringCooldown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class GatingConfig:
     enabled: bool = True
-    gateName: str = DEFAULT_GATE  # noqa: N815
+    gateName: str = DEFAULT_GATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +32,15 @@ class PrioritiesConfig:
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    intervalSeconds: float = 5.0  # noqa: N815
-    dryRun: bool = False  # noqa: N815
+    intervalSeconds: float = 5.0
+    dryRun: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ElasticConfig:
-    schedulerName: str = "volcano"  # noqa: N815
-    defaultQueue: str = "default"  # noqa: N815
-    namespaceQueues: dict[str, str] = field(default_factory=dict)  # noqa: N815
+    schedulerName: str = "volcano"
+    defaultQueue: str = "default"
+    namespaceQueues: dict[str, str] = field(default_factory=dict)
     gating: GatingConfig = field(default_factory=GatingConfig)
     priorities: PrioritiesConfig = field(default_factory=PrioritiesConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)

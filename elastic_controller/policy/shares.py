@@ -61,7 +61,9 @@ def queue_usage(
     return allocated, request
 
 
-def _fill(capacity: Mapping[str, int], children: list[QueueView], request: Mapping[str, Resources]) -> dict[str, Resources]:
+def _fill(
+    capacity: Mapping[str, int], children: list[QueueView], request: Mapping[str, Resources]
+) -> dict[str, Resources]:
     dims = set(capacity)
     for c in children:
         dims |= set(request.get(c.name, {}))

@@ -1,0 +1,49 @@
+# volcano-elastic developer entry points. `make demo` and `make test` are the README's two commands.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export VOLCANO_ELASTIC_CACHE ?= $(HOME)/.cache/volcano-elastic
+
+.PHONY: help venv lint types imports test test-unit test-integration test-e2e binaries demo bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+
+$(BIN)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,plot]'
+	@touch $@
+
+venv: $(BIN)/.installed ## create the virtualenv with every dependency
+
+lint: venv ## ruff, mypy --strict, import contracts
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+binaries: ## build (or reuse) kube-apiserver, etcd, Volcano, kwok, training-operator into the cache
+	bash hack/build-binaries.sh
+
+test-unit: venv ## the fast loop: pure code, no cluster
+	$(BIN)/pytest -q tests/unit
+
+test-integration: venv binaries ## real kube-apiserver + etcd
+	$(BIN)/pytest -q -m integration tests/integration
+
+test-e2e: venv binaries ## the whole box: Volcano, kwok GPU nodes, training operator
+	$(BIN)/pytest -q -m e2e tests/e2e
+
+test: lint binaries ## everything: lint, types, import rules, unit, integration, e2e
+	$(BIN)/pytest -q tests
+
+demo: venv binaries ## local demo of elastic scaling, then plan and simulate on bundled examples
+	bash hack/demo.sh
+
+bench: venv ## benchmarks (numbers, not pass/fail)
+	$(BIN)/python bench/plan_scale.py
+	$(BIN)/python bench/plan_optimal.py
+
+clean: ## remove the virtualenv and caches (not the binary cache)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Certificates for the webhook: a CA and a serving certificate, and caBundle injection."""

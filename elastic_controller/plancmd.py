@@ -1,0 +1,111 @@
+"""``volcano-elastic plan``: run the planner on a cluster dump, touching no cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HELP = "print what the agent would do (evictions, gate releases) for a kubectl JSON dump"
+
+EPILOG = """\
+Make a dump with:
+  kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json > snapshot.json
+
+Prints {"starving": [...], "evictions": [...], "gateReleases": [...]} (or a table);
+exit 0 whatever was decided, 2 on bad input."""
+
+
+class InputError(ValueError):
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("--from", dest="sources", action="append", required=True, metavar="SNAPSHOT.json",
+                        help="a kubectl JSON dump (a List, or one object); repeat to combine files")
+    parser.add_argument("--config", metavar="F", help="ElasticConfig YAML (defaults when absent)")
+    parser.add_argument("--now", metavar="RFC3339", help="the time to plan at (default: now)")
+    parser.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                        help="table for people (default), json for tools")
+
+
+def read_items(path: str) -> list[Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        return list(doc["items"])
+    if isinstance(doc, dict) and "kind" in doc:
+        return [doc]
+    if isinstance(doc, list):
+        return doc
+    raise InputError(f"{path}: expected a kubectl List (an object with 'items') or a Kubernetes object")
+
+
+def parse_now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InputError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-01-02T03:04:05Z)") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def render_table(plan: dict[str, Any]) -> str:
+    lines = []
+    if not plan["starving"]:
+        lines.append("STARVING  none: every waiting gang is younger than its queue's starvationSeconds")
+    for s in plan["starving"]:
+        lines.append(f"STARVING  {s['podGroup']:<32} queue={s['queue']:<12} {s['decision'].upper():<5} "
+                     f"{s['reason']}")
+    for e in plan["evictions"]:
+        lines.append(f"EVICT     {e['pod']:<32} node={e['node']:<12} for={e['for']}  {e['reason']}")
+    for g in plan["gateReleases"]:
+        lines.append(f"RELEASE   {g['pod']:<32} node={g['node']:<12} {g['reason']}")
+    if not plan["gateReleases"]:
+        blocked = plan.get("scaleUpBlockedBy") or []
+        why = f"held back by waiting gang(s) {', '.join(blocked)}" if blocked else "nothing gated fits now"
+        lines.append(f"RELEASE   none: {why}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .config import ConfigError, load_config_file
+    from .policy.cycle import plan_cycle
+    from .policy.parse import parse_objects
+
+    try:
+        cfg = load_config_file(args.config)
+        now = parse_now(args.now)
+        items: list[Any] = []
+        for src in args.sources:
+            items.extend(read_items(src))
+    except ConfigError as exc:
+        print(f"volcano-elastic plan: {exc}", file=sys.stderr)
+        return 2
+    except InputError as exc:
+        print(f"volcano-elastic plan: {exc}", file=sys.stderr)
+        return 2
+    snapshot, warnings = parse_objects(items, cfg)
+    for w in warnings:
+        if "is not used by the planner" not in w:
+            print(f"warning: {w}", file=sys.stderr)
+    plan = plan_cycle(snapshot, cfg, now)
+    out = plan.to_json()
+    if args.output == "json":
+        print(json.dumps(out, indent=2))
+    else:
+        out["scaleUpBlockedBy"] = list(plan.scale_up_blocked_by)
+        print(render_table(out))
+    return 0
