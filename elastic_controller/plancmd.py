@@ -65,7 +65,9 @@ def parse_now(text: str | None) -> datetime:
 def render_table(plan: dict[str, Any]) -> str:
     lines = []
     if not plan["starving"]:
-        lines.append("STARVING  none: every waiting gang is younger than its queue's starvationSeconds")
+        waiting = plan.get("waiting") or []
+        lines.append(f"STARVING  none: {len(waiting)} waiting gang(s) ({', '.join(waiting)}) younger than their "
+                     "queue's starvationSeconds" if waiting else "STARVING  none: no gang is waiting")
     for s in plan["starving"]:
         lines.append(f"STARVING  {s['podGroup']:<32} queue={s['queue']:<12} {s['decision'].upper():<5} "
                      f"{s['reason']}")
@@ -107,5 +109,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         out["scaleUpBlockedBy"] = list(plan.scale_up_blocked_by)
+        out["waiting"] = list(plan.waiting)
         print(render_table(out))
     return 0

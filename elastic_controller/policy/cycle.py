@@ -28,4 +28,5 @@ def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePl
         evictions=tuple(evictions),
         gate_releases=tuple(releases),
         scale_up_blocked_by=tuple(blockers),
+        waiting=tuple(g.key for g in world.waiting),
     )

@@ -53,6 +53,7 @@ class CyclePlan:
     evictions: tuple[Eviction, ...] = ()
     gate_releases: tuple[GateRelease, ...] = ()
     scale_up_blocked_by: tuple[str, ...] = ()  # waiting gangs that hold back scale-up
+    waiting: tuple[str, ...] = ()  # every waiting gang, starving or not
     notes: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:

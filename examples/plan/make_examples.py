@@ -1,0 +1,83 @@
+"""Regenerate the bundled plan examples: ``python examples/plan/make_examples.py``.
+
+Each ``<name>.json`` is a kubectl-style List (as ``kubectl get nodes,pods,podgroups,queues,
+priorityclasses,pytorchjobs -A -o json`` prints it); ``<name>.expected.json`` is the plan
+``volcano-elastic plan --from <name>.json --now 2026-01-01T13:00:00Z --output json`` prints,
+reviewed by hand (see the story of each example below and in README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from tests.builders import (  # noqa: E402
+    NOW,
+    ago,
+    dump,
+    elastic_job,
+    gang,
+    job_pod,
+    node,
+    podgroup,
+    priority_class,
+    queue,
+)
+
+NODES = [f"gpu-{i}" for i in range(4)]
+
+
+def base() -> list[object]:
+    return [*(node(n) for n in NODES), queue("vision", weight=1), queue("nlp", weight=1),
+            priority_class("research", 100)]
+
+
+def examples() -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    # 1. Job A (vision, 2..16 workers of 2 GPUs) fills the cluster; job B (nlp) needs 4 pods x 2 GPUs.
+    #    A's four highest-index elastic workers make room; A keeps 12 >= min.
+    b_since = ago(120)
+    b = [podgroup("team-nlp", "bert", 4, "nlp", created=b_since)]
+    b += [job_pod("team-nlp", "bert", "worker", i, nnodes="4", gpus=2, created=b_since,
+                  unschedulable_since=b_since) for i in range(4)]
+    out["scale-down-for-gang"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
+                                                          nodes=NODES, queue="vision"), b)
+    # 2. The same, but A scaled 100 s ago (cooldown 300 s): nothing may be evicted, B waits.
+    out["cooldown-blocks-eviction"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
+                                                               nodes=NODES, queue="vision", last_scale=ago(100)), b)
+    # 3. Idle GPUs: A runs at min (2 of 2..16) with its elastic workers gated; four gates lifted (the
+    #    queue's maxScaleUpPerCycle), least fulfilled job first.
+    out["scale-up-into-idle-gpus"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
+                                                              nodes=NODES, queue="vision", running=2),
+                                          elastic_job("team-nlp", "gpt", min_r=1, max_r=4, gpus=4,
+                                                      nodes=NODES[2:], queue="nlp", running=3))
+    # 4. A plain Volcano gang (not a PyTorchJob) waited 10 s only: not starving yet (30 s), and
+    #    because evicting elastic workers could place it, no gate is lifted meanwhile.
+    out["not-starving-yet-holds-scale-up"] = dump(
+        base(),
+        elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2, nodes=NODES, queue="vision", running=14),
+        gang("team-nlp", "mpi-sim", members=2, gpus=8, queue="nlp", waiting_since=ago(10)),
+    )
+    # 5. Victims already terminating for B: B waits for them, no new victims.
+    victims = elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2, nodes=NODES, queue="vision")
+    for obj in victims:
+        meta = obj["metadata"]
+        if obj["kind"] == "Pod" and meta["name"].rsplit("-", 1)[1] in ("15", "14", "13", "12"):
+            meta["deletionTimestamp"] = "2026-01-01T12:59:50Z"
+            meta["annotations"]["volcano-elastic.io/evicted-for"] = "team-nlp/bert"
+    out["evictions-in-flight"] = dump(base(), victims, b)
+    return out
+
+
+def main() -> None:
+    for name, doc in examples().items():
+        (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {len(examples())} examples to {HERE} (plan them at --now {NOW.isoformat()})")
+
+
+if __name__ == "__main__":
+    main()

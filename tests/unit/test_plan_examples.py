@@ -1,0 +1,68 @@
+"""The bundled examples/plan snapshots plan exactly as their reviewed .expected.json says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elastic_controller.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
+NOW = "2026-01-01T13:00:00Z"
+CASES = sorted(p.name[: -len(".json")] for p in EXAMPLES.glob("*.json") if not p.name.endswith(".expected.json"))
+
+
+def _plan(name: str, capsys: pytest.CaptureFixture[str], output: str = "json") -> str:
+    rc = main(["plan", "--from", str(EXAMPLES / f"{name}.json"), "--now", NOW, "--output", output])
+    assert rc == 0
+    return capsys.readouterr().out
+
+
+def test_there_are_enough_examples() -> None:
+    assert len(CASES) >= 4
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_example_plans_as_reviewed(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = json.loads(_plan(name, capsys))
+    want = json.loads((EXAMPLES / f"{name}.expected.json").read_text())
+    assert got == want
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_example_table_has_a_line_per_decision(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = json.loads((EXAMPLES / f"{name}.expected.json").read_text())
+    table = _plan(name, capsys, "table")
+    assert table.count("\nEVICT ") + table.startswith("EVICT ") == len(plan["evictions"])
+    assert sum(line.startswith("RELEASE   ") and "none:" not in line for line in table.splitlines()) == len(
+        plan["gateReleases"]
+    )
+
+
+def test_scale_down_story(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = json.loads(_plan("scale-down-for-gang", capsys))
+    assert [s["decision"] for s in plan["starving"]] == ["evict"]
+    victims = [e["pod"] for e in plan["evictions"]]
+    # B needs 4 x 2 GPUs on a full 4 x 8 cluster: the four highest-index workers of A, one per node.
+    assert victims == [f"team-vision/resnet-worker-{i}" for i in (15, 14, 13, 12)]
+    assert len({e["node"] for e in plan["evictions"]}) == 4
+    assert all(e["for"] == "team-nlp/bert" for e in plan["evictions"])
+
+
+def test_cooldown_and_in_flight_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    cooling = json.loads(_plan("cooldown-blocks-eviction", capsys))
+    assert cooling["evictions"] == [] and cooling["starving"][0]["decision"] == "wait"
+    assert "cooldown" in cooling["starving"][0]["reason"]
+    flight = json.loads(_plan("evictions-in-flight", capsys))
+    assert flight["evictions"] == [] and "terminating" in flight["starving"][0]["reason"]
+
+
+def test_scale_up_story(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = json.loads(_plan("scale-up-into-idle-gpus", capsys))
+    jobs = [g["job"] for g in plan["gateReleases"]]
+    # maxScaleUpPerCycle=4 per queue; the least fulfilled job (resnet, 0%) goes first.
+    assert jobs.count("team-vision/resnet") == 4
+    assert jobs[:4] == ["team-vision/resnet"] * 4
+    assert [g["pod"] for g in plan["gateReleases"][:4]] == [f"team-vision/resnet-worker-{i}" for i in range(2, 6)]
