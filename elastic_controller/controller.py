@@ -1,0 +1,340 @@
+"""The PodGroup controller: watch PyTorchJobs -> ``plan_podgroup`` -> create or merge-patch.
+
+We only ever merge-patch ``spec`` and our own labels/annotations (the PodGroup CRD has no status
+subresource and Volcano writes whole objects), retry 409s, and leave foreign PodGroups alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .kube.api import KubeAPI, owner_ref
+from .kube.caches import Store
+from .kube.client import retry_on_conflict
+from .kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundError
+from .kube.events import EventRecorder
+from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from .kube.workqueue import WorkQueue
+from .policy import keys
+from .policy.model import JobView
+from .policy.parse import ParseError, parse_job, parse_podgroup
+from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
+from .policy.settings import ElasticConfig
+
+log = logging.getLogger(__name__)
+
+
+def format_quantity(name: str, value: int) -> str:
+    """Integer units (cpu in millicores, bytes, counts) -> the canonical quantity string."""
+    if name == "cpu":
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+        for suffix, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value and value % size == 0:
+                return f"{value // size}{suffix}"
+    return str(value)
+
+
+def podgroup_body(plan: PodGroupPlan, job: JobView, cfg: ElasticConfig) -> dict[str, Any]:
+    """The PodGroup we want for ``job`` (DESIGN: the PodGroup contract)."""
+    spec: dict[str, Any] = {
+        "minMember": plan.min_member,
+        "minTaskMember": dict(plan.min_task_member),
+        "minResources": {k: format_quantity(k, v) for k, v in sorted(plan.min_resources.items())},
+        "queue": plan.queue,
+    }
+    if plan.priority_class_name:
+        spec["priorityClassName"] = plan.priority_class_name
+    return {
+        "apiVersion": PODGROUPS.api_version, "kind": PODGROUPS.kind,
+        "metadata": {
+            "name": plan.name, "namespace": plan.namespace,
+            "labels": {keys.MANAGED_BY_LABEL: keys.MANAGED_BY},
+            "ownerReferences": [{
+                "apiVersion": PYTORCHJOBS.api_version, "kind": PYTORCHJOBS.kind, "name": job.name,
+                "uid": job.uid, "controller": True, "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": spec,
+    }
+
+
+def podgroup_patch(current: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch taking ``current`` to ``want`` on the fields we own; None when nothing differs.
+
+    Quantities are compared by value (Volcano rewrites them in canonical form)."""
+    try:
+        have = parse_podgroup(current)
+        target = parse_podgroup(want)
+    except ParseError:
+        have = None
+        target = None
+    spec_now = current.get("spec") or {}
+    spec_want = want.get("spec") or {}
+    patch_spec: dict[str, Any] = {}
+    if have is None or target is None or have.min_member != target.min_member:
+        patch_spec["minMember"] = spec_want["minMember"]
+    if have is None or target is None or have.min_task_member != target.min_task_member:
+        mtm: dict[str, Any] = dict(spec_want.get("minTaskMember") or {})
+        for k in spec_now.get("minTaskMember") or {}:
+            mtm.setdefault(k, None)
+        patch_spec["minTaskMember"] = mtm
+    if have is None or target is None or have.min_resources != target.min_resources:
+        mr: dict[str, Any] = dict(spec_want.get("minResources") or {})
+        for k in spec_now.get("minResources") or {}:
+            mr.setdefault(k, None)
+        patch_spec["minResources"] = mr
+    if spec_now.get("queue") != spec_want.get("queue"):
+        patch_spec["queue"] = spec_want.get("queue")
+    if (spec_now.get("priorityClassName") or None) != (spec_want.get("priorityClassName") or None):
+        patch_spec["priorityClassName"] = spec_want.get("priorityClassName") or None
+    patch: dict[str, Any] = {}
+    if patch_spec:
+        patch["spec"] = patch_spec
+    labels = (current.get("metadata") or {}).get("labels") or {}
+    if labels.get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
+        patch["metadata"] = {"labels": {keys.MANAGED_BY_LABEL: keys.MANAGED_BY}}
+    return patch or None
+
+
+def is_ours(pg: Mapping[str, Any]) -> bool:
+    return ((pg.get("metadata") or {}).get("labels") or {}).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY
+
+
+def owner_uid(pg: Mapping[str, Any]) -> str:
+    for ref in (pg.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == PYTORCHJOBS.kind:
+            return str(ref.get("uid") or "")
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    action: str  # created | patched | unchanged | deleted | invalid | foreign | gone | replaced
+    detail: str = ""
+
+
+class Controller:
+    """Reconciles one PyTorchJob at a time; ``run`` drives it from a work queue."""
+
+    def __init__(self, api: KubeAPI, store: Store, cfg: ElasticConfig, recorder: EventRecorder, *,
+                 workers: int = 4, resync_seconds: float = 60.0,
+                 observe: Callable[[str, str], None] | None = None) -> None:
+        self.api = api
+        self.store = store
+        self.cfg = cfg
+        self.recorder = recorder
+        self.queue = WorkQueue()
+        self.workers = workers
+        self.resync_seconds = resync_seconds
+        self._observe = observe or (lambda action, ns: None)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.heartbeat = time.monotonic()
+
+    # ------------------------------------------------------------------ events
+    def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if res is PYTORCHJOBS or res is PODGROUPS:
+            self.queue.add(f"{ns}/{name}")
+        elif res is NAMESPACES and kind != "DELETED":
+            for job in self.store.items(PYTORCHJOBS):
+                if (job.get("metadata") or {}).get("namespace") == name:
+                    self.queue.add(f"{name}/{job['metadata']['name']}")
+        elif res is QUEUES and kind == "ADDED":
+            self.enqueue_all()
+        elif res is PODS and kind == "ADDED":
+            labels = meta.get("labels") or {}
+            job = labels.get(keys.JOB_NAME_LABEL)
+            if job and labels.get(keys.OPERATOR_NAME_LABEL):
+                self.queue.add(f"{ns}/{job}")
+
+    def enqueue_all(self) -> None:
+        for job in self.store.items(PYTORCHJOBS):
+            meta = job.get("metadata") or {}
+            self.queue.add(f"{meta.get('namespace')}/{meta.get('name')}")
+
+    # ------------------------------------------------------------------ one job
+    def reconcile(self, key: str) -> Outcome:
+        ns, _, name = key.partition("/")
+        raw = self.store.get(PYTORCHJOBS, name, ns)
+        pg: dict[str, Any] | None = self.store.get(PODGROUPS, name, ns)
+        if raw is None:
+            return Outcome("gone", "job deleted; its PodGroup goes with it (owner reference)")
+        try:
+            job = parse_job(raw)
+        except ParseError as exc:
+            self._warn(raw, "InvalidJob", str(exc))
+            return Outcome("invalid", str(exc))
+        if pg is not None and not is_ours(pg):
+            self._warn(raw, "ForeignPodGroup",
+                       f"PodGroup {ns}/{name} exists and is not managed by volcano-elastic (is the "
+                       "training operator running with --gang-scheduler-name?); refusing to manage this job")
+            return Outcome("foreign")
+        if job.finished or job.suspended:
+            return self._retire(raw, job, pg)
+        self._check_pods(raw, job)
+        ns_obj = self.store.get(NAMESPACES, ns)
+        ns_queue = ((ns_obj or {}).get("metadata") or {}).get("annotations", {}).get(keys.NAMESPACE_QUEUE)
+        try:
+            plan = plan_podgroup(job, self.cfg, ns_queue)
+        except JobSpecError as exc:
+            self._warn(raw, "InvalidElasticPolicy", f"no PodGroup for this job: {exc}")
+            return Outcome("invalid", str(exc))
+        if self.store.has(QUEUES) and self.store.items(QUEUES) and \
+                self.store.get(QUEUES, plan.queue) is None:
+            self._warn(raw, "QueueNotFound",
+                       f"Volcano queue {plan.queue!r} (from {plan.queue_source}) does not exist; the PodGroup "
+                       "is created anyway and waits until an admin creates the queue")
+        want = podgroup_body(plan, job, self.cfg)
+        if pg is not None and job.uid and owner_uid(pg) and owner_uid(pg) != job.uid:
+            # Ours, but owned by an earlier job of the same name: replace it.
+            self._delete_podgroup(pg)
+            pg = None
+        if pg is None:
+            return self._create(want, job)
+        patch = podgroup_patch(pg, want)
+        if patch is None:
+            return Outcome("unchanged")
+        return self._patch(want, patch)
+
+    def _create(self, want: dict[str, Any], job: JobView) -> Outcome:
+        meta = want["metadata"]
+        try:
+            created = self.api.create(PODGROUPS, want, meta["namespace"])
+        except AlreadyExistsError:
+            current = self.api.get(PODGROUPS, meta["name"], meta["namespace"])
+            self.store.put(PODGROUPS, current)
+            if not is_ours(current):
+                raise ConflictError(f"PodGroup {meta['namespace']}/{meta['name']} appeared and is foreign",
+                                    409) from None
+            patch = podgroup_patch(current, want)
+            return self._patch(want, patch) if patch else Outcome("unchanged")
+        self.store.put(PODGROUPS, created)
+        self._observe("created", meta["namespace"])
+        log.info("podgroup created", extra={"job": job.key, "queue": want["spec"]["queue"],
+                                            "minMember": want["spec"]["minMember"]})
+        return Outcome("created")
+
+    def _patch(self, want: dict[str, Any], patch: dict[str, Any]) -> Outcome:
+        meta = want["metadata"]
+
+        def send() -> dict[str, Any]:
+            return self.api.patch(PODGROUPS, meta["name"], patch, meta["namespace"], patch_type="merge")
+
+        updated = retry_on_conflict(send)
+        self.store.put(PODGROUPS, updated)
+        self._observe("patched", meta["namespace"])
+        log.info("podgroup updated", extra={"job": f"{meta['namespace']}/{meta['name']}",
+                                            "patch": patch})
+        return Outcome("patched", str(patch))
+
+    def _delete_podgroup(self, pg: dict[str, Any]) -> None:
+        meta = pg.get("metadata") or {}
+        try:
+            self.api.delete(PODGROUPS, meta["name"], meta.get("namespace"), uid=meta.get("uid") or None)
+        except NotFoundError:
+            pass
+        self._observe("deleted", str(meta.get("namespace") or ""))
+
+    def _retire(self, raw: dict[str, Any], job: JobView, pg: dict[str, Any] | None) -> Outcome:
+        """Finished or suspended: drop our PodGroup; evict leftover gated pods (gates never lifted)."""
+        why = "finished" if job.finished else "suspended"
+        if pg is not None:
+            self._delete_podgroup(pg)
+            log.info("podgroup deleted", extra={"job": job.key, "reason": why})
+        gate = self.cfg.gating.gateName
+        cleaned = 0
+        for pod in self.store.items(PODS):
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if meta.get("namespace") != job.namespace or labels.get(keys.JOB_NAME_LABEL) != job.name:
+                continue
+            if meta.get("deletionTimestamp"):
+                continue
+            gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+            if gate not in gates:
+                continue
+            try:
+                self.api.evict(job.namespace, meta["name"], uid=meta.get("uid") or None)
+                cleaned += 1
+            except NotFoundError:
+                continue
+        if cleaned:
+            self.recorder.emit(owner_ref(raw), "Normal", "GatedPodsCleanedUp",
+                               f"job {why}: evicted {cleaned} gated elastic pod(s) that never started")
+        return Outcome("deleted" if pg is not None or cleaned else "unchanged", why)
+
+    def _check_pods(self, raw: dict[str, Any], job: JobView) -> None:
+        """Pods of this job grouped into another PodGroup were not admitted by our webhook."""
+        for pod in self.store.items(PODS):
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if meta.get("namespace") != job.namespace or labels.get(keys.JOB_NAME_LABEL) != job.name:
+                continue
+            group = (meta.get("annotations") or {}).get(keys.GROUP_NAME) or labels.get(keys.GROUP_NAME, "")
+            if group and group != job.name:
+                self._warn(raw, "PodsGroupedElsewhere",
+                           f"pod {meta.get('name')} arrived already grouped into PodGroup {group!r}, not "
+                           f"{job.name!r}: it will not be scheduled as part of this job's gang "
+                           "(is the training operator running in gang mode?)")
+                return
+
+    def _warn(self, raw: dict[str, Any], reason: str, message: str) -> None:
+        meta = raw.get("metadata") or {}
+        log.warning("job refused", extra={"job": f"{meta.get('namespace')}/{meta.get('name')}",
+                                          "reason": reason, "detail": message})
+        self._observe(f"warning:{reason}", str(meta.get("namespace") or ""))
+        self.recorder.emit(owner_ref(raw), "Warning", reason, message)
+
+    # ------------------------------------------------------------------ the loop
+    def process_one(self, timeout: float | None = 0.5) -> str | None:
+        key = self.queue.get(timeout)
+        if key is None:
+            return None
+        try:
+            self.reconcile(key)
+            self.queue.forget(key)
+        except KubeError as exc:
+            delay = self.queue.retry(key)
+            log.warning("reconcile failed, retrying", extra={"job": key, "error": str(exc), "retry_in": delay})
+        except Exception:
+            delay = self.queue.retry(key)
+            log.exception("reconcile crashed", extra={"job": key, "retry_in": delay})
+        finally:
+            self.queue.done(key)
+            self.heartbeat = time.monotonic()
+        return key
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            self.process_one(0.5)
+            self.heartbeat = time.monotonic()
+
+    def _resync(self) -> None:
+        while not self._stop.wait(self.resync_seconds):
+            self.enqueue_all()
+
+    def start(self) -> None:
+        self._stop.clear()
+        self.enqueue_all()
+        for i in range(self.workers):
+            t = threading.Thread(target=self._worker, name=f"controller-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        t = threading.Thread(target=self._resync, name="controller-resync", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.queue.close()
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
