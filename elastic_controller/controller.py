@@ -151,9 +151,9 @@ class Controller:
             self.enqueue_all()
         elif res is PODS and kind == "ADDED":
             labels = meta.get("labels") or {}
-            job = labels.get(keys.JOB_NAME_LABEL)
-            if job and labels.get(keys.OPERATOR_NAME_LABEL):
-                self.queue.add(f"{ns}/{job}")
+            job_name = labels.get(keys.JOB_NAME_LABEL)
+            if job_name and labels.get(keys.OPERATOR_NAME_LABEL):
+                self.queue.add(f"{ns}/{job_name}")
 
     def enqueue_all(self) -> None:
         for job in self.store.items(PYTORCHJOBS):
