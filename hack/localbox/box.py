@@ -1,0 +1,737 @@
+"""The control plane in a box: real etcd, kube-apiserver, kube-controller-manager, Volcano,
+kwok GPU nodes and the Kubeflow training operator, all on 127.0.0.1.
+
+    box = Box(BoxOptions(name="dev"))
+    box.up()          # prints progress, returns when every component is healthy
+    box.kubeconfig    # admin kubeconfig (client certificate in system:masters)
+    box.down()        # kills every process group it started and removes the box directory
+
+State lives in <cache>/boxes/<name>/state.json so that another process (hack/local-down.sh)
+can stop a box started by hack/local-up.sh.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from . import paths, pki
+from .kube import Kube, http_ok
+
+PROFILES = {
+    # etcd + kube-apiserver + kube-controller-manager + every CRD (no scheduler, no nodes)
+    "core": ["etcd", "kube-apiserver", "kube-controller-manager"],
+    # the whole box
+    "full": ["etcd", "kube-apiserver", "kube-controller-manager", "vc-scheduler",
+             "vc-controller-manager", "kwok", "training-operator"],
+}
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+OPERATOR_NAMESPACE = "kubeflow"
+OPERATOR_WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
+OPERATOR_WEBHOOK_SECRET = "training-operator-webhook-cert"
+# cert-controller (inside the training operator) only checks that this file exists; the
+# webhook server itself reads $TMPDIR/k8s-webhook-server/serving-certs (TMPDIR is per box).
+OPERATOR_FIXED_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+KCM_CONTROLLERS = ("garbage-collector-controller,namespace-controller,serviceaccount-controller,"
+                   "disruption-controller,resourcequota-controller")
+VOLCANO_CONTROLLERS = "queue-controller,pg-controller,gc-controller"
+
+
+class BoxError(RuntimeError):
+    pass
+
+
+@dataclass
+class BoxOptions:
+    name: str = "default"
+    profile: str = "full"
+    nodes: int = 4
+    gpus_per_node: int = 8
+    node_cpu: str = "32"
+    node_memory: str = "256Gi"
+    node_pods: int = 110
+    volcano_conf: str = "ours"  # ours | native | path to a scheduler conf file
+    timeout: float = 90.0  # per component health wait
+    keep_on_failure: bool = False
+    quiet: bool = False
+
+    def compatible(self, other: dict[str, Any]) -> list[str]:
+        diffs = []
+        for k in ("profile", "nodes", "gpus_per_node", "node_cpu", "node_memory", "node_pods", "volcano_conf"):
+            if other.get(k) != getattr(self, k):
+                diffs.append(f"{k}={other.get(k)!r} (asked {getattr(self, k)!r})")
+        return diffs
+
+
+@dataclass
+class Proc:
+    name: str
+    pid: int
+    start_time: str  # /proc/<pid>/stat field 22, guards against pid reuse
+    log: str
+    argv: list[str] = field(default_factory=list)
+
+
+def _proc_start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the comm field may contain spaces; fields after the closing paren are plain
+    rest = stat[stat.rindex(")") + 2:].split()
+    if rest[0] in ("Z", "X"):
+        return None
+    return rest[19]
+
+
+def proc_alive(p: Proc) -> bool:
+    return _proc_start_time(p.pid) == p.start_time
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_tail(path: str | Path, lines: int = 30) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            data = f.read().decode("utf-8", "replace").splitlines()
+    except OSError as e:
+        return f"    (no log: {e})"
+    return "\n".join("    " + ln for ln in data[-lines:])
+
+
+def list_boxes() -> list[str]:
+    d = paths.boxes_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir() if (p / "state.json").exists())
+
+
+class Box:
+    def __init__(self, opts: BoxOptions | None = None, *, name: str | None = None):
+        self.opts = opts or BoxOptions(name=name or "default")
+        if name:
+            self.opts.name = name
+        self.dir = paths.boxes_dir() / self.opts.name
+        self.procs: dict[str, Proc] = {}
+        self.ports: dict[str, int] = {}
+        self._popen: dict[str, subprocess.Popen] = {}
+        self._kube: Kube | None = None
+        self.created_fixed_cert_dir = False
+        self.state: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.dir / "pki"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki_dir / "ca.crt"
+
+    @property
+    def ca_bundle(self) -> str:
+        """base64 of the cluster CA PEM (for caBundle fields)."""
+        return base64.b64encode(self.ca_file.read_bytes()).decode()
+
+    @property
+    def kube(self) -> Kube:
+        if self._kube is None:
+            self._kube = Kube("127.0.0.1", self.ports["apiserver"], str(self.ca_file),
+                              str(self.pki_dir / "admin.crt"), str(self.pki_dir / "admin.key"))
+        return self._kube
+
+    def say(self, msg: str) -> None:
+        if not self.opts.quiet:
+            print(f"[localbox {self.opts.name} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ state
+    def _save(self) -> None:
+        self.state.update({
+            "name": self.opts.name,
+            "options": asdict(self.opts),
+            "ports": self.ports,
+            "procs": {k: asdict(v) for k, v in self.procs.items()},
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server if "apiserver" in self.ports else None,
+            "created_fixed_cert_dir": self.created_fixed_cert_dir,
+            "owner_pid": os.getpid(),
+            "bin_dir": str(paths.bin_dir()),
+        })
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        os.replace(tmp, self.state_file)
+
+    def load(self) -> bool:
+        """Load state.json of an existing box; False when there is none."""
+        try:
+            st = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return False
+        self.state = st
+        self.ports = {k: int(v) for k, v in st.get("ports", {}).items()}
+        self.procs = {k: Proc(**v) for k, v in st.get("procs", {}).items()}
+        self.created_fixed_cert_dir = bool(st.get("created_fixed_cert_dir"))
+        self._kube = None
+        return True
+
+    def healthy(self) -> tuple[bool, str]:
+        dead = [n for n, p in self.procs.items() if not proc_alive(p)]
+        if dead:
+            return False, f"process(es) not running: {', '.join(dead)}"
+        if not self.state.get("ready"):
+            return False, "box never became ready"
+        try:
+            if self.kube.get("/readyz", timeout=5) != "ok":
+                return False, "kube-apiserver /readyz is not ok"
+        except Exception as e:  # noqa: BLE001 - any failure means unhealthy
+            return False, f"kube-apiserver unreachable: {e}"
+        return True, "healthy"
+
+    # ------------------------------------------------------------------ processes
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        log = self.logs_dir / f"{name}.log"
+        full_env = dict(os.environ)
+        full_env.pop("KUBECONFIG", None)
+        full_env.update(env or {})
+        with open(log, "ab") as lf:
+            lf.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
+            lf.flush()
+            p = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 cwd=self.dir, env=full_env, start_new_session=True)
+        st = None
+        for _ in range(50):
+            st = _proc_start_time(p.pid)
+            if st:
+                break
+            time.sleep(0.01)
+        proc = Proc(name=name, pid=p.pid, start_time=st or "?", log=str(log), argv=argv)
+        self.procs[name] = proc
+        self._popen[name] = p
+        self._save()
+        return proc
+
+    def _wait_healthy(self, name: str, check: Callable[[], bool], timeout: float | None = None) -> None:
+        timeout = timeout or self.opts.timeout
+        proc = self.procs.get(name)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None and not proc_alive(proc):
+                raise BoxError(f"{name} exited during start-up (log {proc.log}); last lines:\n{log_tail(proc.log)}")
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: BLE001 - keep polling until the deadline
+                pass
+            time.sleep(0.2)
+        where = f" (log {proc.log}); last lines:\n{log_tail(proc.log)}" if proc else ""
+        raise BoxError(f"{name} did not become healthy within {timeout:.0f}s{where}")
+
+    def _start(self, name: str, make_argv: Callable[[], list[str]], check: Callable[[], bool],
+               port_keys: tuple[str, ...] = (), env: dict[str, str] | None = None,
+               wait: bool = True) -> None:
+        """Start a component on fresh free ports; retry with other ports if one was taken."""
+        for attempt in range(3):
+            for k in port_keys:
+                p = free_port()
+                while p in self.ports.values():
+                    p = free_port()
+                self.ports[k] = p
+            t0 = time.monotonic()
+            proc = self._spawn(name, make_argv(), env)
+            if not wait:
+                return
+            try:
+                self._wait_healthy(name, check)
+                self.say(f"{name} healthy in {time.monotonic() - t0:.1f}s (pid {proc.pid})")
+                return
+            except BoxError:
+                tail = log_tail(proc.log, 60)
+                if "address already in use" in tail and attempt < 2:
+                    self.say(f"{name}: a port was taken meanwhile; retrying on other ports")
+                    self._kill(proc)
+                    continue
+                raise
+
+    def wait_started(self, name: str, check: Callable[[], bool], t0: float) -> None:
+        self._wait_healthy(name, check)
+        self.say(f"{name} healthy in {time.monotonic() - t0:.1f}s (pid {self.procs[name].pid})")
+
+    def _kill(self, proc: Proc, grace: float = 10.0) -> None:
+        if not proc_alive(proc):
+            self._reap(proc.name)
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                os.kill(proc.pid, sig)
+            deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5)
+            while time.monotonic() < deadline:
+                self._reap(proc.name)
+                if not proc_alive(proc):
+                    break
+                time.sleep(0.05)
+            if not proc_alive(proc):
+                break
+        # the group may still hold children
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self._reap(proc.name)
+
+    def _reap(self, name: str) -> None:
+        p = self._popen.get(name)
+        if p is not None:
+            try:
+                p.wait(timeout=0)
+            except subprocess.TimeoutExpired:
+                pass
+
+    # ------------------------------------------------------------------ up / down
+    def up(self) -> Path:
+        """Start the box (or reuse a healthy one with the same options); return the kubeconfig."""
+        if self.opts.profile not in PROFILES:
+            raise BoxError(f"unknown profile {self.opts.profile!r} (known: {', '.join(PROFILES)})")
+        paths.boxes_dir().mkdir(parents=True, exist_ok=True)
+        lock = open(paths.boxes_dir() / f".{self.opts.name}.lock", "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BoxError(f"another process is starting or stopping box {self.opts.name!r} right now") from None
+        try:
+            existing = Box(name=self.opts.name)
+            if existing.load():
+                ok, why = existing.healthy()
+                if ok:
+                    diffs = self.opts.compatible(existing.state.get("options", {}))
+                    if diffs:
+                        raise BoxError(
+                            f"box {self.opts.name!r} is already running with different options: "
+                            f"{'; '.join(diffs)}. Stop it first (hack/local-down.sh --name {self.opts.name}) "
+                            f"or pick another --name.")
+                    self.say(f"reusing the running box {self.opts.name!r} ({existing.server})")
+                    self.load()
+                    return self.kubeconfig
+                self.say(f"found a stale box {self.opts.name!r} ({why}); cleaning it up")
+                existing.down(quiet=True)
+            if self.dir.exists():
+                shutil.rmtree(self.dir)
+            missing = paths.missing_binaries(PROFILES[self.opts.profile])
+            if missing:
+                raise BoxError(paths.describe_missing(missing))
+            crds = self._crd_files()
+            t0 = time.monotonic()
+            self.dir.mkdir(parents=True)
+            (self.dir / "tmp").mkdir()
+            self.state = {"ready": False, "started": time.time()}
+            try:
+                self._up(crds)
+            except BaseException as e:
+                if self.opts.keep_on_failure:
+                    self.say(f"start failed; keeping box {self.opts.name!r} for debugging in {self.dir} "
+                             f"(stop it with hack/local-down.sh --name {self.opts.name})")
+                else:
+                    self.say("start failed; stopping everything that was started")
+                    self.down(quiet=True)
+                if isinstance(e, (BoxError, KeyboardInterrupt)):
+                    raise
+                raise BoxError(f"box start failed: {e}") from e
+            self.state["ready"] = True
+            self.state["up_seconds"] = round(time.monotonic() - t0, 1)
+            self._save()
+            self.say(f"box {self.opts.name!r} is up in {time.monotonic() - t0:.1f}s: {self.server}")
+            return self.kubeconfig
+        finally:
+            lock.close()
+
+    def _crd_files(self) -> list[Path]:
+        d = paths.crd_dir()
+        files = sorted(d.glob("*/*.yaml")) if d.is_dir() else []
+        names = {f.name for f in files}
+        need = {"scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml",
+                "kubeflow.org_pytorchjobs.yaml"}
+        if self.opts.profile == "full":
+            need |= {"topology.volcano.sh_hypernodes.yaml", "nodeinfo.volcano.sh_numatopologies.yaml",
+                     "bus.volcano.sh_commands.yaml"}
+        if not need <= names:
+            raise BoxError(f"CRDs missing in {d}: {', '.join(sorted(need - names))}. "
+                           f"Run: bash hack/build-binaries.sh (it copies them from the module cache)")
+        return files
+
+    def _up(self, crds: list[Path]) -> None:
+        b = paths.binary
+        self._make_pki()
+
+        # etcd
+        etcd_data = self.dir / "etcd"
+        self._start("etcd", lambda: [
+            str(b("etcd")), "--name", "box", "--data-dir", str(etcd_data),
+            "--listen-client-urls", f"http://127.0.0.1:{self.ports['etcd']}",
+            "--advertise-client-urls", f"http://127.0.0.1:{self.ports['etcd']}",
+            "--listen-peer-urls", f"http://127.0.0.1:{self.ports['etcd_peer']}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.ports['etcd_peer']}",
+            "--initial-cluster", f"box=http://127.0.0.1:{self.ports['etcd_peer']}",
+            "--unsafe-no-fsync", "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn",
+        ], lambda: http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health", expect='"health":"true"'),
+            port_keys=("etcd", "etcd_peer"))
+
+        # kube-apiserver
+        pk = self.pki_dir
+        self._start("kube-apiserver", lambda: [
+            str(b("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--tls-cert-file={pk / 'apiserver.crt'}", f"--tls-private-key-file={pk / 'apiserver.key'}",
+            f"--client-ca-file={pk / 'ca.crt'}",
+            f"--service-account-issuer=https://127.0.0.1:{self.ports['apiserver']}",
+            f"--service-account-key-file={pk / 'sa.pub'}",
+            f"--service-account-signing-key-file={pk / 'sa.key'}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=RBAC", "--allow-privileged=true",
+            # no kubelet to mount tokens; no node lifecycle controller to lift not-ready taints
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            f"--cert-dir={pk}", "--profiling=false", "--endpoint-reconciler-type=none",
+            "--event-ttl=1h", "-v=1",
+        ], lambda: self.kube.get("/readyz", timeout=3) == "ok", port_keys=("apiserver",))
+        self._write_kubeconfig()
+        self._save()
+
+        # kube-controller-manager starts in the background while CRDs go in
+        t_kcm = time.monotonic()
+        self._start("kube-controller-manager", lambda: [
+            str(b("kube-controller-manager")),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={self.ports['kcm']}",
+            f"--cert-dir={self.dir / 'kcm-certs'}",
+            f"--controllers={KCM_CONTROLLERS}",
+            f"--service-account-private-key-file={pk / 'sa.key'}",
+            f"--root-ca-file={pk / 'ca.crt'}",
+            "--leader-elect=false", "--use-service-account-credentials=false", "-v=1",
+        ], lambda: True, port_keys=("kcm",), wait=False)
+
+        self._install_crds(crds)
+        self.wait_started("kube-controller-manager",
+                          lambda: http_ok(f"https://127.0.0.1:{self.ports['kcm']}/healthz", expect="ok"), t_kcm)
+
+        if self.opts.profile == "full":
+            self._up_full()
+
+    def _up_full(self) -> None:
+        b = paths.binary
+        kc = str(self.kubeconfig)
+        conf = self._scheduler_conf()
+        started: dict[str, tuple[float, Callable[[], bool]]] = {}
+
+        # Volcano scheduler + controllers
+        t = time.monotonic()
+        self._start("vc-scheduler", lambda: [
+            str(b("vc-scheduler")), f"--kubeconfig={kc}", f"--scheduler-conf={conf}",
+            "--leader-elect=false", "--enable-healthz=true",
+            f"--healthz-address=127.0.0.1:{self.ports['vc_scheduler_healthz']}",
+            f"--listen-address=127.0.0.1:{self.ports['vc_scheduler_metrics']}",
+            "--schedule-period=500ms", f"--cache-dump-dir={self.dir / 'tmp'}",
+            "--logtostderr", "-v=3",
+        ], lambda: True, port_keys=("vc_scheduler_healthz", "vc_scheduler_metrics"), wait=False)
+        started["vc-scheduler"] = (t, lambda: http_ok(
+            f"http://127.0.0.1:{self.ports['vc_scheduler_healthz']}/healthz"))
+
+        t = time.monotonic()
+        self._start("vc-controller-manager", lambda: [
+            str(b("vc-controller-manager")), f"--kubeconfig={kc}", "--leader-elect=false",
+            f"--controllers={VOLCANO_CONTROLLERS}", "--enable-healthz=true",
+            f"--healthz-address=127.0.0.1:{self.ports['vc_cm_healthz']}",
+            f"--listen-address=127.0.0.1:{self.ports['vc_cm_metrics']}",
+            "--logtostderr", "-v=2",
+        ], lambda: True, port_keys=("vc_cm_healthz", "vc_cm_metrics"), wait=False)
+        started["vc-controller-manager"] = (t, lambda: http_ok(
+            f"http://127.0.0.1:{self.ports['vc_cm_healthz']}/healthz"))
+
+        # kwok: HOME is the box dir so no ~/.kwok config leaks in; default stages
+        t = time.monotonic()
+        self._start("kwok", lambda: [
+            str(b("kwok")), f"--kubeconfig={kc}",
+            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION[0]}={KWOK_ANNOTATION[1]}",
+            "--manage-all-nodes=false", f"--node-port={self.ports['kwok']}",
+            f"--server-address=127.0.0.1:{self.ports['kwok']}", "--node-ip=127.0.0.1",
+            "--cidr=10.244.0.1/16", "--node-lease-duration-seconds=0",
+        ], lambda: True, port_keys=("kwok",), env={"HOME": str(self.dir)}, wait=False)
+        started["kwok"] = (t, lambda: http_ok(f"http://127.0.0.1:{self.ports['kwok']}/healthz"))
+
+        # training operator: certificates + webhook configuration first (see _operator_prereqs)
+        self.ports["operator_webhook"] = free_port()
+        self._operator_prereqs()
+        t = time.monotonic()
+        self._start("training-operator", lambda: [
+            str(b("training-operator")), f"--kubeconfig={kc}",
+            "--enable-scheme=pytorchjob", "--leader-elect=false",
+            f"--webhook-server-port={self.ports['operator_webhook']}",
+            f"--metrics-bind-address=127.0.0.1:{self.ports['operator_metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{self.ports['operator_probe']}",
+            "--zap-devel=false", "--zap-log-level=info",
+        ], lambda: True, port_keys=("operator_metrics", "operator_probe"),
+            env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "TMPDIR": str(self.dir / "tmp")}, wait=False)
+        started["training-operator"] = (t, lambda: http_ok(
+            f"http://127.0.0.1:{self.ports['operator_probe']}/readyz"))
+
+        self._create_nodes()
+        for name, (t0, check) in started.items():
+            self.wait_started(name, check, t0)
+
+        t = time.monotonic()
+        self.kube.wait_for(f"{self.opts.nodes} kwok nodes Ready", self._nodes_ready, self.opts.timeout)
+        self.say(f"{self.opts.nodes} kwok nodes Ready in {time.monotonic() - t:.1f}s")
+        t = time.monotonic()
+        try:
+            self.kube.wait_for("Volcano queue 'default' to be Open", self._default_queue_open, self.opts.timeout)
+        except TimeoutError as e:
+            raise BoxError(f"{e}\nvc-scheduler log:\n{log_tail(self.procs['vc-scheduler'].log, 15)}\n"
+                           f"vc-controller-manager log:\n{log_tail(self.procs['vc-controller-manager'].log, 15)}") from None
+        self.say(f"queue 'default' Open in {time.monotonic() - t:.1f}s")
+
+    # ------------------------------------------------------------------ pieces
+    def _make_pki(self) -> None:
+        d = self.pki_dir
+        ca = pki.make_ca("volcano-elastic-localbox-ca")
+        ca.write(d / "ca.crt", d / "ca.key")
+        pki.issue(ca, "kube-apiserver", dns_names=["localhost", "kubernetes", "kubernetes.default",
+                                                   "kubernetes.default.svc"],
+                  ips=["127.0.0.1", "10.96.0.1"]).write(d / "apiserver.crt", d / "apiserver.key")
+        pki.issue(ca, "volcano-elastic-admin", orgs=["system:masters"], server=False,
+                  client=True).write(d / "admin.crt", d / "admin.key")
+        priv, pub = pki.rsa_keypair_pem()
+        pki._write(d / "sa.key", priv, 0o600)
+        pki._write(d / "sa.pub", pub, 0o644)
+
+    def issue_serving_cert(self, out_dir: str | Path, name: str = "webhook",
+                           dns_names: list[str] | None = None) -> tuple[Path, Path]:
+        """A serving certificate signed by the box CA with an IP SAN for 127.0.0.1 (for
+        webhooks registered by `url: https://127.0.0.1:PORT/...`). caBundle = self.ca_bundle."""
+        ca = pki.KeyPair((self.pki_dir / "ca.crt").read_bytes(), (self.pki_dir / "ca.key").read_bytes())
+        out = Path(out_dir)
+        crt, key = out / f"{name}.crt", out / f"{name}.key"
+        pki.issue(ca, name, dns_names=["localhost"] + list(dns_names or []), ips=["127.0.0.1"]).write(crt, key)
+        return crt, key
+
+    def _write_kubeconfig(self) -> None:
+        def b64(p: Path) -> str:
+            return base64.b64encode(p.read_bytes()).decode()
+
+        cfg = {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "localbox", "cluster": {
+                "server": self.server, "certificate-authority-data": b64(self.pki_dir / "ca.crt")}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": b64(self.pki_dir / "admin.crt"),
+                "client-key-data": b64(self.pki_dir / "admin.key")}}],
+            "contexts": [{"name": "localbox", "context": {"cluster": "localbox", "user": "admin"}}],
+            "current-context": "localbox",
+        }
+        pki._write(self.kubeconfig, yaml.safe_dump(cfg).encode(), 0o600)
+
+    def _install_crds(self, files: list[Path]) -> None:
+        t = time.monotonic()
+        names = []
+        for f in files:
+            for doc in yaml.safe_load_all(f.read_text()):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                doc.get("metadata", {}).pop("creationTimestamp", None)
+                doc.pop("status", None)
+                names.append(doc["metadata"]["name"])
+                self.kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}",
+                                doc)
+
+        def established() -> bool:
+            for n in names:
+                crd = self.kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}")
+                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+                if conds.get("Established") != "True":
+                    return False
+            return True
+
+        self.kube.wait_for("CRDs Established", established, 60)
+        self.say(f"{len(names)} CRDs installed and Established in {time.monotonic() - t:.1f}s")
+
+    def _scheduler_conf(self) -> Path:
+        v = self.opts.volcano_conf
+        src = paths.HACK_DIR / f"volcano-scheduler-{v}.conf" if v in ("ours", "native") else Path(v)
+        if not src.is_file():
+            raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); use ours, native or a file")
+        dst = self.dir / "volcano-scheduler.conf"
+        shutil.copyfile(src, dst)
+        return dst
+
+    def _create_nodes(self) -> None:
+        for i in range(self.opts.nodes):
+            name = f"kwok-node-{i}"
+            res = {"cpu": self.opts.node_cpu, "memory": self.opts.node_memory,
+                   "pods": str(self.opts.node_pods), "nvidia.com/gpu": str(self.opts.gpus_per_node)}
+            node = {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1],
+                                    "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                               "kubernetes.io/arch": "amd64", "kubernetes.io/role": "agent",
+                               "nvidia.com/gpu.present": "true"},
+                },
+                "spec": {},
+                "status": {"capacity": res, "allocatable": res,
+                           "nodeInfo": {"kubeletVersion": "fake", "operatingSystem": "linux",
+                                        "architecture": "amd64"}},
+            }
+            self.kube.create("/api/v1/nodes", node)
+
+    def _nodes_ready(self) -> bool:
+        nodes = self.kube.get("/api/v1/nodes", query={"labelSelector": "type=kwok"})["items"]
+        if len(nodes) < self.opts.nodes:
+            return False
+        for n in nodes:
+            conds = {c["type"]: c["status"] for c in n.get("status", {}).get("conditions", [])}
+            if conds.get("Ready") != "True":
+                return False
+        return True
+
+    def _default_queue_open(self) -> bool:
+        q = self.kube.get("/apis/scheduling.volcano.sh/v1beta1/queues/default")
+        return q.get("status", {}).get("state") == "Open"
+
+    def _operator_prereqs(self) -> None:
+        """Give the training operator the certificates its cert-controller expects, and point
+        its ValidatingWebhookConfiguration at 127.0.0.1 (there is no Service to route to)."""
+        d = self.pki_dir / "training-operator"
+        svc = f"training-operator.{OPERATOR_NAMESPACE}.svc"
+        # CA must verify for the DNS name "training-operator-ca" and be RSA/PKCS#1 (cert-controller)
+        ca = pki.make_ca("training-operator-ca", key_kind="rsa", dns_names=["training-operator-ca"],
+                         orgs=["training-operator"])
+        srv = pki.issue(ca, svc, dns_names=[svc, f"{svc}.cluster.local", "localhost"], ips=["127.0.0.1"])
+        ca.write(d / "ca.crt", d / "ca.key")
+        srv.write(d / "tls.crt", d / "tls.key")
+        cert_dir = self.dir / "tmp" / "k8s-webhook-server" / "serving-certs"
+        srv.write(cert_dir / "tls.crt", cert_dir / "tls.key")
+        if not (OPERATOR_FIXED_CERT_DIR / "tls.crt").exists():
+            try:
+                srv.write(OPERATOR_FIXED_CERT_DIR / "tls.crt", OPERATOR_FIXED_CERT_DIR / "tls.key")
+                self.created_fixed_cert_dir = True
+            except OSError as e:
+                raise BoxError(f"cannot create {OPERATOR_FIXED_CERT_DIR} (the training operator waits for "
+                               f"a file there): {e}") from None
+
+        k = self.kube
+        k.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": OPERATOR_NAMESPACE}})
+        k.apply(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/secrets/{OPERATOR_WEBHOOK_SECRET}", {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": OPERATOR_WEBHOOK_SECRET, "namespace": OPERATOR_NAMESPACE},
+            "data": {"ca.crt": base64.b64encode(ca.cert_pem).decode(),
+                     "ca.key": base64.b64encode(ca.key_pem).decode(),
+                     "tls.crt": base64.b64encode(srv.cert_pem).decode(),
+                     "tls.key": base64.b64encode(srv.key_pem).decode()},
+        })
+        url = f"https://127.0.0.1:{self.ports['operator_webhook']}/validate-kubeflow-org-v1-pytorchjob"
+        k.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{OPERATOR_WEBHOOK_CONFIG}", {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": OPERATOR_WEBHOOK_CONFIG},
+            "webhooks": [{
+                "name": "validator.pytorchjob.training-operator.kubeflow.org",
+                "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca.cert_pem).decode()},
+                "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}],
+            }],
+        })
+
+    def down(self, quiet: bool = False) -> None:
+        """Stop every process group of the box (reverse start order) and remove its files."""
+        if not self.procs and self.state_file.exists():
+            self.load()
+        t = time.monotonic()
+        for name in reversed(list(self.procs)):
+            p = self.procs[name]
+            if proc_alive(p) and not quiet:
+                self.say(f"stopping {name} (pid {p.pid})")
+            self._kill(p)
+        if self.created_fixed_cert_dir:
+            others = [n for n in list_boxes() if n != self.opts.name]
+            if not others:
+                shutil.rmtree(OPERATOR_FIXED_CERT_DIR.parent, ignore_errors=True)
+        if self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.procs = {}
+        if not quiet:
+            self.say(f"box {self.opts.name!r} stopped and removed in {time.monotonic() - t:.1f}s")
+
+    def status(self) -> dict[str, Any]:
+        ok, why = self.healthy()
+        return {
+            "name": self.opts.name, "healthy": ok, "detail": why, "kubeconfig": str(self.kubeconfig),
+            "server": self.state.get("server"), "options": self.state.get("options"),
+            "processes": {n: {"pid": p.pid, "alive": proc_alive(p), "log": p.log} for n, p in self.procs.items()},
+        }
+
+    # ------------------------------------------------------------------ helpers for tests
+    def env(self) -> dict[str, str]:
+        """Environment for a process that should talk to the box."""
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        """Start an extra process (own process group, log in the box's logs dir) that
+        `down()` stops too."""
+        return self._spawn(name, argv, {"KUBECONFIG": str(self.kubeconfig), **(env or {})})
+
+    def stop(self, name: str) -> None:
+        p = self.procs.pop(name, None)
+        if p:
+            self._kill(p)
+            self._popen.pop(name, None)
+            self._save()
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([str(paths.binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+                              input=input, capture_output=True, text=True, check=check, timeout=timeout)
+
