@@ -1,1 +1,1 @@
-"""Certificates for the webhook: a CA and a serving certificate, and caBundle injection."""
+"""The webhook's certificates: a private CA, a serving certificate, and ``caBundle`` injection."""

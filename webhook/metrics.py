@@ -1,0 +1,54 @@
+"""Prometheus metrics of the webhook.
+
+Under gunicorn every worker is a process: ``serve`` sets ``PROMETHEUS_MULTIPROC_DIR`` to a
+fresh temporary directory before any worker starts, each worker writes its values there, and
+``/metrics`` (answered by any worker) sums them with ``MultiProcessCollector``; a restarted
+worker's counters are kept. Without that variable (tests, a single process) the app's own
+registry is served.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class WebhookMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            "volcano_elastic_webhook_requests",
+            "Admission requests by endpoint and result (allowed, patched, denied, bad_request, error).",
+            ["endpoint", "result"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "volcano_elastic_webhook_request_duration_seconds",
+            "Time to answer an admission request, from the body read to the response built.",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.patches = Counter(
+            "volcano_elastic_webhook_patches",
+            "Pods patched by the mutating webhook, by the role written.",
+            ["role"],
+            registry=self.registry,
+        )
+
+    def observe(self, endpoint: str, result: str, seconds: float, role: str = "") -> None:
+        self.requests.labels(endpoint, result).inc()
+        self.latency.labels(endpoint).observe(seconds)
+        if role:
+            self.patches.labels(role).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

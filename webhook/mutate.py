@@ -1,0 +1,150 @@
+"""What the mutating webhook writes on a PyTorchJob pod at CREATE, as RFC 6902 operations.
+
+The role comes from the pod's labels and ``PET_NNODES`` through ``plan_role``, the rule the
+agent uses too; no API call is needed. Values the user set are never overwritten, and an
+already mutated pod (a reinvoked webhook) gets no operation at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from elastic_controller.policy import keys
+from elastic_controller.policy.keys import Role
+from elastic_controller.policy.model import ElasticBounds
+from elastic_controller.policy.parse import pet_nnodes
+from elastic_controller.policy.roles import BoundsError, RolePlan, parse_nnodes, plan_role, task_priority
+from elastic_controller.policy.settings import ElasticConfig
+
+from .envelope import BadReviewError
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class PodPatch:
+    """The operations for one pod, the warnings for its creator and fields for the log."""
+
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    role: Role | None = None  # None: not a PyTorchJob pod
+    job: str = ""
+    kept: dict[str, str] = field(default_factory=dict)  # user values we did not overwrite
+    bounds_unknown: bool = False
+
+
+def escape(key: str) -> str:
+    """A JSON Pointer reference token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def is_pytorchjob_pod(labels: Mapping[str, Any]) -> bool:
+    return labels.get(keys.OPERATOR_NAME_LABEL) == keys.OPERATOR_NAME and bool(labels.get(keys.JOB_NAME_LABEL))
+
+
+def _mapping_or_none(value: Any, path: str) -> Mapping[str, Any] | None:
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise BadReviewError(f"{path} must be an object, got {type(value).__name__}")
+
+
+def _check_list_of_objects(value: Any, path: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise BadReviewError(f"{path} must be a list of objects")
+
+
+def _check_pod_shape(spec: Any) -> Mapping[str, Any]:
+    """The parts of a Pod spec we read, type-checked (the API server never sends others)."""
+    if not isinstance(spec, Mapping):
+        raise BadReviewError("request.object.spec must be an object")
+    _check_list_of_objects(spec.get("containers"), "request.object.spec.containers")
+    for i, container in enumerate(spec.get("containers") or []):
+        _check_list_of_objects(container.get("env"), f"request.object.spec.containers[{i}].env")
+    _check_list_of_objects(spec.get("schedulingGates"), "request.object.spec.schedulingGates")
+    scheduler = spec.get("schedulerName")
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise BadReviewError("request.object.spec.schedulerName must be a string")
+    return spec
+
+
+def _bounds(spec: Mapping[str, Any], warnings: list[str]) -> tuple[ElasticBounds | None, bool]:
+    raw = pet_nnodes(spec)
+    try:
+        bounds = parse_nnodes(raw)
+    except BoundsError as exc:
+        warnings.append(f"volcano-elastic: {exc}; the pod is neither gated nor elastic")
+        return None, True
+    if bounds is None:
+        warnings.append(
+            "volcano-elastic: PET_NNODES is not set on the pytorch container, so the job's "
+            "min/max replicas are unknown; the pod is neither gated nor elastic"
+        )
+        return None, True
+    return bounds, False
+
+
+def wanted_annotations(plan: RolePlan, job: str, cfg: ElasticConfig) -> dict[str, str]:
+    want = {
+        keys.ROLE: plan.role.value,
+        keys.GROUP_NAME: job,
+        keys.TASK_PRIORITY: str(task_priority(plan, cfg.priorities)),
+        keys.PREEMPTABLE: "true" if plan.role is Role.ELASTIC else "false",
+    }
+    if plan.task_spec:
+        want[keys.TASK_SPEC] = plan.task_spec
+    if plan.bounds is not None:
+        want[keys.MIN_REPLICAS] = str(plan.bounds.min_replicas)
+        want[keys.MAX_REPLICAS] = str(plan.bounds.max_replicas)
+    return want
+
+
+def plan_pod_patch(pod: Mapping[str, Any], cfg: ElasticConfig) -> PodPatch:
+    """The JSONPatch for a Pod being created; empty for pods that are not a PyTorchJob's."""
+    meta = _mapping_or_none(pod.get("metadata"), "request.object.metadata")
+    labels = _mapping_or_none((meta or {}).get("labels"), "request.object.metadata.labels") or {}
+    if not is_pytorchjob_pod(labels):
+        return PodPatch()
+    annotations = _mapping_or_none((meta or {}).get("annotations"), "request.object.metadata.annotations")
+    spec = _check_pod_shape(pod.get("spec"))
+    job = str(labels[keys.JOB_NAME_LABEL])
+    warnings: list[str] = []
+    bounds, unknown = _bounds(spec, warnings)
+    plan = plan_role({str(k): str(v) for k, v in labels.items()}, bounds)
+    ops: list[dict[str, Any]] = []
+    kept: dict[str, str] = {}
+
+    want = wanted_annotations(plan, job, cfg)
+    if meta is None:
+        ops.append({"op": "add", "path": "/metadata", "value": {"annotations": want}})
+    elif annotations is None:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": want})
+    else:
+        for key, value in want.items():
+            if key not in annotations:
+                ops.append({"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value})
+            elif annotations[key] != value:
+                kept[key] = str(annotations[key])
+
+    scheduler = spec.get("schedulerName")
+    if scheduler in (None, "", DEFAULT_SCHEDULER):
+        ops.append({"op": "add", "path": "/spec/schedulerName", "value": cfg.schedulerName})
+    elif scheduler != cfg.schedulerName:
+        kept["schedulerName"] = str(scheduler)
+        warnings.append(
+            f"volcano-elastic: spec.schedulerName {scheduler!r} was set explicitly and is kept; "
+            f"this pod is not scheduled as part of its job's gang by {cfg.schedulerName!r}"
+        )
+
+    if plan.role is Role.ELASTIC and cfg.gating.enabled:
+        gate = cfg.gating.gateName
+        gates = spec.get("schedulingGates")
+        if not gates:
+            ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": gate}]})
+        elif all(g.get("name") != gate for g in gates):
+            ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": gate}})
+
+    return PodPatch(ops=ops, warnings=warnings, role=plan.role, job=job, kept=kept, bounds_unknown=unknown)

@@ -1,0 +1,83 @@
+"""``volcano-elastic webhook``: serve the admission webhooks over TLS with gunicorn."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "serve the admission webhooks (mutate Pods, validate PyTorchJobs) over TLS"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tls-cert-file", required=True, metavar="F", help="serving certificate (PEM)")
+    parser.add_argument("--tls-private-key-file", required=True, metavar="F", help="its private key (PEM)")
+    parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default: 8443)")
+    parser.add_argument("--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0)")
+    parser.add_argument("--config", metavar="F", help="ElasticConfig YAML (default: built-in defaults)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default: 2)")
+    parser.add_argument("--threads", type=int, default=4, help="threads per worker (default: 4)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
+
+
+def check(args: argparse.Namespace) -> tuple[object, list[str]]:
+    """The loaded config and every problem with the command line, config and TLS files."""
+    import ssl
+
+    from elastic_controller.config import ConfigError, load_config_file
+
+    from .tls import server_context
+
+    problems: list[str] = []
+    cfg: object = None
+    if not 1 <= args.port <= 65535:
+        problems.append(f"--port: must be 1..65535, got {args.port}")
+    if args.workers < 1:
+        problems.append(f"--workers: must be at least 1, got {args.workers}")
+    if args.threads < 1:
+        problems.append(f"--threads: must be at least 1, got {args.threads}")
+    try:
+        cfg = load_config_file(args.config)
+    except ConfigError as exc:
+        problems.extend(f"--config {exc.source}: {p}" for p in exc.problems)
+    try:
+        server_context(args.tls_cert_file, args.tls_private_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        problems.append(f"--tls-cert-file/--tls-private-key-file: cannot load the pair: {exc}")
+    return cfg, problems
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import shutil
+    import sys
+    import tempfile
+
+    cfg, problems = check(args)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        print(f"volcano-elastic webhook: cannot start, {len(problems)} problem(s):\n{lines}", file=sys.stderr)
+        return 2
+    # Before any worker imports prometheus_client: every worker writes its metrics here.
+    metrics_dir = tempfile.mkdtemp(prefix="volcano-elastic-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+
+    from elastic_controller.policy.settings import ElasticConfig
+
+    from .server import ServeOptions, WebhookApplication, gunicorn_settings
+
+    assert isinstance(cfg, ElasticConfig)
+    opts = ServeOptions(
+        certfile=args.tls_cert_file,
+        keyfile=args.tls_private_key_file,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        threads=args.threads,
+        log_level=args.log_level,
+        access_log=not args.no_access_log,
+    )
+    try:
+        WebhookApplication(cfg, gunicorn_settings(opts)).run()
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0
