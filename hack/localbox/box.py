@@ -730,6 +730,11 @@ class Box:
             self._popen.pop(name, None)
             self._save()
 
+    def webhook_client_config(self, port: int, path: str, ca_bundle: str | None = None) -> dict[str, str]:
+        """clientConfig for a webhook served on this machine (https://127.0.0.1:PORT/PATH);
+        caBundle defaults to the box CA (see issue_serving_cert)."""
+        return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle or self.ca_bundle}
+
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run([str(paths.binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],

@@ -1,0 +1,235 @@
+"""Shared pytest fixtures for tests that need a real control plane (hack/localbox).
+
+Used by tests/integration/conftest.py (profile "core": etcd + kube-apiserver +
+kube-controller-manager + CRDs) and tests/e2e/conftest.py (profile "full": + Volcano scheduler
+and controllers, kwok GPU nodes, training operator). One box per profile per pytest session;
+a fresh namespace per test.
+
+Fixtures (a tier's conftest does `from tests.boxfixtures import *` and
+`box = box_fixture("core" | "full")`):
+
+    box                 session  hack.localbox.Box of the tier's profile; .kubeconfig, .server,
+                                 .ca_bundle, .kubectl(),
+                                 .issue_serving_cert(), .spawn(), .webhook_client_config()
+    kubeconfig          session  str path of the admin kubeconfig
+    api_client          session  kubernetes.client.ApiClient for the box
+    kube                session  factory: kube(client.CoreV1Api) -> API object on api_client
+    namespace           function name of a fresh namespace (deleted after the test)
+    box_process         function factory: box_process(name, argv, env=None) starts a process
+                                 with KUBECONFIG set (own log in the box's logs dir) and
+                                 stops it after the test; returns hack.localbox.box.Proc
+    serving_cert        function (cert_path, key_path) signed by the box CA, IP SAN 127.0.0.1
+
+Environment:
+    VOLCANO_ELASTIC_TEST_BOX=NAME   use an already running box (hack/local-up.sh --name NAME)
+                                    for every tier instead of starting one; never stopped
+    VOLCANO_ELASTIC_KEEP_BOX=1      leave the session's boxes running (names are printed)
+    VOLCANO_ELASTIC_CACHE           cache root (binaries, boxes), as for hack/
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from hack.localbox import Box, BoxError, BoxOptions, describe_missing, list_boxes, missing_binaries
+from hack.localbox.box import PROFILES, Proc, proc_alive
+
+__all__ = [
+    "api_client",
+    "box_process",
+    "kube",
+    "kubeconfig",
+    "namespace",
+    "node_manifest",
+    "serving_cert",
+]
+
+_BOXES: dict[str, Box] = {}
+_FAILED: dict[str, str] = {}
+
+
+def _cleanup_stale_pytest_boxes() -> None:
+    """Stop boxes left behind by pytest sessions that were killed (their owner pid is gone)."""
+    for name in list_boxes():
+        m = re.fullmatch(r"pytest-(\d+)-\w+", name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # owner still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        b = Box(name=name)
+        if b.load():
+            b.opts.quiet = True
+            b.down(quiet=True)
+
+
+def get_box(profile: str, config: pytest.Config) -> Box:
+    """The session's box for `profile` (started on first use, stopped at session end)."""
+    existing = os.environ.get("VOLCANO_ELASTIC_TEST_BOX")
+    if existing:
+        b = Box(name=existing)
+        if not b.load():
+            pytest.fail(f"VOLCANO_ELASTIC_TEST_BOX={existing}: no such box (start it with "
+                        f"hack/local-up.sh --name {existing})")
+        ok, why = b.healthy()
+        if not ok:
+            pytest.fail(f"VOLCANO_ELASTIC_TEST_BOX={existing} is not healthy: {why}")
+        return b
+    if profile in _BOXES:
+        return _BOXES[profile]
+    if profile in _FAILED:
+        pytest.fail(_FAILED[profile], pytrace=False)
+
+    missing = missing_binaries(PROFILES[profile])
+    if missing:
+        msg = f"control plane box not started: {describe_missing(missing)}"
+        warnings.warn(msg, stacklevel=1)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"SKIPPING box tests: {msg}", red=True, bold=True)
+        pytest.skip(msg)
+
+    _cleanup_stale_pytest_boxes()
+    name = f"pytest-{os.getpid()}-{profile}"
+    keep = os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1"
+    b = Box(BoxOptions(name=name, profile=profile, keep_on_failure=keep))
+    t0 = time.monotonic()
+    try:
+        b.up()
+    except BoxError as e:
+        _FAILED[profile] = f"the {profile!r} control plane box failed to start: {e}"
+        pytest.fail(_FAILED[profile], pytrace=False)
+    _BOXES[profile] = b
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"[box] {profile} box {name} up in {time.monotonic() - t0:.1f}s: {b.kubeconfig}")
+
+    def _down() -> None:
+        if keep:
+            print(f"\n[box] keeping box {name}: KUBECONFIG={b.kubeconfig} "
+                  f"(stop: hack/local-down.sh --name {name})")
+            return
+        b.opts.quiet = True
+        b.down(quiet=True)
+        _BOXES.pop(profile, None)
+
+    config.add_cleanup(_down)
+    return b
+
+
+def box_fixture(profile: str) -> Any:
+    """Make the session-scoped `box` fixture of a tier: `box = box_fixture("core")` in its
+    conftest. VOLCANO_ELASTIC_BOX_PROFILE overrides the profile."""
+
+    @pytest.fixture(scope="session")
+    def box(request: pytest.FixtureRequest) -> Box:
+        return get_box(os.environ.get("VOLCANO_ELASTIC_BOX_PROFILE") or profile, request.config)
+
+    return box
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(box: Box) -> str:
+    return str(box.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig: str) -> Iterator[Any]:
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    api = client.ApiClient(cfg)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def kube(api_client: Any) -> Callable[[type], Any]:
+    """kube(client.CoreV1Api), kube(client.CustomObjectsApi), ... bound to the box."""
+
+    def make(api_cls: type) -> Any:
+        return api_cls(api_client)
+
+    return make
+
+
+def _ns_name(nodeid: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", nodeid.split("::")[-1].lower()).strip("-")[:40].strip("-")
+    return f"t-{base}-{uuid.uuid4().hex[:5]}"
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, kube: Callable[[type], Any]) -> Iterator[str]:
+    """A fresh namespace for this test, deleted (in the background) afterwards."""
+    from kubernetes import client
+
+    core = kube(client.CoreV1Api)
+    name = _ns_name(request.node.nodeid)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=name, labels={"volcano-elastic.io/test": "true"})))
+    yield name
+    if os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1":
+        return
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+
+
+@pytest.fixture
+def box_process(box: Box) -> Iterator[Callable[..., Proc]]:
+    """Start our own processes against the box: box_process("agent", [sys.executable, "-m",
+    "elastic_controller", "controller"]) -> Proc (pid, log). KUBECONFIG is set; the log is
+    <box>/logs/<name>.log; the process group is stopped after the test."""
+    started: list[str] = []
+
+    def start(name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        unique = f"{name}-{uuid.uuid4().hex[:4]}"
+        started.append(unique)
+        return box.spawn(unique, argv, env)
+
+    yield start
+    for n in reversed(started):
+        box.stop(n)
+
+
+@pytest.fixture
+def serving_cert(box: Box, tmp_path: Path) -> tuple[Path, Path]:
+    """(cert, key) for a local HTTPS server (e.g. our webhook) trusted by the API server via
+    caBundle=box.ca_bundle, valid for https://127.0.0.1:PORT and https://localhost:PORT."""
+    return box.issue_serving_cert(tmp_path)
+
+
+def node_manifest(name: str, *, gpus: int = 8, cpu: str = "32", memory: str = "256Gi", pods: int = 110,
+                  labels: dict[str, str] | None = None, kwok: bool = False, ready: bool = True) -> dict[str, Any]:
+    """A Node for tests. kwok=True makes kwok (full box) manage it (Ready, pods Running);
+    otherwise it is a static Node whose status says Ready (nothing taints it in the box)."""
+    res = {"cpu": cpu, "memory": memory, "pods": str(pods), "nvidia.com/gpu": str(gpus)}
+    status: dict[str, Any] = {"capacity": res, "allocatable": res}
+    if not kwok:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False",
+                                 "reason": "KubeletReady", "message": "static test node"}]
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                     "annotations": {"kwok.x-k8s.io/node": "fake"} if kwok else {}},
+        "spec": {}, "status": status,
+    }
+
+
+def proc_is_running(p: Proc) -> bool:
+    return proc_alive(p)
