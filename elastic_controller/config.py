@@ -110,6 +110,10 @@ def parse_config(doc: Any, source: str = "config") -> ElasticConfig:
     built: dict[str, Any] = dict(values)
     for name, cls in nested.items():
         built[name] = cls(**_check_fields(top.get(name), cls, name, problems))
+    prios = built["priorities"]
+    if not prios.master > prios.core > prios.elastic:  # the pod contract: master > core > elastic
+        problems.append(f"priorities: must satisfy master > core > elastic, got master={prios.master}, "
+                        f"core={prios.core}, elastic={prios.elastic}")
     if built["gating"].gateName and "/" not in built["gating"].gateName:
         problems.append(f"gating.gateName: must be a qualified name like example.io/gate, "
                         f"got {built['gating'].gateName!r}")

@@ -215,3 +215,27 @@ def dump(*groups: Any) -> dict[str, Any]:
         else:
             items.append(g)
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def items(*groups: Any) -> list[dict[str, Any]]:
+    """The objects of ``dump(*groups)`` as a flat list."""
+    return list(dump(*groups)["items"])
+
+
+def snapshot_of(*groups: Any, cfg: Any = None) -> Any:
+    """Parse builder objects into a policy Snapshot (fails on any warning except unused kinds)."""
+    from elastic_controller.policy.parse import parse_objects
+
+    snap, warnings = parse_objects(items(*groups), cfg)
+    problems = [w for w in warnings if "not used by the planner" not in w]
+    assert not problems, problems
+    return snap
+
+
+def plan_of(*groups: Any, cfg: Any = None, now: datetime = NOW) -> Any:
+    """``plan_cycle`` on builder objects (default config, ``NOW``)."""
+    from elastic_controller.policy.cycle import plan_cycle
+    from elastic_controller.policy.settings import ElasticConfig
+
+    cfg = cfg or ElasticConfig()
+    return plan_cycle(snapshot_of(*groups, cfg=cfg), cfg, now)

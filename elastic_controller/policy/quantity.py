@@ -7,6 +7,7 @@ the way the scheduler compares requests against allocatable.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 
@@ -26,21 +27,24 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _number(str(value), value)  # rejects nan/inf (json.loads accepts NaN)
     if not isinstance(value, str) or not value.strip():
         raise QuantityError(f"not a quantity: {value!r}")
     text = value.strip()
     for suffix, mult in _BINARY.items():
         if text.endswith(suffix):
             return _number(text[: -len(suffix)], value) * mult
-    if len(text) > 1 and text[-1] in "eE" and text[:-1].replace(".", "", 1).isdigit():
-        return _number(text, value)
     suffix = text[-1] if text[-1] in _DECIMAL and not text[-1].isdigit() else ""
     number = text[: -len(suffix)] if suffix else text
     return _number(number, value) * _DECIMAL[suffix]
 
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
 def _number(text: str, original: object) -> Decimal:
+    if not _NUMBER.fullmatch(text):  # Decimal alone would accept "1_000", " 1", "Infinity"
+        raise QuantityError(f"not a quantity: {original!r}")
     try:
         result = Decimal(text)
     except InvalidOperation as exc:
