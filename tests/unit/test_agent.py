@@ -1,0 +1,241 @@
+"""The preemption agent's execution against the in-memory API (no cluster)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from elastic_controller.agent import Agent
+from elastic_controller.kube.errors import KubeError, TooManyRequestsError
+from elastic_controller.kube.events import EventRecorder
+from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
+from elastic_controller.kube.resources import (
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PYTORCHJOBS,
+    QUEUES,
+    Resource,
+)
+from elastic_controller.policy.settings import AgentConfig, ElasticConfig
+from tests import builders as b
+
+KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
+EVICTED_FOR = "volcano-elastic.io/evicted-for"
+LAST = "volcano-elastic.io/last-scale-time"
+GATE = "volcano-elastic.io/scale-up"
+MUTATING = ("create", "patch-merge", "patch-strategic", "patch-json", "delete", "replace")
+
+
+def world() -> list[Any]:
+    """Job A (elastic 2..6, all 6 running) fills n1; gang B needs 4 GPUs and has starved for 10 min."""
+    return b.items(b.node("n1"), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
+                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
+                   b.gang("team-b", "b", members=4, gpus=1))
+
+
+def make(*groups: Any, cfg: ElasticConfig | None = None, store: Any = None) -> tuple[FakeKube, Agent]:
+    kube = FakeKube()
+    for obj in b.items(*groups):
+        kube.add(KINDS[obj["kind"]], obj)
+    agent = Agent(kube, store or FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube),
+                  clock=lambda: b.NOW)
+    return kube, agent
+
+
+def pod(kube: FakeKube, name: str, ns: str = "team-a") -> dict[str, Any]:
+    return kube.get(PODS, name, ns)
+
+
+def test_evicts_after_stamping_and_dry_running_everything() -> None:
+    kube, agent = make(world())
+    report = agent.run_cycle()
+    assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
+    verbs = [(c[0], c[1], c[3], c[4]) for c in kube.calls if c[0] != "get" and c[1] != "events"]
+    first_evict = next(i for i, v in enumerate(verbs) if v[0] == "evict")
+    # The cooldown stamp on A's PodGroup and evicted-for on both victims come before any eviction.
+    assert ("patch-merge", "podgroups", "a", False) in verbs[:first_evict]
+    assert {v[2] for v in verbs[:first_evict] if v[1] == "pods"} == {"a-worker-4", "a-worker-5"}
+    evicts = [v for v in verbs if v[0] == "evict"]
+    assert [v[3] for v in evicts] == [True, True, False, False]  # all dry-runs, then the real ones
+    pg = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
+    assert pg[LAST] == b.ts(b.NOW) and pg["volcano-elastic.io/last-scale-direction"] == "down"
+    assert pod(kube, "a-worker-5")["metadata"]["annotations"][EVICTED_FOR] == "team-b/b"
+    assert pod(kube, "a-worker-5")["metadata"].get("deletionTimestamp")
+    events = {(e["involvedObject"]["kind"], e["reason"]): e["message"] for e in kube.of(EVENTS)}
+    assert "team-b/b" in events[("Pod", "EvictedForGang")]
+    assert "team-b/b" in events[("PyTorchJob", "ScaledDown")]
+
+
+def test_a_pdb_on_one_victim_stops_the_whole_plan() -> None:
+    kube, agent = make(world())
+    kube.pdb_blocked.add("team-a/a-worker-4")
+    report = agent.run_cycle()
+    assert report.evicted == [] and "pdb" in report.failed["team-b/b"]
+    assert not kube.verbs("evict", dry_run=False)
+    # Undone: no cooldown for A, no ledger mark on the victims.
+    assert LAST not in (kube.get(PODGROUPS, "a", "team-a")["metadata"].get("annotations") or {})
+    for name in ("a-worker-4", "a-worker-5"):
+        assert EVICTED_FOR not in pod(kube, name)["metadata"]["annotations"]
+    # Next cycle re-plans (PDB gone): same victims, evicted.
+    kube.pdb_blocked.clear()
+    assert sorted(agent.run_cycle().evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
+
+
+def test_terminating_victims_get_no_successors() -> None:
+    kube, agent = make(world())
+    agent.run_cycle()
+    again = agent.run_cycle()
+    assert again.evicted == []
+    assert again.plan.starving[0].decision == "wait"
+    assert len(kube.verbs("evict", dry_run=False)) == 2
+
+
+class LaggingStore(FakeStore):
+    """A cache that has not seen anything since it was frozen."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        super().__init__(kube)
+        self.frozen = {(r.plural): kube.of(r) for r in KINDS.values()}
+
+    def items(self, res: Resource) -> list[dict[str, Any]]:
+        return [dict(o) for o in self.frozen.get(res.plural, [])]
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        for o in self.frozen.get(res.plural, []):
+            if o["metadata"]["name"] == name and o["metadata"].get("namespace", None) in (namespace, None):
+                return o
+        return None
+
+
+def test_ledger_covers_a_lagging_cache() -> None:
+    kube = FakeKube()
+    for obj in b.items(world()):
+        kube.add(KINDS[obj["kind"]], obj)
+    agent = Agent(kube, LaggingStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
+    agent.run_cycle()
+    assert agent.run_cycle().evicted == []  # the cache still shows the victims running
+    assert len(kube.verbs("evict", dry_run=False)) == 2
+
+
+def test_gates_are_lifted_keeping_other_gates() -> None:
+    objs = b.items(b.node("n1"), b.queue("default"),
+                   b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"], running=2))
+    kube, agent = make(objs)
+    p = kube.get(PODS, "j-worker-2", "ns")
+    p["spec"]["schedulingGates"].append({"name": "example.com/other"})
+    kube.add(PODS, p)
+    report = agent.run_cycle()
+    assert sorted(report.released) == ["ns/j-worker-2", "ns/j-worker-3"]
+    assert kube.get(PODS, "j-worker-2", "ns")["spec"]["schedulingGates"] == [{"name": "example.com/other"}]
+    assert "schedulingGates" not in kube.get(PODS, "j-worker-3", "ns")["spec"]
+    ann = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
+    assert ann["volcano-elastic.io/last-scale-direction"] == "up" and ann[LAST] == b.ts(b.NOW)
+    assert len(kube.verbs("patch-merge")) == 1  # one scale event for the job, however many gates
+
+
+def test_dry_run_changes_nothing() -> None:
+    cfg = ElasticConfig(agent=AgentConfig(dryRun=True))
+    kube, agent = make(world(), cfg=cfg)
+    report = agent.run_cycle()
+    assert [e.pod for e in report.plan.evictions]
+    assert report.evicted == []
+    assert not [c for c in kube.calls if c[0] in MUTATING or c[0] == "evict"]
+
+
+class Killed(BaseException):
+    """The process dies (not an API error: nothing catches it)."""
+
+
+@pytest.mark.parametrize("after_real_evictions", [0, 1], ids=["killed-before-evicting", "killed-mid-plan"])
+def test_restarted_agent_neither_evicts_twice_nor_forgets_cooldowns(after_real_evictions: int) -> None:
+    kube, agent = make(world())
+    seen = [0]
+
+    def kill(verb: str, res: Resource, ns: str, name: str, dry_run: bool) -> None:
+        if verb == "evict" and not dry_run:
+            if seen[0] == after_real_evictions:
+                raise Killed()
+            seen[0] += 1
+
+    kube.faults.append(kill)
+    with pytest.raises(Killed):
+        agent.run_cycle()
+    kube.faults.clear()
+    restarted = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
+    restarted.run_cycle()
+    restarted.run_cycle()
+    real = [c[3] for c in kube.verbs("evict", dry_run=False) if c[3] != "" and c[0] == "evict"]
+    assert sorted(set(real)) == ["a-worker-4", "a-worker-5"]
+    assert len([c for c in real]) <= 3  # the killed call may have been sent once; never a new victim
+    assert kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"][LAST] == b.ts(b.NOW)
+
+
+def test_interrupted_plan_for_a_gang_that_no_longer_waits_is_unstamped() -> None:
+    objs = world()
+    kube, agent = make(objs)
+    for name in ("a-worker-4", "a-worker-5"):
+        p = pod(kube, name)
+        p["metadata"]["annotations"][EVICTED_FOR] = "team-b/b"
+        kube.add(PODS, p)
+    kube.delete(PODGROUPS, "b", "team-b")
+    agent.run_cycle()
+    assert not kube.verbs("evict", dry_run=False)
+    assert EVICTED_FOR not in pod(kube, "a-worker-4")["metadata"]["annotations"]
+
+
+def test_volcano_preemptions_count_as_scale_events() -> None:
+    objs = b.items(b.node("n1"), b.queue("default"),
+                   b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4),
+                   b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"]))
+    kube, agent = make(objs)
+    p = kube.get(PODS, "j-worker-3", "ns")
+    at = b.ago(30)
+    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                      "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(at)})
+    kube.add(PODS, p)
+    report = agent.run_cycle()
+    assert report.preemptions == ["ns/j-worker-3"]
+    ann = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
+    assert ann[LAST] == b.ts(at) and ann["volcano-elastic.io/last-scale-direction"] == "down"
+    agent.run_cycle()
+    assert len([c for c in kube.verbs("patch-merge") if c[1] == "podgroups"]) == 1
+
+
+def test_waiting_gang_gets_its_last_decision_once() -> None:
+    objs = b.items(b.node("n1", gpus=2), b.queue("default"),
+                   b.gang("team-b", "b", members=4, gpus=1))
+    kube, agent = make(objs)
+    agent.run_cycle()
+    agent.run_cycle()
+    ann = kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"]
+    assert "waiting" in ann["volcano-elastic.io/last-decision"]
+    assert len(kube.verbs("patch-merge")) == 1
+
+
+def test_api_errors_on_stamping_abort_the_plan_cleanly() -> None:
+    kube, agent = make(world())
+    kube.faults.append(raise_on("patch-merge", "pods", "a-worker-5", error=KubeError("boom", 500)))
+    report = agent.run_cycle()
+    assert report.evicted == [] and "team-b/b" in report.failed
+    assert LAST not in kube.get(PODGROUPS, "a", "team-a")["metadata"].get("annotations", {})
+
+
+def test_snapshot_reuses_parsed_views() -> None:
+    _kube, agent = make(world())
+    first = agent.snapshot()
+    second = agent.snapshot()
+    assert all(x is y for x, y in zip(first.pods, second.pods, strict=True))
+    assert dataclasses.asdict(first.nodes[0]) == dataclasses.asdict(second.nodes[0])
+
+
+def test_pdb_error_type_is_ours() -> None:
+    kube, _ = make(world())
+    kube.pdb_blocked.add("team-a/a-worker-4")
+    with pytest.raises(TooManyRequestsError):
+        kube.evict("team-a", "a-worker-4", dry_run=True)
