@@ -118,9 +118,7 @@ def plan_pod_patch(pod: Mapping[str, Any], cfg: ElasticConfig) -> PodPatch:
     kept: dict[str, str] = {}
 
     want = wanted_annotations(plan, job, cfg)
-    if meta is None:
-        ops.append({"op": "add", "path": "/metadata", "value": {"annotations": want}})
-    elif annotations is None:
+    if annotations is None:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": want})
     else:
         for key, value in want.items():

@@ -40,7 +40,10 @@ def _job_view(obj: Mapping[str, Any]) -> JobView:
     try:
         return parse_job(obj)
     except ParseError as exc:
-        raise JobSpecError(str(exc)) from exc
+        # Its message starts with "PyTorchJob ns/name"; the response names the job already.
+        meta = obj.get("metadata") or {}
+        who = f"PyTorchJob {meta.get('namespace')}/{meta.get('name')}"
+        raise JobSpecError(str(exc).removeprefix(who).lstrip(" :") or str(exc)) from exc
     except (AttributeError, TypeError, ValueError) as exc:
         # Only reachable with objects the CRD schema would have rejected before us.
         raise JobSpecError(f"the PyTorchJob spec cannot be read: {exc}") from exc
