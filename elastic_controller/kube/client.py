@@ -142,7 +142,8 @@ class KubeClient:
 
     def create(self, res: Resource, body: Mapping[str, Any], namespace: str | None = None, *,
                dry_run: bool = False) -> dict[str, Any]:
-        obj: dict[str, Any] = self._send("POST", res.path(namespace), body=dict(body), query={
+        payload = {"apiVersion": res.api_version, "kind": res.kind, **body}
+        obj: dict[str, Any] = self._send("POST", res.path(namespace), body=payload, query={
             "dryRun": "All" if dry_run else None, "fieldManager": FIELD_MANAGER})
         return obj
 

@@ -1,0 +1,277 @@
+"""``volcano-elastic controller``: the PodGroup controller and the preemption agent in one process.
+
+Leader-elected on a coordination.k8s.io Lease (every replica keeps its caches warm; only the
+leader writes), /healthz /readyz /metrics on one port, JSON logs, graceful shutdown on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
+
+_STD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; ``extra=`` fields (job, queue, pod, reason, ...) become keys."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage(),
+        }
+        for k, v in vars(record).items():
+            if k not in _STD_ATTRS and not k.startswith("_"):
+                out[k] = v
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "kubernetes"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="ElasticConfig YAML (defaults when absent)")
+    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    parser.add_argument("--http-port", type=int, default=8080, help="/healthz /readyz /metrics (0: off)")
+    parser.add_argument("--http-address", default="0.0.0.0")
+    parser.add_argument("--lease-name", default="volcano-elastic-controller")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "volcano-elastic-system"))
+    parser.add_argument("--identity", default=None, help="leader-election identity (default: host_pid_rand)")
+    parser.add_argument("--lease-duration", type=float, default=15.0)
+    parser.add_argument("--renew-deadline", type=float, default=10.0)
+    parser.add_argument("--retry-period", type=float, default=2.0)
+    parser.add_argument("--no-leader-elect", action="store_true", help="act without a Lease (one replica only)")
+    parser.add_argument("--workers", type=int, default=4, help="controller workers")
+    parser.add_argument("--no-agent", action="store_true", help="run the controller only")
+    parser.add_argument("--log-level", default="info")
+
+
+class PrometheusMetrics:
+    """Every metric on one registry of its own (no global state)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        r = self.registry
+        p = "volcano_elastic_"
+        self.evictions = Counter(p + "evictions_total", "Pods evicted by the agent (or counted Volcano preemptions)",
+                                 ["queue", "reason"], registry=r)
+        self.eviction_failures = Counter(p + "eviction_plans_failed_total",
+                                         "Evictions of plans not executed, by why", ["queue", "reason"], registry=r)
+        self.gate_releases = Counter(p + "gate_releases_total", "Scale-up gates lifted", ["queue", "reason"],
+                                     registry=r)
+        self.starving_gangs = Gauge(p + "starving_gangs", "Starving gangs in the last cycle", ["queue"], registry=r)
+        self.cycle_seconds = Histogram(p + "agent_cycle_seconds", "Agent cycle duration", registry=r,
+                                       buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10))
+        self.watch_restarts = Counter(p + "watch_restarts_total", "Watch streams restarted", ["resource", "reason"],
+                                      registry=r)
+        self.controller_actions = Counter(p + "controller_actions_total", "PodGroup writes and job warnings",
+                                          ["action"], registry=r)
+        self.leader = Gauge(p + "leader", "1 while this replica holds the Lease", registry=r)
+        self._queues: set[str] = set()
+
+    # AgentMetrics
+    def eviction(self, queue: str, reason: str) -> None:
+        self.evictions.labels(queue, reason).inc()
+
+    def eviction_failed(self, queue: str, reason: str) -> None:
+        self.eviction_failures.labels(queue, reason).inc()
+
+    def gate_release(self, queue: str, reason: str) -> None:
+        self.gate_releases.labels(queue, reason).inc()
+
+    def starving(self, by_queue: dict[str, int]) -> None:
+        for q in self._queues | set(by_queue):
+            self.starving_gangs.labels(q).set(by_queue.get(q, 0))
+        self._queues |= set(by_queue)
+
+    def cycle(self, seconds: float) -> None:
+        self.cycle_seconds.observe(seconds)
+
+    # hooks
+    def watch_restart(self, res: Any, reason: str) -> None:
+        self.watch_restarts.labels(res.plural, reason.split(":")[0]).inc()
+
+    def controller_action(self, action: str, namespace: str) -> None:
+        self.controller_actions.labels(action).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class Health:
+    """What /healthz and /readyz answer."""
+
+    def __init__(self, caches: Any, stale_after: float) -> None:
+        self.caches = caches
+        self.stale_after = stale_after
+        self.leading = threading.Event()
+        self.beats: dict[str, Any] = {}  # name -> object with a monotonic ``heartbeat``
+
+    def healthz(self) -> tuple[int, str]:
+        if self.leading.is_set():
+            now = time.monotonic()
+            for name, obj in self.beats.items():
+                age = now - float(obj.heartbeat)
+                if age > self.stale_after:
+                    return 500, f"{name} stalled for {age:.0f}s"
+        return 200, "ok"
+
+    def readyz(self) -> tuple[int, str]:
+        missing = self.caches.unsynced()
+        if missing:
+            return 503, "caches not synced: " + ", ".join(missing)
+        return 200, "ok"
+
+
+def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetrics) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                body, ctype = metrics.render()
+                code = 200
+            elif path in ("/healthz", "/livez"):
+                code, text = health.healthz()
+                body, ctype = text.encode(), "text/plain"
+            elif path == "/readyz":
+                code, text = health.readyz()
+                body, ctype = text.encode(), "text/plain"
+            else:
+                code, body, ctype = 404, b"not found", "text/plain"
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer((address, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server
+
+
+def run(args: argparse.Namespace) -> int:
+    from .agent import Agent
+    from .config import ConfigError, load_config_file
+    from .controller import Controller
+    from .kube.caches import Caches
+    from .kube.client import KubeClient
+    from .kube.errors import KubeError
+    from .kube.events import EventRecorder
+    from .kube.leader import LeaderElector, LeaseSettings
+    from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+
+    setup_logging(args.log_level)
+    log = logging.getLogger("volcano-elastic")
+    try:
+        cfg = load_config_file(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        client = KubeClient.from_kubeconfig(args.kubeconfig)
+    except KubeError as exc:
+        print(f"volcano-elastic controller: {exc}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    lost = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal received, shutting down", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    metrics = PrometheusMetrics()
+    caches = Caches(client, on_restart=metrics.watch_restart)
+    recorder = EventRecorder(client, enabled=not cfg.agent.dryRun)
+    controller = Controller(client, caches, cfg, recorder, workers=args.workers,
+                            observe=metrics.controller_action)
+    agent = Agent(client, caches, cfg, recorder, metrics=metrics)
+    caches.add_handler(controller.on_event, (PYTORCHJOBS, PODGROUPS, NAMESPACES, QUEUES, PODS))
+    caches.add_handler(agent.on_event)
+    health = Health(caches, stale_after=max(60.0, 6 * cfg.agent.intervalSeconds))
+    server = serve_http(args.http_address, args.http_port, health, metrics) if args.http_port else None
+    caches.start()
+    identity = args.identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    log.info("starting", extra={"identity": identity, "lease": f"{args.lease_namespace}/{args.lease_name}",
+                                "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)"})
+    agent_thread: list[threading.Thread] = []
+    work_stop = threading.Event()
+
+    def on_started() -> None:
+        while not caches.wait_synced(5.0):
+            if stop.is_set():
+                return
+            log.warning("waiting for caches", extra={"unsynced": caches.unsynced()})
+        work_stop.clear()
+        controller.start()
+        health.beats["controller"] = controller
+        if not args.no_agent:
+            t = threading.Thread(target=agent.run, args=(work_stop,), name="agent", daemon=True)
+            t.start()
+            agent_thread.append(t)
+            health.beats["agent"] = agent
+        health.leading.set()
+        metrics.leader.set(1)
+        log.info("leading: controller and agent running", extra={"identity": identity})
+
+    def on_stopped() -> None:
+        health.leading.clear()
+        metrics.leader.set(0)
+        work_stop.set()
+        controller.stop()
+        for t in agent_thread:
+            t.join(10)
+        agent_thread.clear()
+
+    code = 0
+    try:
+        if args.no_leader_elect:
+            on_started()
+            stop.wait()
+            on_stopped()
+        else:
+            elector = LeaderElector(client, identity, LeaseSettings(
+                args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline,
+                args.retry_period))
+            if elector.run(stop, on_started, on_stopped):
+                lost.set()
+                code = 1  # exit so that the Deployment restarts us as a clean follower
+    finally:
+        caches.stop()
+        if server is not None:
+            server.shutdown()
+        client.close()
+    log.info("stopped", extra={"identity": identity, "lost_lease": lost.is_set()})
+    return code
