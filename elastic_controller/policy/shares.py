@@ -1,9 +1,9 @@
 """Deserved share per Volcano queue: weighted water-filling, the way proportion/capacity do it.
 
-Per resource dimension, a parent's capacity (the cluster for ``root``) is first given to each
-child's ``guarantee``, then to explicit ``deserved`` values (capacity plugin), and what is left is
-shared by weight among children that still ask for more, never above a child's request or
-``capability``, repeating until nothing is left or every child is satisfied. Hierarchical queues
+Per resource dimension, a parent's capacity (the cluster for ``root``) first covers explicit
+``deserved`` values (capacity plugin), and what is left is shared by weight (water-filling) among
+the other children, never above a child's request or ``capability`` and never below its
+``guarantee`` (a floor, as in proportion: ``deserved = max(weighted share, guarantee)``). Hierarchical queues
 (``spec.parent``) get their parent's deserved share the same way.
 
 **Pending gated pods are not counted in a queue's request.** Volcano counts them, but a gated
@@ -61,6 +61,27 @@ def queue_usage(
     return allocated, request
 
 
+def _water_fill(bounds: list[tuple[float, float, float]], pool: float) -> list[float]:
+    """Shares ``min(max(weight * L, floor), cap)`` for the water level L that spends ``pool``
+    (every child at its cap when the pool is enough; every child at its floor when it is not)."""
+
+    def at(level: float) -> list[float]:
+        return [min(max(w * level, lo), hi) for w, lo, hi in bounds]
+
+    if sum(hi for _, _, hi in bounds) <= pool:
+        return [hi for _, _, hi in bounds]
+    lo, hi = 0.0, max(pool, 1.0)
+    while sum(at(hi)) < pool:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if sum(at(mid)) <= pool:
+            lo = mid
+        else:
+            hi = mid
+    return at(lo)
+
+
 def _fill(
     capacity: Mapping[str, int], children: list[QueueView], request: Mapping[str, Resources]
 ) -> dict[str, Resources]:
@@ -90,22 +111,13 @@ def _fill(
                 share[c.name] += extra
                 remaining -= extra
                 fixed.add(c.name)
-        active = [c for c in children if c.name not in fixed and share[c.name] < limit(c)]
-        while remaining > 1e-9 and active:
-            weights = sum(max(1, c.weight) for c in active)
-            given = 0.0
-            still = []
-            for c in active:
-                offer = remaining * max(1, c.weight) / weights
-                take = min(offer, limit(c) - share[c.name])
-                share[c.name] += take
-                given += take
-                if share[c.name] < limit(c) - 1e-9:
-                    still.append(c)
-            remaining -= given
-            active = still
-            if given <= 1e-9:
-                break
+        # Weighted water-filling among the other children. A guarantee is a floor (proportion:
+        # deserved = max(weighted share, guarantee)), not a head start on top of the weighted share.
+        flex = [c for c in children if c.name not in fixed]
+        pool = remaining + sum(share[c.name] for c in flex)
+        bounds = [(float(max(1, c.weight)), share[c.name], max(share[c.name], limit(c))) for c in flex]
+        for c, v in zip(flex, _water_fill(bounds, pool), strict=True):
+            share[c.name] = v
         for name, v in share.items():
             out[name][r] = v
     return {name: {r: round(v) for r, v in res.items() if v > 0} for name, res in out.items()}

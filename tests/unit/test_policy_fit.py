@@ -1,0 +1,166 @@
+"""Node-aware fit: resources (gpu, cpu, memory, extended), pod count, nodeSelector, unschedulable,
+NotReady, taints and tolerations; best-fit placement of a set of pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand
+from elastic_controller.policy.model import Taint, Toleration
+from elastic_controller.policy.parse import parse_node, parse_pod
+from tests.builders import node, pod
+
+NS = "t"
+
+
+def P(name: str = "p", **kw: Any) -> Any:
+    return parse_pod(pod(NS, name, **kw))
+
+
+def N(name: str = "n", **kw: Any) -> Any:
+    return parse_node(node(name, **kw))
+
+
+def cap_of(*nodes: Any) -> Capacity:
+    return Capacity.empty(nodes)
+
+
+NO_SCHED = {"key": "gpu", "value": "a100", "effect": "NoSchedule"}
+NO_EXEC = {"key": "maint", "value": "", "effect": "NoExecute"}
+PREFER = {"key": "soft", "value": "x", "effect": "PreferNoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("n", "p", "ok"),
+    [
+        pytest.param(N(), P(), True, id="plain"),
+        pytest.param(N(unschedulable=True), P(), False, id="unschedulable"),
+        pytest.param(N(ready=False), P(), False, id="not-ready"),
+        pytest.param(N(labels={"zone": "a"}), P(node_selector={"zone": "a"}), True, id="selector-match"),
+        pytest.param(N(labels={"zone": "b"}), P(node_selector={"zone": "a"}), False, id="selector-mismatch"),
+        pytest.param(N(labels={}), P(node_selector={"zone": "a"}), False, id="selector-missing-label"),
+        pytest.param(N(taints=[NO_SCHED]), P(), False, id="noschedule-untolerated"),
+        pytest.param(N(taints=[NO_EXEC]), P(), False, id="noexecute-untolerated"),
+        pytest.param(N(taints=[PREFER]), P(), True, id="prefernoschedule-ignored"),
+        pytest.param(N(taints=[NO_SCHED]), P(tolerations=[{"key": "gpu", "operator": "Equal", "value": "a100",
+                                                            "effect": "NoSchedule"}]), True, id="tolerated-equal"),
+        pytest.param(N(taints=[NO_SCHED]), P(tolerations=[{"key": "gpu", "value": "a100"}]), True,
+                     id="tolerated-default-operator-any-effect"),
+        pytest.param(N(taints=[NO_SCHED]), P(tolerations=[{"key": "gpu", "value": "h100"}]), False,
+                     id="wrong-value"),
+        pytest.param(N(taints=[NO_SCHED]), P(tolerations=[{"key": "gpu", "operator": "Exists"}]), True,
+                     id="exists-any-value"),
+        pytest.param(N(taints=[NO_SCHED]), P(tolerations=[{"operator": "Exists"}]), True, id="exists-everything"),
+        pytest.param(N(taints=[NO_SCHED]), P(tolerations=[{"key": "gpu", "operator": "Exists",
+                                                            "effect": "NoExecute"}]), False, id="wrong-effect"),
+        pytest.param(N(taints=[NO_EXEC]), P(tolerations=[{"key": "maint", "operator": "Exists",
+                                                           "effect": "NoExecute"}]), True, id="noexecute-tolerated"),
+        pytest.param(N(taints=[NO_SCHED, NO_EXEC]), P(tolerations=[{"key": "gpu", "operator": "Exists"}]), False,
+                     id="one-of-two-tolerated"),
+        pytest.param(N(taints=[NO_SCHED, PREFER]), P(tolerations=[{"key": "gpu", "operator": "Exists"}]), True,
+                     id="hard-tolerated-soft-ignored"),
+    ],
+)
+def test_node_accepts(n: Any, p: Any, ok: bool) -> None:
+    assert node_accepts(n, p) is ok
+
+
+@pytest.mark.parametrize(
+    ("tol", "taint", "ok"),
+    [
+        pytest.param(Toleration("", "Equal", "", ""), Taint("k", "v"), False, id="empty-key-equal-matches-nothing"),
+        pytest.param(Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "v", "NoSchedule"), True, id="exact"),
+        pytest.param(Toleration("k", "Equal", "", ""), Taint("k", "", "NoExecute"), True, id="empty-values"),
+        pytest.param(Toleration("x", "Exists", "", ""), Taint("k", "v"), False, id="other-key"),
+    ],
+)
+def test_toleration(tol: Toleration, taint: Taint, ok: bool) -> None:
+    assert tol.tolerates(taint) is ok
+
+
+@pytest.mark.parametrize(
+    ("n", "pods", "ok"),
+    [
+        pytest.param(N(gpus=8), [P(gpus=8)], True, id="gpu-exact"),
+        pytest.param(N(gpus=8), [P(gpus=9)], False, id="gpu-short"),
+        pytest.param(N(gpus=0), [P(gpus=1)], False, id="no-gpu-node"),
+        pytest.param(N(gpus=0), [P(gpus=0)], True, id="cpu-pod-on-cpu-node"),
+        pytest.param(N(cpu="4"), [P(cpu="4")], True, id="cpu-exact"),
+        pytest.param(N(cpu="4"), [P(cpu="4001m")], False, id="cpu-short"),
+        pytest.param(N(memory="16Gi"), [P(memory="16Gi")], True, id="memory-exact"),
+        pytest.param(N(memory="16Gi"), [P(memory="17Gi")], False, id="memory-short"),
+        pytest.param(N(pods=2), [P("a"), P("b")], True, id="pod-count-exact"),
+        pytest.param(N(pods=2), [P("a"), P("b"), P("c")], False, id="pod-count-short"),
+        pytest.param(N(gpus=8), [P("a", gpus=4), P("b", gpus=4)], True, id="two-halves"),
+        pytest.param(N(gpus=8), [P("a", gpus=4), P("b", gpus=5)], False, id="two-too-big"),
+        pytest.param(N(unschedulable=True), [P()], False, id="unschedulable-node"),
+    ],
+)
+def test_fits_one_node(n: Any, pods: list[Any], ok: bool) -> None:
+    assert fits_all(pods, cap_of(n)) is ok
+
+
+def test_extended_resource() -> None:
+    n = N()
+    n.allocatable["example.com/fpga"] = 1
+    obj = pod(NS, "p")
+    obj["spec"]["containers"][0]["resources"]["requests"]["example.com/fpga"] = "2"
+    assert not fits_all([parse_pod(obj)], cap_of(n))
+    n.allocatable["example.com/fpga"] = 2
+    assert fits_all([parse_pod(obj)], cap_of(n))
+
+
+def test_pods_default_110_when_node_does_not_say() -> None:
+    n = N()
+    del n.allocatable["pods"]
+    assert Capacity.empty([n]).free["n"]["pods"] == 110
+
+
+def test_pod_demand_counts_a_slot_and_drops_zero() -> None:
+    assert pod_demand(P(gpus=0, cpu="1", memory="1Gi")) == {"cpu": 1000, "memory": 2**30, "pods": 1}
+
+
+def test_fits_all_does_not_mutate() -> None:
+    cap = cap_of(N(gpus=8))
+    before = dict(cap.free["n"])
+    assert fits_all([P(gpus=8)], cap)
+    assert cap.free["n"] == before
+
+
+def test_place_all_largest_first_across_nodes() -> None:
+    # Largest first, best fit: the 6-GPU pod goes to the 6-GPU node, the two 4s to the 8-GPU node.
+    cap = cap_of(N("big", gpus=8), N("small", gpus=6))
+    placement = place_all([P("a", gpus=4), P("b", gpus=6), P("c", gpus=4)], cap)
+    assert placement == {"t/b": "small", "t/a": "big", "t/c": "big"}
+    assert cap.free["big"]["nvidia.com/gpu"] == 0 and cap.free["small"]["nvidia.com/gpu"] == 0
+
+
+def test_place_all_respects_selector_and_taints_across_nodes() -> None:
+    cap = cap_of(N("tainted", taints=[NO_SCHED]), N("other", labels={"zone": "b"}), N("right", labels={"zone": "a"}))
+    assert place_all([P(node_selector={"zone": "a"})], cap) == {"t/p": "right"}
+    assert place_all([P("q", node_selector={"zone": "c"})], cap_of(N(labels={"zone": "a"}))) is None
+
+
+def test_place_all_none_when_spread_impossible() -> None:
+    # 12 GPUs free in total but no node has 6.
+    cap = cap_of(*(N(f"n{i}", gpus=4) for i in range(3)))
+    assert place_all([P("a", gpus=6), P("b", gpus=6)], cap.copy()) is None
+    assert place_all([P("a", gpus=4), P("b", gpus=4), P("c", gpus=4)], cap.copy()) is not None
+
+
+def test_capacity_take_give_roundtrip_and_unknown_node() -> None:
+    cap = cap_of(N(gpus=8))
+    cap.take("n", {"nvidia.com/gpu": 3, "pods": 1})
+    assert cap.free["n"]["nvidia.com/gpu"] == 5
+    cap.give("n", {"nvidia.com/gpu": 3, "pods": 1})
+    assert cap.free["n"]["nvidia.com/gpu"] == 8
+    cap.take("ghost", {"cpu": 1})  # a pod bound to a node not in the snapshot is ignored
+    assert not cap.fits("ghost", {"cpu": 1})
+
+
+def test_choose_node_best_fit_and_deterministic_tie() -> None:
+    cap = cap_of(N("b", gpus=8), N("a", gpus=8), N("c", gpus=2))
+    assert cap.choose_node(P(gpus=2)) == "c"
+    assert cap.choose_node(P(gpus=3)) == "a"
