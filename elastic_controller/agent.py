@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 LEDGER_TTL = 600.0  # seconds an eviction stays "in flight" in memory without the cache confirming it
 
 
-class AgentMetrics:
-    """Hooks the process exports (see ``main.PrometheusMetrics``); no-ops by default."""
+class AgentMetrics(Protocol):
+    """Hooks the process exports (see ``main.PrometheusMetrics``)."""
 
     def eviction(self, queue: str, reason: str) -> None: ...
 
@@ -63,6 +63,23 @@ class AgentMetrics:
     def starving(self, by_queue: dict[str, int]) -> None: ...
 
     def cycle(self, seconds: float) -> None: ...
+
+
+class NoMetrics:
+    def eviction(self, queue: str, reason: str) -> None:
+        return None
+
+    def eviction_failed(self, queue: str, reason: str) -> None:
+        return None
+
+    def gate_release(self, queue: str, reason: str) -> None:
+        return None
+
+    def starving(self, by_queue: dict[str, int]) -> None:
+        return None
+
+    def cycle(self, seconds: float) -> None:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +142,7 @@ class Agent:
         self.store = store
         self.cfg = cfg
         self.recorder = recorder
-        self.metrics = metrics or AgentMetrics()
+        self.metrics: AgentMetrics = metrics or NoMetrics()
         self.clock = clock or (lambda: datetime.now(UTC))
         self.dry_run = cfg.agent.dryRun if dry_run is None else dry_run
         self.min_gap = min_gap
