@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the control-plane-in-a-box binaries from the Go module proxy.
 #
-#   hack/build-binaries.sh [--force] [NAME ...]
+#   hack/build-binaries.sh [--force] [--allow-failures] [NAME ...]
 #
 # NAME is any of: etcd kube-apiserver kube-controller-manager kubectl vc-scheduler
 # vc-controller-manager kwok training-operator (default: all of them).
@@ -12,7 +12,9 @@
 # Already-built binaries are skipped (idempotent). Binaries are built one after another with
 # `go build -p 2`; the Go build cache shares the Kubernetes packages between the k8s and
 # Volcano builds. Exit status: 0 when everything is built, 1 when any build failed (the
-# others are still built, and each failure names its module and shows the Go error).
+# others are still built, and each failure names its module and shows the Go error);
+# --allow-failures exits 0 anyway (the pytest fixtures then skip, loudly, the tiers whose
+# binaries are missing). --force rebuilds what exists.
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,11 +33,13 @@ mkdir -p "$BIN" "$LOGS" "$CRDS"
 cp "$HACK_DIR/versions.env" "$OUT/versions.env"
 
 FORCE=0
+ALLOW_FAILURES=0
 WANT=()
 for a in "$@"; do
   case "$a" in
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --allow-failures) ALLOW_FAILURES=1 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "build-binaries: unknown option $a" >&2; exit 2 ;;
     *) WANT+=("$a") ;;
   esac
@@ -161,5 +165,6 @@ fi
 log "done in $(( $(date +%s) - TOTAL_START ))s; binaries in $BIN"
 if [[ ${#FAILED[@]} -gt 0 ]]; then
   echo "[build-binaries $(ts)] FAILED: ${FAILED[*]} (logs in $LOGS)" >&2
+  [[ $ALLOW_FAILURES -eq 1 ]] && exit 0
   exit 1
 fi

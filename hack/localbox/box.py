@@ -22,9 +22,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -218,7 +219,7 @@ class Box:
         try:
             if self.kube.get("/readyz", timeout=5) != "ok":
                 return False, "kube-apiserver /readyz is not ok"
-        except Exception as e:  # noqa: BLE001 - any failure means unhealthy
+        except Exception as e:
             return False, f"kube-apiserver unreachable: {e}"
         return True, "healthy"
 
@@ -256,7 +257,7 @@ class Box:
             try:
                 if check():
                     return
-            except Exception:  # noqa: BLE001 - keep polling until the deadline
+            except Exception:
                 pass
             time.sleep(0.2)
         where = f" (log {proc.log}); last lines:\n{log_tail(proc.log)}" if proc else ""
@@ -332,56 +333,56 @@ class Box:
         if self.opts.profile not in PROFILES:
             raise BoxError(f"unknown profile {self.opts.profile!r} (known: {', '.join(PROFILES)})")
         paths.boxes_dir().mkdir(parents=True, exist_ok=True)
-        lock = open(paths.boxes_dir() / f".{self.opts.name}.lock", "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BoxError(f"another process is starting or stopping box {self.opts.name!r} right now") from None
-        try:
-            existing = Box(name=self.opts.name)
-            if existing.load():
-                ok, why = existing.healthy()
-                if ok:
-                    diffs = self.opts.compatible(existing.state.get("options", {}))
-                    if diffs:
-                        raise BoxError(
-                            f"box {self.opts.name!r} is already running with different options: "
-                            f"{'; '.join(diffs)}. Stop it first (hack/local-down.sh --name {self.opts.name}) "
-                            f"or pick another --name.")
-                    self.say(f"reusing the running box {self.opts.name!r} ({existing.server})")
-                    self.load()
-                    return self.kubeconfig
-                self.say(f"found a stale box {self.opts.name!r} ({why}); cleaning it up")
-                existing.down(quiet=True)
-            if self.dir.exists():
-                shutil.rmtree(self.dir)
-            missing = paths.missing_binaries(PROFILES[self.opts.profile])
-            if missing:
-                raise BoxError(paths.describe_missing(missing))
-            crds = self._crd_files()
-            t0 = time.monotonic()
-            self.dir.mkdir(parents=True)
-            (self.dir / "tmp").mkdir()
-            self.state = {"ready": False, "started": time.time()}
+        with open(paths.boxes_dir() / f".{self.opts.name}.lock", "w") as lock:
             try:
-                self._up(crds)
-            except BaseException as e:
-                if self.opts.keep_on_failure:
-                    self.say(f"start failed; keeping box {self.opts.name!r} for debugging in {self.dir} "
-                             f"(stop it with hack/local-down.sh --name {self.opts.name})")
-                else:
-                    self.say("start failed; stopping everything that was started")
-                    self.down(quiet=True)
-                if isinstance(e, (BoxError, KeyboardInterrupt)):
-                    raise
-                raise BoxError(f"box start failed: {e}") from e
-            self.state["ready"] = True
-            self.state["up_seconds"] = round(time.monotonic() - t0, 1)
-            self._save()
-            self.say(f"box {self.opts.name!r} is up in {time.monotonic() - t0:.1f}s: {self.server}")
-            return self.kubeconfig
-        finally:
-            lock.close()
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BoxError(f"another process is starting or stopping box {self.opts.name!r} now") from None
+            return self._up_locked()
+
+    def _up_locked(self) -> Path:
+        existing = Box(name=self.opts.name)
+        if existing.load():
+            ok, why = existing.healthy()
+            if ok:
+                diffs = self.opts.compatible(existing.state.get("options", {}))
+                if diffs:
+                    raise BoxError(
+                        f"box {self.opts.name!r} is already running with different options: "
+                        f"{'; '.join(diffs)}. Stop it first (hack/local-down.sh --name {self.opts.name}) "
+                        f"or pick another --name.")
+                self.say(f"reusing the running box {self.opts.name!r} ({existing.server})")
+                self.load()
+                return self.kubeconfig
+            self.say(f"found a stale box {self.opts.name!r} ({why}); cleaning it up")
+            existing.down(quiet=True)
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        missing = paths.missing_binaries(PROFILES[self.opts.profile])
+        if missing:
+            raise BoxError(paths.describe_missing(missing))
+        crds = self._crd_files()
+        t0 = time.monotonic()
+        self.dir.mkdir(parents=True)
+        (self.dir / "tmp").mkdir()
+        self.state = {"ready": False, "started": time.time()}
+        try:
+            self._up(crds)
+        except BaseException as e:
+            if self.opts.keep_on_failure:
+                self.say(f"start failed; keeping box {self.opts.name!r} for debugging in {self.dir} "
+                         f"(stop it with hack/local-down.sh --name {self.opts.name})")
+            else:
+                self.say("start failed; stopping everything that was started")
+                self.down(quiet=True)
+            if isinstance(e, (BoxError, KeyboardInterrupt)):
+                raise
+            raise BoxError(f"box start failed: {e}") from e
+        self.state["ready"] = True
+        self.state["up_seconds"] = round(time.monotonic() - t0, 1)
+        self._save()
+        self.say(f"box {self.opts.name!r} is up in {time.monotonic() - t0:.1f}s: {self.server}")
+        return self.kubeconfig
 
     def _crd_files(self) -> list[Path]:
         d = paths.crd_dir()
@@ -527,7 +528,8 @@ class Box:
             self.kube.wait_for("Volcano queue 'default' to be Open", self._default_queue_open, self.opts.timeout)
         except TimeoutError as e:
             raise BoxError(f"{e}\nvc-scheduler log:\n{log_tail(self.procs['vc-scheduler'].log, 15)}\n"
-                           f"vc-controller-manager log:\n{log_tail(self.procs['vc-controller-manager'].log, 15)}") from None
+                           f"vc-controller-manager log:\n"
+                           f"{log_tail(self.procs['vc-controller-manager'].log, 15)}") from None
         self.say(f"queue 'default' Open in {time.monotonic() - t:.1f}s")
 
     # ------------------------------------------------------------------ pieces
@@ -551,7 +553,7 @@ class Box:
         ca = pki.KeyPair((self.pki_dir / "ca.crt").read_bytes(), (self.pki_dir / "ca.key").read_bytes())
         out = Path(out_dir)
         crt, key = out / f"{name}.crt", out / f"{name}.key"
-        pki.issue(ca, name, dns_names=["localhost"] + list(dns_names or []), ips=["127.0.0.1"]).write(crt, key)
+        pki.issue(ca, name, dns_names=["localhost", *(dns_names or [])], ips=["127.0.0.1"]).write(crt, key)
         return crt, key
 
     def _write_kubeconfig(self) -> None:

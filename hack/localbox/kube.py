@@ -87,7 +87,8 @@ class Kube:
             except (KubeError, OSError, http.client.HTTPException) as e:
                 last = e
             time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last})" if last else ""))
+        detail = f" (last error: {last})" if last else ""
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
 
 
 def http_ok(url: str, timeout: float = 2.0, expect: str | None = None) -> bool:

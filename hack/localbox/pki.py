@@ -61,7 +61,7 @@ def _name(cn: str, orgs: list[str] | tuple[str, ...] = ()) -> x509.Name:
 def make_ca(cn: str, *, days: int = 3650, key_kind: str = "ec", dns_names: list[str] | None = None,
             orgs: list[str] | tuple[str, ...] = ()) -> KeyPair:
     key = _new_key(key_kind)
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     b = (
         x509.CertificateBuilder()
         .subject_name(_name(cn, orgs))
@@ -92,7 +92,7 @@ def issue(ca: KeyPair, cn: str, *, orgs: list[str] | tuple[str, ...] = (), dns_n
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     ca_cert = ca.cert
     key = _new_key(key_kind)
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     usages = []
     if server:
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
