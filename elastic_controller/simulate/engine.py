@@ -1,0 +1,559 @@
+"""Discrete-event simulation of Volcano + the elastic agent on a job trace.
+
+Events: job arrival, job completion, end of an evicted worker's termination grace period, and
+agent cycles. Volcano's allocation runs after every batch of simultaneous events (see
+``volcano.py``); the agent cycle calls the policy core's ``plan_cycle`` on a ``Snapshot`` built
+from the simulated objects, on the agent's interval grid, at the cycles where something may
+change (see ``Simulator._may_act``), and applies the plan the way the agent would.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ..policy import keys
+from ..policy.decisions import CyclePlan
+from ..policy.keys import Role
+from ..policy.model import NodeView, PodGroupView, PodView, QueueView, Snapshot
+from ..policy.parse import format_time
+from ..policy.roles import plan_role, task_priority
+from ..policy.settings import ElasticConfig
+from .cluster import ClusterSpec
+from .nodes import NodeTable
+from .scaling import ScalingCurve
+from .state import SimJob, SimPod
+from .trace import JobSpec
+from .volcano import Allocator
+
+Planner = Callable[[Snapshot, ElasticConfig, datetime], CyclePlan]
+Progress = Callable[[int, int], None]
+
+POLICIES = ("elastic", "static-max", "static-min")
+NAMESPACE = "sim"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+_ARRIVAL, _GRACE_END, _COMPLETE = 0, 1, 2
+
+
+class SimulationError(RuntimeError):
+    pass
+
+
+def default_planner() -> Planner:
+    from ..policy.cycle import plan_cycle  # the agent's own planner
+
+    return plan_cycle
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    restart_penalty: float = 60.0  # seconds without progress after every scale event
+    grace_period: float = 30.0  # an evicted worker holds its GPUs this long
+    curve: ScalingCurve = field(default_factory=lambda: ScalingCurve(per_doubling=0.95))
+    start: datetime = EPOCH
+    prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
+    timeline: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    name: str
+    queue: str
+    submit: float
+    start: float
+    finish: float
+    restarts: int
+    evictions: int
+    min_workers: int
+    max_workers: int
+    min_seen: int
+    max_seen: int
+    work: float
+    work_done: float
+    held_gpu_seconds: float
+    scale_events: tuple[tuple[float, str], ...]
+
+    @property
+    def finished(self) -> bool:
+        return self.finish >= 0
+
+    @property
+    def jct(self) -> float:
+        return self.finish - self.submit
+
+    @property
+    def queueing(self) -> float:
+        return self.start - self.submit
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    policy: str
+    jobs: tuple[JobResult, ...]
+    total_gpus: int
+    span: tuple[float, float]
+    gpu_seconds_allocated: float
+    timeline: tuple[tuple[float, int], ...]
+    evictions: int
+    restarts: int
+    cooldown_violations: int
+    rejected_decisions: tuple[str, ...]
+    bound_violations: int
+    plan_calls: int
+    plan_seconds: float
+    cycles_skipped: int
+    wall_seconds: float
+
+    @property
+    def gpu_allocation(self) -> float:
+        length = self.span[1] - self.span[0]
+        return self.gpu_seconds_allocated / (self.total_gpus * length) if length > 0 else 0.0
+
+
+class Simulator:
+    def __init__(self, jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policy: str,
+                 settings: SimSettings | None = None, planner: Planner | None = None,
+                 progress: Progress | None = None) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}")
+        self.specs = jobs
+        self.cluster = cluster
+        self.cfg = cfg
+        self.policy = policy
+        self.settings = settings or SimSettings()
+        self.planner = planner
+        self.progress = progress
+        self.gate = cfg.gating.gateName
+        self.interval = float(cfg.agent.intervalSeconds)
+        self.nodes = NodeTable(cluster)
+        self.alloc = Allocator(self, cluster)
+        self.now = 0.0
+        self.events: list[tuple[float, int, int, object, int]] = []
+        self.seq = 0
+        self.ticks: list[float] = []
+        self.tick_set: set[float] = set()
+        self.last_tick = -math.inf
+        self.jobs: list[SimJob] = []
+        self.active: dict[int, SimJob] = {}
+        self.pods_by_key: dict[str, SimPod] = {}
+        self.uid_seq = 0
+        self.finished = 0
+        # accounting
+        self.allocated_gpus = 0
+        self.area = 0.0
+        self.area_from = 0.0
+        self.timeline: list[tuple[float, int]] = []
+        self.evictions = 0
+        self.restarts = 0
+        self.cooldown_violations = 0
+        self.rejected: list[str] = []
+        self.bound_violations = 0
+        self.plan_calls = 0
+        self.plan_seconds = 0.0
+        self.cycles_skipped = 0
+        self.grown: dict[int, SimJob] = {}  # started jobs with running elastic workers
+        self.gated: dict[int, SimJob] = {}  # started jobs with gated pods
+        # static views
+        self.node_views = tuple(
+            NodeView(name=self.nodes.names[i], allocatable={
+                keys.GPU: self.nodes.gpus[i], "cpu": self.nodes.cpu[i], "memory": self.nodes.memory[i],
+                "pods": self.nodes.pods[i]})
+            for i in range(len(self.nodes)))
+        self.queue_views = tuple(QueueView(name=q.name, weight=q.weight, reclaimable=q.reclaimable,
+                                           parent="root") for q in cluster.queues)
+        self.priority_classes = {f"p{s.priority}": s.priority for s in jobs if s.priority}
+        for i, spec in enumerate(jobs):
+            self._push(spec.submit, _ARRIVAL, i, 0)
+
+    # --- time ------------------------------------------------------------------------------------
+
+    def dt(self, t: float) -> datetime:
+        return self.settings.start + timedelta(seconds=t)
+
+    def _push(self, t: float, kind: int, obj: object, version: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, kind, self.seq, obj, version))
+
+    def request_tick(self, t: float) -> None:
+        if self.policy != "elastic":
+            return
+        grid = math.ceil(t / self.interval - 1e-9) * self.interval
+        if grid <= self.last_tick:
+            grid = self.last_tick + self.interval
+        if grid not in self.tick_set:
+            self.tick_set.add(grid)
+            heapq.heappush(self.ticks, grid)
+
+    def _advance(self, t: float) -> None:
+        if t > self.area_from:
+            self.area += self.allocated_gpus * (t - self.area_from)
+            self.area_from = t
+        self.now = t
+
+    # --- main loop -------------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        if self.policy == "elastic" and self.planner is None:
+            self.planner = default_planner()
+        wall = time.perf_counter()
+        total = len(self.specs)
+        next_report = 0.0
+        while self.events or (self.ticks and self.active):
+            t_ev = self.events[0][0] if self.events else math.inf
+            t_tick = self.ticks[0] if self.ticks else math.inf
+            now = min(t_ev, t_tick)
+            self._advance(now)
+            while self.events and self.events[0][0] == now:
+                _, kind, _, obj, version = heapq.heappop(self.events)
+                if kind == _ARRIVAL:
+                    assert isinstance(obj, int)
+                    self._arrive(self.specs[obj])
+                elif kind == _COMPLETE:
+                    assert isinstance(obj, SimJob)
+                    if obj.version == version and not obj.done:
+                        self._complete(obj)
+                else:
+                    assert isinstance(obj, SimPod)
+                    self._grace_end(obj)
+            self.alloc.schedule(now)
+            if self.ticks and self.ticks[0] == now:
+                heapq.heappop(self.ticks)
+                self.tick_set.discard(now)
+                self.last_tick = now
+                self._agent_cycle(now)
+            if self.settings.timeline and (not self.timeline or self.timeline[-1][1] != self.allocated_gpus):
+                self.timeline.append((now, self.allocated_gpus))
+            if self.progress is not None and time.perf_counter() >= next_report:
+                self.progress(self.finished, total)
+                next_report = time.perf_counter() + 0.2
+        if self.progress is not None:
+            self.progress(self.finished, total)
+        return self._result(time.perf_counter() - wall)
+
+    # --- jobs ------------------------------------------------------------------------------------
+
+    def _arrive(self, spec: JobSpec) -> None:
+        if self.policy == "static-max":
+            replicas, lo, hi = spec.max_workers, spec.max_workers, spec.max_workers
+        elif self.policy == "static-min":
+            replicas, lo, hi = spec.min_workers, spec.min_workers, spec.min_workers
+        else:
+            replicas, lo, hi = spec.max_workers, spec.min_workers, spec.max_workers
+        job = SimJob(len(self.jobs), spec, NAMESPACE, replicas, lo, hi)
+        self.jobs.append(job)
+        self.active[job.id] = job
+        for index in range(replicas):
+            self._new_pod(job, index)
+        self.alloc.job_arrived(job)
+        self.request_tick(self.now)
+        self.request_tick(self.now + self.cfg.queue_policy(job.queue).starvationSeconds)
+
+    def _new_pod(self, job: SimJob, index: int) -> SimPod:
+        labels = {keys.REPLICA_TYPE_LABEL: "worker", keys.REPLICA_INDEX_LABEL: str(index)}
+        if index == 0:
+            labels[keys.JOB_ROLE_LABEL] = "master"
+        role = plan_role(labels, job.bounds).role
+        gated = role is Role.ELASTIC and self.cfg.gating.enabled
+        self.uid_seq += 1
+        pod = SimPod(job, index, role, gated, self.now, f"uid-{self.uid_seq:08d}")
+        if index < len(job.pods):
+            job.pods[index] = pod
+        else:
+            job.pods.append(pod)
+        self.pods_by_key[pod.key] = pod
+        return pod
+
+    def workers_changed(self, job: SimJob, now: float) -> None:
+        """Placements or evictions changed the job's workers: settle its progress, restart it."""
+        running = sum(1 for p in job.pods if p.node >= 0 and not p.deleting)
+        if not job.started:
+            return
+        self._settle(job, now)
+        first = job.running == 0
+        job.running = running
+        if job.done:
+            return
+        if running < job.bounds_min or running > job.bounds_max:
+            self.bound_violations += 1
+        job.min_seen = min(job.min_seen, running)
+        job.max_seen = max(job.max_seen, running)
+        g = job.spec.gpus
+        job.rate = running * g * self.settings.curve.efficiency(running)
+        if first:
+            job.resume_at = now
+        else:
+            job.resume_at = max(now + self.settings.restart_penalty, job.resume_at)
+            if job.last_restart != now:
+                job.restarts += 1
+                self.restarts += 1
+                job.last_restart = now
+        if running > job.bounds_min:
+            self.grown[job.id] = job
+            for p in job.pods:
+                if p.role is Role.ELASTIC and p.node >= 0 and not p.deleting and p.placed_at == now:
+                    self.request_tick(now + self.cfg.queue_policy(job.queue).minRuntimeSeconds)
+        else:
+            self.grown.pop(job.id, None)
+        if any(p.gated for p in job.pods):
+            self.gated[job.id] = job
+        else:
+            self.gated.pop(job.id, None)
+        job.version += 1
+        self._push(job.resume_at + job.work_left / job.rate, _COMPLETE, job, job.version)
+
+    def _settle(self, job: SimJob, now: float) -> None:
+        if job.rate > 0 and now > job.resume_at:
+            delta = min(job.work_left, job.rate * (now - job.resume_at))
+            job.work_left -= delta
+            job.work_done += delta
+            job.resume_at = now
+
+    def _complete(self, job: SimJob) -> None:
+        now = self.now
+        self._settle(job, now)
+        job.work_done += job.work_left
+        job.work_left = 0.0
+        job.done = True
+        job.finished_at = now
+        job.rate = 0.0
+        self.finished += 1
+        self.grown.pop(job.id, None)
+        self.gated.pop(job.id, None)
+        for pod in job.pods:
+            if pod.deleting:
+                continue
+            if pod.node >= 0:
+                self.free_pod(pod)
+            else:
+                self.alloc.pod_gone(pod)
+            self.pods_by_key.pop(pod.key, None)
+        job.pods = [p for p in job.pods if p.deleting]
+        if not job.pods:
+            self.active.pop(job.id, None)
+        self.alloc.job_finished(job)
+        self.request_tick(now)
+
+    def _grace_end(self, pod: SimPod) -> None:
+        job = pod.job
+        self.free_pod(pod)
+        self.pods_by_key.pop(pod.key, None)
+        if job.done:
+            job.pods.remove(pod)
+            if not job.pods:
+                self.active.pop(job.id, None)
+        else:
+            new = self._new_pod(job, pod.index)  # the operator recreates it; the webhook gates it
+            self.alloc.pod_created(new)
+            if new.gated:
+                self.gated[job.id] = job
+        self.request_tick(self.now)
+
+    # --- resources -------------------------------------------------------------------------------
+
+    def place_pod(self, pod: SimPod, node: int) -> None:
+        job = pod.job
+        self.nodes.take(node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
+        pod.node = node
+        pod.placed_at = self.now
+        pod.view = None
+        self.allocated_gpus += job.spec.gpus
+
+    def free_pod(self, pod: SimPod) -> None:
+        job = pod.job
+        if pod.node < 0:
+            return
+        self.nodes.give(pod.node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
+        job.held_gpu_seconds += job.spec.gpus * (self.now - pod.placed_at)
+        self.allocated_gpus -= job.spec.gpus
+        if not pod.deleting:
+            self.alloc.pod_released(pod)
+        pod.node = -1
+        pod.view = None
+        self.alloc.capacity_freed()
+
+    # --- the agent -------------------------------------------------------------------------------
+
+    def _agent_cycle(self, now: float) -> None:
+        if self.settings.prefilter and not self._may_act(now):
+            self.cycles_skipped += 1
+            return
+        assert self.planner is not None
+        snapshot = self.snapshot()
+        started = time.perf_counter()
+        plan = self.planner(snapshot, self.cfg, self.dt(now))
+        self.plan_seconds += time.perf_counter() - started
+        self.plan_calls += 1
+        acted = self._apply(plan, now)
+        if acted:
+            self.alloc.schedule(now)
+            self.request_tick(now + self.interval)
+
+    def _in_cooldown(self, job: SimJob, now: float) -> bool:
+        return job.last_scale >= 0 and now - job.last_scale < self.cfg.queue_policy(job.queue).cooldownSeconds
+
+    def _may_act(self, now: float) -> bool:
+        """False only when ``plan_cycle`` can neither evict nor lift a gate (a necessary condition).
+
+        An eviction needs a starving gang and a running elastic worker out of its minimum runtime
+        in a job that may be scaled; a gate release needs a gated pod of a running job out of
+        cooldown and a node with enough free GPUs for it.
+        """
+        starving = False
+        for job in self.alloc.waiting_gangs():
+            pol = self.cfg.queue_policy(job.queue)
+            since = min((p.unschedulable_since if p.unschedulable_since >= 0 else p.created
+                         for p in job.pods if p.node < 0 and not p.gated), default=-1.0)
+            if since >= 0 and now - since >= pol.starvationSeconds:
+                starving = True
+                break
+        if starving:
+            for job in self.grown.values():
+                pol = self.cfg.queue_policy(job.queue)
+                if self._in_cooldown(job, now) and not pol.preemptDuringCooldown:
+                    continue
+                for p in job.pods:
+                    if (p.role is Role.ELASTIC and p.node >= 0 and not p.deleting
+                            and now - p.placed_at >= pol.minRuntimeSeconds):
+                        return True
+        largest = self.nodes.largest_free()
+        for job in self.gated.values():
+            if job.spec.gpus <= largest and not self._in_cooldown(job, now):
+                return True
+        return False
+
+    def _apply(self, plan: CyclePlan, now: float) -> bool:
+        scaled: dict[int, str] = {}
+        victims: list[SimPod] = []
+        for ev in plan.evictions:
+            pod = self.pods_by_key.get(ev.pod)
+            if pod is None or pod.node < 0 or pod.deleting:
+                self.rejected.append(f"{now:g}s: evict {ev.pod}: not a running pod")
+                continue
+            if pod.role is not Role.ELASTIC:
+                self.rejected.append(f"{now:g}s: evict {ev.pod}: role {pod.role.value} is never evicted")
+                continue
+            victims.append(pod)
+            pod.deleting = True
+            pod.evicted_for = ev.for_gang
+            pod.view = None
+            pod.job.evictions += 1
+            self.evictions += 1
+            self.alloc.pod_released(pod)
+            self._push(now + self.settings.grace_period, _GRACE_END, pod, 0)
+            scaled[pod.job.id] = keys.Direction.DOWN.value
+        released: list[SimPod] = []
+        for rel in plan.gate_releases:
+            pod = self.pods_by_key.get(rel.pod)
+            if pod is None or not pod.gated or not pod.job.started or pod.job.done:
+                self.rejected.append(f"{now:g}s: release {rel.pod}: not a gated pod of a running job")
+                continue
+            pod.gated = False
+            pod.pin = self.nodes.index.get(rel.node, -1)
+            pod.view = None
+            released.append(pod)
+            scaled.setdefault(pod.job.id, keys.Direction.UP.value)
+        for job_id, direction in scaled.items():
+            job = self.jobs[job_id]
+            if self._in_cooldown(job, now):
+                pol = self.cfg.queue_policy(job.queue)
+                if not (direction == "down" and pol.preemptDuringCooldown):
+                    self.cooldown_violations += 1
+            job.last_scale = float(math.floor(now))
+            job.last_scale_direction = direction
+            job.scale_events.append((now, direction))
+            job.pg_view = None
+            self.request_tick(now + self.cfg.queue_policy(job.queue).cooldownSeconds)
+        for pod in victims:
+            self.workers_changed(pod.job, now)
+        for pod in released:
+            self.alloc.pod_ungated(pod)
+            if not any(p.gated for p in pod.job.pods):
+                self.gated.pop(pod.job.id, None)
+        return bool(scaled)
+
+    # --- snapshot --------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        pods: list[PodView] = []
+        groups: list[PodGroupView] = []
+        for job in self.active.values():
+            if not job.done:
+                groups.append(job.pg_view or self._group_view(job))
+            for pod in job.pods:
+                pods.append(pod.view or self._pod_view(pod))
+        return Snapshot(nodes=self.node_views, pods=tuple(pods), podgroups=tuple(groups),
+                        queues=self.queue_views, priority_classes=self.priority_classes)
+
+    def _group_view(self, job: SimJob) -> PodGroupView:
+        annotations: dict[str, str] = {}
+        if job.last_scale >= 0:
+            annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
+            annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        spec = job.spec
+        view = PodGroupView(
+            namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
+            priority_class_name=f"p{spec.priority}" if spec.priority else "",
+            min_task_member={"worker": job.min_member},
+            min_resources={k: v * job.min_member for k, v in job.requests.items()},
+            annotations=annotations, labels={keys.MANAGED_BY_LABEL: keys.MANAGED_BY},
+            created=self.dt(spec.submit), phase="Running" if job.started else "Pending",
+            uid=f"pg-{job.id}")
+        job.pg_view = view
+        return view
+
+    def _pod_view(self, pod: SimPod) -> PodView:
+        job = pod.job
+        placed = pod.node >= 0
+        rp = plan_role({keys.REPLICA_TYPE_LABEL: "worker", keys.REPLICA_INDEX_LABEL: str(pod.index),
+                        **({keys.JOB_ROLE_LABEL: "master"} if pod.index == 0 else {})}, job.bounds)
+        view = PodView(
+            namespace=job.namespace, name=pod.name, uid=pod.uid,
+            phase="Running" if placed else "Pending",
+            node_name=self.nodes.names[pod.node] if placed else "",
+            requests=job.requests,
+            scheduling_gates=(self.gate,) if pod.gated else (),
+            deleting=pod.deleting,
+            created=self.dt(pod.created),
+            scheduled_at=self.dt(pod.placed_at) if placed else None,
+            unschedulable_since=(self.dt(pod.unschedulable_since)
+                                 if not placed and pod.unschedulable_since >= 0 else None),
+            group=job.spec.name, job_name=job.spec.name, replica_type="worker",
+            replica_index=pod.index, job_role_master=pod.role is Role.MASTER, bounds=job.bounds,
+            role=pod.role, task_priority=task_priority(rp, self.cfg.priorities),
+            annotations={keys.EVICTED_FOR: pod.evicted_for} if pod.evicted_for else {},
+        )
+        pod.view = view
+        return view
+
+    # --- results ---------------------------------------------------------------------------------
+
+    def _result(self, wall: float) -> SimResult:
+        jobs = tuple(
+            JobResult(
+                name=j.spec.name, queue=j.spec.queue, submit=j.spec.submit, start=j.started_at,
+                finish=j.finished_at, restarts=j.restarts, evictions=j.evictions,
+                min_workers=j.bounds_min, max_workers=j.bounds_max,
+                min_seen=j.min_seen if j.started else 0, max_seen=j.max_seen, work=j.spec.work,
+                work_done=j.work_done, held_gpu_seconds=j.held_gpu_seconds,
+                scale_events=tuple(j.scale_events))
+            for j in self.jobs)
+        first = min((j.submit for j in jobs), default=0.0)
+        last = max((j.finish for j in jobs), default=0.0)
+        return SimResult(
+            policy=self.policy, jobs=jobs, total_gpus=self.cluster.total_gpus, span=(first, last),
+            gpu_seconds_allocated=self.area, timeline=tuple(self.timeline), evictions=self.evictions,
+            restarts=self.restarts, cooldown_violations=self.cooldown_violations,
+            rejected_decisions=tuple(self.rejected), bound_violations=self.bound_violations,
+            plan_calls=self.plan_calls, plan_seconds=self.plan_seconds,
+            cycles_skipped=self.cycles_skipped, wall_seconds=wall)
+
+
+def simulate(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policy: str,
+             settings: SimSettings | None = None, planner: Planner | None = None,
+             progress: Progress | None = None) -> SimResult:
+    return Simulator(jobs, cluster, cfg, policy, settings, planner, progress).run()

@@ -1,0 +1,70 @@
+"""A seeded synthetic trace: Poisson arrivals sized to a target load on a given cluster.
+
+Job shapes follow what large GPU clusters report (Helios, Philly): mostly whole-node workers,
+a long tail of durations (log-uniform between ``min_hours`` and ``max_hours`` at max size) and
+a minority of rigid jobs (min == max). The same seed always gives the same trace.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from .cluster import ClusterSpec
+from .trace import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorOptions:
+    jobs: int = 500
+    seed: int = 1
+    load: float = 1.2  # offered GPU-seconds per second at max size / cluster GPUs
+    min_hours: float = 0.25
+    max_hours: float = 8.0
+    rigid_fraction: float = 0.2  # jobs with min == max
+    high_priority_fraction: float = 0.1
+
+
+# (max workers, weight) and (GPUs per worker, weight), for nodes of 8 GPUs.
+_WORKERS = ((1, 3), (2, 4), (4, 4), (8, 3), (16, 1))
+_GPUS = ((8, 6), (4, 2), (2, 1), (1, 1))
+
+
+def _pick(rng: random.Random, table: tuple[tuple[int, int], ...]) -> int:
+    values = [v for v, _ in table]
+    weights = [w for _, w in table]
+    return rng.choices(values, weights)[0]
+
+
+def generate(cluster: ClusterSpec, opts: GeneratorOptions | None = None) -> list[JobSpec]:
+    opts = opts or GeneratorOptions()
+    rng = random.Random(opts.seed)
+    largest = max(p.gpus for p in cluster.pools)
+    total = cluster.total_gpus
+    queues = [q.name for q in cluster.queues]
+    qweights = [q.weight for q in cluster.queues]
+    shapes = []
+    for _ in range(opts.jobs):
+        gpus = min(_pick(rng, _GPUS), largest)
+        hi = _pick(rng, _WORKERS)
+        while hi > 1 and hi * gpus > total // 4:
+            hi //= 2
+        if hi == 1 or rng.random() < opts.rigid_fraction:
+            lo = hi
+        else:
+            lo = max(1, hi // rng.choice((2, 4)))
+        hours = opts.min_hours * (opts.max_hours / opts.min_hours) ** rng.random()
+        work = round(hours * 3600 * hi * gpus)
+        shapes.append((gpus, lo, hi, float(work)))
+    mean_work = sum(s[3] for s in shapes) / len(shapes)
+    mean_gap = mean_work / (total * opts.load)
+    jobs = []
+    t = 0.0
+    for i, (gpus, lo, hi, work) in enumerate(shapes):
+        jobs.append(JobSpec(
+            name=f"job-{i:05d}", submit=round(t), min_workers=lo, max_workers=hi, gpus=gpus, work=work,
+            queue=rng.choices(queues, qweights)[0],
+            priority=1 if rng.random() < opts.high_priority_fraction else 0,
+        ))
+        t += rng.expovariate(1.0 / mean_gap)
+    return jobs

@@ -1,0 +1,94 @@
+"""PNG plots (GPU allocation over time, JCT CDF), through the optional ``plot`` extra."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .engine import SimResult
+
+MISSING = ("plots skipped: matplotlib is not installed "
+           "(pip install 'volcano-elastic[plot]' to get allocation.png and jct_cdf.png)")
+
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _resample(timeline: Sequence[tuple[float, int]], end: float, points: int = 2000) -> tuple[
+        list[float], list[float]]:
+    """Time-averaged allocation in ``points`` equal bins (keeps big traces plottable)."""
+    if not timeline or end <= 0:
+        return [], []
+    width = end / points
+    xs: list[float] = []
+    ys: list[float] = []
+    idx = 0
+    current = 0
+    for b in range(points):
+        lo, hi = b * width, (b + 1) * width
+        area = 0.0
+        t = lo
+        while idx < len(timeline) and timeline[idx][0] < hi:
+            at, value = timeline[idx]
+            if at > t:
+                area += current * (at - t)
+                t = at
+            current = value
+            idx += 1
+        area += current * (hi - t)
+        xs.append((lo + hi) / 2)
+        ys.append(area / width)
+    return xs, ys
+
+
+def write_plots(results: Sequence[SimResult], out: Path) -> list[Path]:
+    plt = _pyplot()
+    written = []
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for r in results:
+        xs, ys = _resample(r.timeline, r.span[1])
+        ax.plot([x / 3600 for x in xs], [100 * y / r.total_gpus for y in ys], label=r.policy, linewidth=1)
+    ax.set_xlabel("time (hours)")
+    ax.set_ylabel("GPUs allocated (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("GPU allocation over time")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / "allocation.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(path)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in results:
+        jcts = sorted(j.jct / 3600 for j in r.jobs if j.finished)
+        if jcts:
+            ax.step(jcts, [(i + 1) / len(jcts) for i in range(len(jcts))], where="post", label=r.policy)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title("JCT CDF")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / "jct_cdf.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(path)
+    return written

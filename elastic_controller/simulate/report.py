@@ -1,0 +1,91 @@
+"""Numbers from a simulation: the summary.json document, the table, per-job CSV."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .engine import SimResult
+
+SUMMARY_KEYS = ("gpuAllocation", "avgJctSeconds", "p50JctSeconds", "p99JctSeconds", "avgQueueingSeconds",
+                "evictions", "restarts", "cooldownViolations")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(result: SimResult) -> dict[str, Any]:
+    done = [j for j in result.jobs if j.finished]
+    jcts = [j.jct for j in done]
+    queueing = [j.queueing for j in result.jobs if j.start >= 0]
+    return {
+        "gpuAllocation": round(result.gpu_allocation, 4),
+        "avgJctSeconds": round(sum(jcts) / len(jcts), 1) if jcts else 0.0,
+        "p50JctSeconds": round(percentile(jcts, 50), 1),
+        "p99JctSeconds": round(percentile(jcts, 99), 1),
+        "avgQueueingSeconds": round(sum(queueing) / len(queueing), 1) if queueing else 0.0,
+        "evictions": result.evictions,
+        "restarts": result.restarts,
+        "cooldownViolations": result.cooldown_violations,
+    }
+
+
+def duration(seconds: float) -> str:
+    s = round(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s / 60:.1f}m"
+    return f"{s / 3600:.2f}h"
+
+
+def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    head = ("policy", "jobs", "GPU alloc", "avg JCT", "p50 JCT", "p99 JCT", "avg queue", "evictions",
+            "restarts/job", "cooldown viol.")
+    rows = [head]
+    for r in results:
+        s = summaries[r.policy]
+        done = sum(1 for j in r.jobs if j.finished)
+        jobs = f"{done}" if done == len(r.jobs) else f"{done}/{len(r.jobs)}"
+        rows.append((
+            r.policy, jobs, f"{100 * s['gpuAllocation']:.1f}%", duration(s["avgJctSeconds"]),
+            duration(s["p50JctSeconds"]), duration(s["p99JctSeconds"]), duration(s["avgQueueingSeconds"]),
+            str(s["evictions"]), f"{s['restarts'] / max(1, len(r.jobs)):.2f}", str(s["cooldownViolations"]),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
+                       enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def comparison(summaries: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """elastic against static-max, the comparison admins ask for."""
+    if "elastic" not in summaries or "static-max" not in summaries:
+        return None
+    e, m = summaries["elastic"], summaries["static-max"]
+    points = 100 * (e["gpuAllocation"] - m["gpuAllocation"])
+    ratio = e["avgJctSeconds"] / m["avgJctSeconds"] if m["avgJctSeconds"] else float("nan")
+    return (f"elastic vs static-max: GPU allocation {points:+.1f} points, "
+            f"average JCT x{ratio:.2f}")
+
+
+def jobs_csv(result: SimResult) -> str:
+    lines = ["name,queue,submit,start,finish,jct,queueing,min,max,minSeen,maxSeen,restarts,evictions,"
+             "work,heldGpuSeconds"]
+    for j in result.jobs:
+        lines.append(
+            f"{j.name},{j.queue},{j.submit:g},{j.start:g},{j.finish:g},"
+            f"{j.jct if j.finished else -1:g},{j.queueing if j.start >= 0 else -1:g},{j.min_workers},"
+            f"{j.max_workers},{j.min_seen},{j.max_seen},{j.restarts},{j.evictions},{j.work:g},"
+            f"{j.held_gpu_seconds:.1f}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,434 @@
+"""Job traces: our own CSV/YAML format, plus readers for two public GPU cluster traces.
+
+Every reader returns ``JobSpec`` values sorted by submit time, or raises ``TraceError`` naming
+the file and the line of the first malformed record, so that nothing is simulated on bad input.
+The format is documented in ``docs/simulate.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..policy.quantity import QuantityError, to_units
+
+GIB = 2**30
+DEFAULT_CPU_PER_GPU = 8000  # millicores
+DEFAULT_MEMORY_PER_GPU = 64 * GIB
+
+# Column layouts of the public traces (header lines as the datasets ship them).
+HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
+                  "submit_time", "start_time", "end_time", "duration", "queue")
+ALIBABA_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos",
+                   "pod_phase", "creation_time", "deletion_time", "scheduled_time")
+OWN_REQUIRED = ("name", "submit", "min", "max", "gpus", "work")
+OWN_OPTIONAL = ("queue", "priority", "cpu", "memory")
+FORMATS = ("auto", "csv", "yaml", "helios", "alibaba")
+
+
+class TraceError(ValueError):
+    """A trace (or cluster) file that cannot be used; ``line`` is 1-based, 0 when unknown."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One training job of a trace. ``work`` is in GPU-seconds (at perfect scaling)."""
+
+    name: str
+    submit: float  # seconds from the start of the trace
+    min_workers: int
+    max_workers: int
+    gpus: int  # per worker
+    work: float  # GPU-seconds
+    queue: str = "default"
+    priority: int = 0
+    cpu: int = 0  # millicores per worker (0: DEFAULT_CPU_PER_GPU per GPU)
+    memory: int = 0  # bytes per worker (0: DEFAULT_MEMORY_PER_GPU per GPU)
+    line: int = field(default=0, compare=False)  # where the trace defines it (0: generated)
+
+    @property
+    def cpu_request(self) -> int:
+        return self.cpu or DEFAULT_CPU_PER_GPU * max(1, self.gpus)
+
+    @property
+    def memory_request(self) -> int:
+        return self.memory or DEFAULT_MEMORY_PER_GPU * max(1, self.gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """How jobs of a public trace (which are not elastic) become elastic jobs.
+
+    ``max`` is the job's size in the trace; ``min = ceil(max * min_fraction)``. With
+    ``worker_gpus`` set, a job of G GPUs becomes ceil(G / worker_gpus) workers of that size.
+    """
+
+    min_fraction: float = 0.5
+    worker_gpus: int = 0
+    queue: str = ""  # force one queue (Helios: the VC otherwise; Alibaba: "default")
+    limit: int = 0  # keep only the first N jobs (0: all)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+class _FieldError(ValueError):
+    pass
+
+
+def _int(row: Mapping[str, Any], key: str, low: int | None = None, default: int | None = None) -> int:
+    raw = row.get(key)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        if default is not None:
+            return default
+        raise _FieldError(f"{key!r} is missing")
+    if isinstance(raw, bool):
+        raise _FieldError(f"{key!r} must be an integer, got {raw!r}")
+    try:
+        value = int(raw) if isinstance(raw, int) else int(str(raw).strip())
+    except ValueError:
+        try:
+            as_float = float(str(raw).strip())
+        except ValueError:
+            raise _FieldError(f"{key!r} must be an integer, got {raw!r}") from None
+        if not as_float.is_integer():
+            raise _FieldError(f"{key!r} must be an integer, got {raw!r}") from None
+        value = int(as_float)
+    if low is not None and value < low:
+        raise _FieldError(f"{key!r} must be >= {low}, got {value}")
+    return value
+
+
+def _float(row: Mapping[str, Any], key: str, low: float = 0.0, positive: bool = False) -> float:
+    raw = row.get(key)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        raise _FieldError(f"{key!r} is missing")
+    if isinstance(raw, bool):
+        raise _FieldError(f"{key!r} must be a number, got {raw!r}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise _FieldError(f"{key!r} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < low or (positive and value <= 0):
+        bound = "> 0" if positive else f">= {low:g}"
+        raise _FieldError(f"{key!r} must be a finite number {bound}, got {raw!r}")
+    return value
+
+
+def _quantity(row: Mapping[str, Any], key: str, unit: str) -> int:
+    raw = row.get(key)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return 0
+    try:
+        value = to_units(unit, raw if isinstance(raw, int | float) and not isinstance(raw, bool) else str(raw))
+    except QuantityError as exc:
+        raise _FieldError(f"{key!r}: {exc}") from None
+    if value < 0:
+        raise _FieldError(f"{key!r} must not be negative, got {raw!r}")
+    return value
+
+
+def _own_job(row: Mapping[str, Any]) -> JobSpec:
+    name = str(row.get("name") or "").strip()
+    if not name:
+        raise _FieldError("'name' is missing")
+    if not _dns_label(name):
+        raise _FieldError(f"'name' must be a DNS label (lowercase letters, digits, '-'), got {name!r}")
+    queue = str(row.get("queue") or "default").strip() or "default"
+    lo = _int(row, "min", low=1)
+    hi = _int(row, "max", low=1)
+    if hi < lo:
+        raise _FieldError(f"'max' ({hi}) must be >= 'min' ({lo})")
+    return JobSpec(
+        name=name,
+        submit=_float(row, "submit"),
+        min_workers=lo,
+        max_workers=hi,
+        gpus=_int(row, "gpus", low=1),
+        work=_float(row, "work", positive=True),
+        queue=queue,
+        priority=_int(row, "priority", default=0),
+        cpu=_quantity(row, "cpu", "cpu"),
+        memory=_quantity(row, "memory", "memory"),
+    )
+
+
+def _dns_label(name: str) -> bool:
+    return (0 < len(name) <= 50 and name[0].isalnum() and name[-1].isalnum()
+            and all(c.islower() or c.isdigit() or c == "-" for c in name))
+
+
+def _finish(jobs: list[tuple[int, JobSpec]], path: str) -> list[JobSpec]:
+    seen: dict[str, int] = {}
+    for line, job in jobs:
+        if job.name in seen:
+            raise TraceError(path, line, f"job name {job.name!r} already used on line {seen[job.name]}")
+        seen[job.name] = line
+    if not jobs:
+        raise TraceError(path, 0, "no jobs in trace")
+    ordered = sorted((replace(j, line=line) for line, j in jobs), key=lambda j: (j.submit, j.name))
+    start = ordered[0].submit
+    if start:
+        ordered = [_shift(j, -start) for j in ordered]
+    return ordered
+
+
+def _shift(job: JobSpec, delta: float) -> JobSpec:
+    return replace(job, submit=job.submit + delta)
+
+
+def _csv_rows(text: str, path: str) -> tuple[list[str], Iterable[tuple[int, dict[str, str]]]]:
+    lines = text.splitlines()
+    reader = csv.reader(lines)
+    header: list[str] | None = None
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        for record in reader:
+            line = reader.line_num
+            if not record or all(not c.strip() for c in record) or record[0].lstrip().startswith("#"):
+                continue
+            if header is None:
+                header = [c.strip() for c in record]
+                continue
+            if len(record) != len(header):
+                raise TraceError(path, line, f"expected {len(header)} columns, got {len(record)}")
+            rows.append((line, {k: v.strip() for k, v in zip(header, record, strict=True)}))
+    except csv.Error as exc:
+        raise TraceError(path, reader.line_num, f"not valid CSV: {exc}") from exc
+    if header is None:
+        raise TraceError(path, 0, "empty file")
+    return header, rows
+
+
+def _need_columns(header: list[str], needed: Iterable[str], path: str, layout: str) -> None:
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise TraceError(path, 1, f"{layout} header lacks column(s): {', '.join(missing)}")
+
+
+# --- our format ----------------------------------------------------------------------------------
+
+def parse_own_csv(text: str, path: str) -> list[JobSpec]:
+    header, rows = _csv_rows(text, path)
+    _need_columns(header, OWN_REQUIRED, path, "trace")
+    unknown = [c for c in header if c not in OWN_REQUIRED + OWN_OPTIONAL]
+    if unknown:
+        raise TraceError(path, 1, f"unknown column(s): {', '.join(unknown)}")
+    jobs = []
+    for line, row in rows:
+        try:
+            jobs.append((line, _own_job(row)))
+        except _FieldError as exc:
+            raise TraceError(path, line, str(exc)) from None
+    return _finish(jobs, path)
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader that records the line of every mapping under the key ``__line__``."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping = loader.construct_mapping(node, deep=True)
+    mapping["__line__"] = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml_with_lines(text: str, path: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_LineLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        raise TraceError(path, line, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+
+
+def parse_own_yaml(text: str, path: str) -> list[JobSpec]:
+    doc = load_yaml_with_lines(text, path)
+    items = doc.get("jobs") if isinstance(doc, dict) else doc
+    if not isinstance(items, list):
+        raise TraceError(path, 1, "expected a list of jobs (or a mapping with key 'jobs')")
+    if isinstance(doc, dict):
+        extra = [k for k in doc if k not in ("jobs", "__line__", "apiVersion", "kind")]
+        if extra:
+            raise TraceError(path, int(doc["__line__"]), f"unknown key(s): {', '.join(map(str, extra))}")
+    jobs = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise TraceError(path, 0, f"a job must be a mapping, got {item!r}")
+        line = int(item.pop("__line__"))
+        unknown = [k for k in item if k not in OWN_REQUIRED + OWN_OPTIONAL]
+        if unknown:
+            raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+        try:
+            jobs.append((line, _own_job(item)))
+        except _FieldError as exc:
+            raise TraceError(path, line, str(exc)) from None
+    return _finish(jobs, path)
+
+
+# --- public traces -------------------------------------------------------------------------------
+
+def _elastic(total_gpus: int, workers: int, opts: ImportOptions) -> tuple[int, int, int]:
+    """(min, max, gpus per worker) of an imported job that used ``total_gpus`` on ``workers`` nodes."""
+    if opts.worker_gpus:
+        per = opts.worker_gpus
+        hi = max(1, math.ceil(total_gpus / per))
+    else:
+        hi = max(1, workers)
+        per = max(1, math.ceil(total_gpus / hi))
+    lo = min(hi, max(1, math.ceil(hi * opts.min_fraction - 1e-9)))
+    return lo, hi, per
+
+
+def _slug(text: str) -> str:
+    out = "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+    return out or "x"
+
+
+def _helios_time(row: Mapping[str, str], key: str) -> float:
+    raw = row.get(key, "").strip()
+    if not raw:
+        raise _FieldError(f"{key!r} is missing")
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        raise _FieldError(f"{key!r} must be 'YYYY-MM-DD HH:MM:SS' or seconds, got {raw!r}") from None
+
+
+def parse_helios(text: str, path: str, opts: ImportOptions | None = None) -> list[JobSpec]:
+    """SenseTime Helios ``cluster_log.csv``: one row per job; CPU-only and zero-length jobs skipped."""
+    opts = opts or ImportOptions()
+    header, rows = _csv_rows(text, path)
+    _need_columns(header, ("job_id", "vc", "gpu_num", "cpu_num", "node_num", "submit_time", "duration"),
+                  path, "Helios cluster_log.csv")
+    jobs = []
+    for line, row in rows:
+        try:
+            gpus = _int(row, "gpu_num", low=0)
+            duration = _float(row, "duration")
+            nodes = _int(row, "node_num", low=0)
+            cpus = _float(row, "cpu_num")
+            submit = _helios_time(row, "submit_time")
+            job_id = str(row.get("job_id") or "").strip()
+            if not job_id:
+                raise _FieldError("'job_id' is missing")
+        except _FieldError as exc:
+            raise TraceError(path, line, str(exc)) from None
+        if gpus == 0 or duration <= 0:
+            continue
+        lo, hi, per = _elastic(gpus, nodes, opts)
+        queue = opts.queue or _slug(str(row.get("vc") or "default"))
+        cpu_total = math.ceil(cpus * 1000)
+        jobs.append((line, JobSpec(
+            name=f"h-{_slug(job_id)}"[:50], submit=submit, min_workers=lo, max_workers=hi, gpus=per,
+            work=duration * gpus, queue=queue, cpu=max(1, cpu_total // hi) if cpu_total else 0,
+        )))
+        if opts.limit and len(jobs) >= opts.limit:
+            break
+    return _finish(jobs, path)
+
+
+_QOS_PRIORITY = {"LS": 2, "Guaranteed": 1, "Burstable": 0, "BE": -1}
+
+
+def parse_alibaba(text: str, path: str, opts: ImportOptions | None = None) -> list[JobSpec]:
+    """Alibaba ``cluster-trace-gpu-v2023`` ``openb_pod_list_*.csv``: one row per pod (= one job).
+
+    Pods without GPUs and pods never scheduled are skipped; a pod's GPU-time is
+    ``num_gpu * (deletion_time - scheduled_time)`` (a shared fraction ``gpu_milli`` still holds a
+    whole device, as ``nvidia.com/gpu`` is counted in devices).
+    """
+    opts = opts or ImportOptions()
+    header, rows = _csv_rows(text, path)
+    _need_columns(header, ("name", "cpu_milli", "memory_mib", "num_gpu", "creation_time",
+                           "deletion_time", "scheduled_time"), path, "Alibaba openb_pod_list csv")
+    jobs = []
+    for line, row in rows:
+        try:
+            gpus = _int(row, "num_gpu", low=0)
+            cpu = _int(row, "cpu_milli", low=0)
+            mem = _int(row, "memory_mib", low=0)
+            created = _float(row, "creation_time")
+            deleted = _float(row, "deletion_time")
+            scheduled_raw = row.get("scheduled_time", "").strip()
+            scheduled = _float(row, "scheduled_time") if scheduled_raw else None
+            name = str(row.get("name") or "").strip()
+            if not name:
+                raise _FieldError("'name' is missing")
+        except _FieldError as exc:
+            raise TraceError(path, line, str(exc)) from None
+        if gpus == 0 or scheduled is None or deleted <= scheduled:
+            continue
+        lo, hi, per = _elastic(gpus, 1, opts)
+        jobs.append((line, JobSpec(
+            name=_slug(name)[:50], submit=created, min_workers=lo, max_workers=hi, gpus=per,
+            work=(deleted - scheduled) * gpus, queue=opts.queue or "default",
+            priority=_QOS_PRIORITY.get(str(row.get("qos") or ""), 0),
+            cpu=max(1, cpu // hi) if cpu else 0, memory=(mem * 2**20) // hi if mem else 0,
+        )))
+        if opts.limit and len(jobs) >= opts.limit:
+            break
+    return _finish(jobs, path)
+
+
+# --- dispatch ------------------------------------------------------------------------------------
+
+def detect_format(path: str, text: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return "yaml"
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+    columns = {c.strip() for c in first.split(",")}
+    if {"job_id", "gpu_num", "node_num"} <= columns:
+        return "helios"
+    if {"num_gpu", "cpu_milli", "scheduled_time"} <= columns:
+        return "alibaba"
+    return "csv"
+
+
+def load_trace(path: str | Path, fmt: str = "auto", opts: ImportOptions | None = None) -> list[JobSpec]:
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(name, 0, f"cannot read: {exc}") from exc
+    if fmt == "auto":
+        fmt = detect_format(name, text)
+    readers: dict[str, Callable[[], list[JobSpec]]] = {
+        "csv": lambda: parse_own_csv(text, name),
+        "yaml": lambda: parse_own_yaml(text, name),
+        "helios": lambda: parse_helios(text, name, opts),
+        "alibaba": lambda: parse_alibaba(text, name, opts),
+    }
+    if fmt not in readers:
+        raise TraceError(name, 0, f"unknown trace format {fmt!r} (known: {', '.join(FORMATS)})")
+    return readers[fmt]()
+
+
+def dump_csv(jobs: Iterable[JobSpec]) -> str:
+    """Our CSV format (what ``load_trace`` reads back)."""
+    lines = ["name,submit,queue,priority,min,max,gpus,work"]
+    for j in jobs:
+        lines.append(f"{j.name},{j.submit:g},{j.queue},{j.priority},{j.min_workers},{j.max_workers},"
+                     f"{j.gpus},{j.work:g}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,205 @@
+"""Volcano's allocation, as the simulator models it.
+
+- Queues share the cluster's GPUs by weight: a queue's deserved share is its weight's part of
+  the GPUs, water-filled so that a queue never deserves more than it requests (its placed pods
+  plus its pending ones, gated pods included, as Volcano's proportion plugin counts them).
+- The queue with the lowest allocated/deserved ratio goes next; a queue at or above its
+  deserved share gets nothing more in this pass (no reclaim, no preempt: the agent is the only
+  one that evicts).
+- Within a queue: higher priority first, then earlier submission (FIFO), then trace order.
+- A job that has not started is a gang: it is placed only if its ``minMember`` pods all fit,
+  otherwise it is skipped and the next job is tried (no head-of-line blocking), and its pods are
+  marked unschedulable. Pending ungated pods of a running job (elastic workers whose gate was
+  lifted) are placed one by one where they fit, on the node the agent checked when possible.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .cluster import ClusterSpec
+from .state import SimJob, SimPod
+
+if TYPE_CHECKING:
+    from .engine import Simulator
+
+
+class Allocator:
+    def __init__(self, sim: Simulator, cluster: ClusterSpec) -> None:
+        self.sim = sim
+        self.nodes = sim.nodes
+        self.total = float(cluster.total_gpus)
+        self.queues = [q.name for q in cluster.queues]
+        self.weight = {q.name: q.weight for q in cluster.queues}
+        self.allocated = dict.fromkeys(self.queues, 0)  # GPUs of placed, non-terminating pods
+        self.request = dict.fromkeys(self.queues, 0)  # ... plus pending ones (gated included)
+        self.cands: dict[str, list[tuple[tuple[int, float, int], int]]] = {q: [] for q in self.queues}
+        self.in_cands: set[int] = set()
+        self.waiting: dict[int, SimJob] = {}
+        self.gen = 0  # bumped whenever capacity frees up
+        self.dirty = False
+
+    # --- notifications from the engine -----------------------------------------------------------
+
+    def job_arrived(self, job: SimJob) -> None:
+        self.request[job.queue] += job.replicas * job.spec.gpus
+        self.waiting[job.id] = job
+        self._add(job)
+
+    def job_finished(self, job: SimJob) -> None:
+        self.waiting.pop(job.id, None)
+        self._remove(job)
+
+    def pod_created(self, pod: SimPod) -> None:
+        self.request[pod.job.queue] += pod.job.spec.gpus
+        if not pod.gated:
+            pod.job.fail_gen = -1
+            self._add(pod.job)
+
+    def pod_ungated(self, pod: SimPod) -> None:
+        pod.job.fail_gen = -1
+        self._add(pod.job)
+
+    def pod_released(self, pod: SimPod) -> None:
+        """A placed pod stops counting for its queue (evicted, or its job finished)."""
+        g = pod.job.spec.gpus
+        self.allocated[pod.job.queue] -= g
+        self.request[pod.job.queue] -= g
+
+    def pod_gone(self, pod: SimPod) -> None:
+        """A pending pod is removed (its job finished)."""
+        self.request[pod.job.queue] -= pod.job.spec.gpus
+
+    def capacity_freed(self) -> None:
+        self.gen += 1
+        self.dirty = True
+
+    def waiting_gangs(self) -> Iterable[SimJob]:
+        return self.waiting.values()
+
+    def _add(self, job: SimJob) -> None:
+        if job.id not in self.in_cands:
+            self.in_cands.add(job.id)
+            insort(self.cands[job.queue], (job.cand_key, job.id))
+        self.dirty = True
+
+    def _remove(self, job: SimJob) -> None:
+        if job.id in self.in_cands:
+            self.in_cands.discard(job.id)
+            lst = self.cands[job.queue]
+            del lst[bisect_left(lst, (job.cand_key, job.id))]
+
+    # --- the allocate action ---------------------------------------------------------------------
+
+    def deserved(self) -> dict[str, float]:
+        des = dict.fromkeys(self.queues, 0.0)
+        active = [q for q in self.queues if self.request[q] > 0]
+        remaining = self.total
+        while active and remaining > 1e-9:
+            wsum = sum(self.weight[q] for q in active)
+            capped = [q for q in active if des[q] + remaining * self.weight[q] / wsum >= self.request[q]]
+            if not capped:
+                for q in active:
+                    des[q] += remaining * self.weight[q] / wsum
+                break
+            for q in capped:
+                remaining -= self.request[q] - des[q]
+                des[q] = float(self.request[q])
+                active.remove(q)
+        return des
+
+    def schedule(self, now: float) -> None:
+        if not self.dirty:
+            return
+        self.dirty = False
+        des = self.deserved()
+        ptr = dict.fromkeys(self.queues, 0)
+        done: list[SimJob] = []
+        jobs = self.sim.jobs
+        while True:
+            best = ""
+            best_share = 0.0
+            for q in self.queues:
+                if ptr[q] >= len(self.cands[q]) or des[q] <= 0 or self.allocated[q] >= des[q] - 1e-9:
+                    continue
+                share = self.allocated[q] / des[q]
+                if not best or share < best_share:
+                    best, best_share = q, share
+            if not best:
+                break
+            job = jobs[self.cands[best][ptr[best]][1]]
+            ptr[best] += 1
+            if self._try(job, now):
+                done.append(job)
+        for job in done:
+            self._remove(job)
+
+    def _try(self, job: SimJob, now: float) -> bool:
+        """Place what can be placed of ``job``; True when it has no pending ungated pod left."""
+        pending = [p for p in job.pods if p.node < 0 and not p.gated and not p.deleting]
+        if not pending:
+            return True
+        if job.fail_gen == self.gen:
+            return False  # nothing freed since it last failed
+        spec = job.spec
+        g, cpu, mem = spec.gpus, job.requests["cpu"], job.requests["memory"]
+        nodes = self.nodes
+        changed = False
+        if not job.started:
+            need = job.min_member - sum(1 for p in job.pods if p.node >= 0 and not p.deleting)
+            chosen = self._fit_gang(need, g, cpu, mem) if need * g <= nodes.free_gpus else None
+            if chosen is None:
+                self._unschedulable(job, pending, now)
+                return False
+            for pod, node in zip(pending, chosen, strict=False):
+                self._place(pod, node)
+            job.started_at = now
+            self.waiting.pop(job.id, None)
+            pending = pending[len(chosen):]
+            changed = True
+        left = False
+        for pod in pending:
+            node = pod.pin if pod.pin >= 0 and nodes.fits(pod.pin, g, cpu, mem) else nodes.best_fit(g, cpu, mem)
+            if node < 0:
+                left = True
+                if pod.unschedulable_since < 0:
+                    pod.unschedulable_since = now
+                    pod.view = None
+                continue
+            self._place(pod, node)
+            changed = True
+        if changed:
+            self.sim.workers_changed(job, now)
+        if left:
+            job.fail_gen = self.gen
+        return not left
+
+    def _fit_gang(self, need: int, g: int, cpu: int, mem: int) -> list[int] | None:
+        nodes = self.nodes
+        chosen: list[int] = []
+        for _ in range(need):
+            node = nodes.best_fit(g, cpu, mem)
+            if node < 0:
+                break
+            nodes.take(node, g, cpu, mem)
+            chosen.append(node)
+        for node in chosen:
+            nodes.give(node, g, cpu, mem)
+        return chosen if len(chosen) == need else None
+
+    def _place(self, pod: SimPod, node: int) -> None:
+        self.sim.place_pod(pod, node)
+        self.allocated[pod.job.queue] += pod.job.spec.gpus
+
+    def _unschedulable(self, job: SimJob, pending: list[SimPod], now: float) -> None:
+        job.fail_gen = self.gen
+        marked = False
+        for pod in pending:
+            if pod.unschedulable_since < 0:
+                pod.unschedulable_since = now
+                pod.view = None
+                marked = True
+        if marked:  # the agent looks again once the gang is starving
+            self.sim.request_tick(now + self.sim.cfg.queue_policy(job.queue).starvationSeconds)
