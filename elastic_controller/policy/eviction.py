@@ -49,6 +49,7 @@ class Planner:
         self.evictions_left: dict[str, int] = {}
         self.alloc = {q: dict(s.allocated) for q, s in world.shares.items()}
         self.taken: set[str] = set()
+        self.inflight: list[PodView] = []  # victims chosen so far for the gang being planned
         self.candidates_by_node: dict[str, list[PodView]] = {}
         for pods in world.pods_by_group.values():
             for pod in pods:
@@ -69,7 +70,11 @@ class Planner:
         dom = self.w.dominant
         if self._dom(gang.queue) >= gang_share.deserved.get(dom, 0):
             return False
-        after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in extra)
+        # Victims already chosen for this gang (on other nodes) come out of the same queue.
+        keys = {p.key for p in extra}
+        leaving = [*extra, *(p for p in self.inflight
+                             if p.key not in keys and self.w.jobs[job_id(p)].queue == job.queue)]
+        after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in leaving)
         return after >= share.deserved.get(dom, 0)
 
     def _why_not(self, gang: Gang, pod: PodView) -> str | None:
@@ -109,9 +114,27 @@ class Planner:
                 return False
         return True
 
-    def preference(self, pod: PodView) -> tuple[float, int, int, str]:
+    def preference(self, pod: PodView, extra_taken: int = 0) -> tuple[float, int, int, str]:
         job = self.w.jobs[job_id(pod)]
-        return (-job.fulfillment(), job.priority, -pod.replica_index, pod.uid)
+        job.taken += extra_taken
+        try:
+            return (-job.fulfillment(), job.priority, -pod.replica_index, pod.uid)
+        finally:
+            job.taken -= extra_taken
+
+    def order_key(self, subset: Sequence[PodView]) -> tuple[tuple[float, int, int, str], ...]:
+        """The victims of ``subset`` in preference order, fulfillment recomputed as each is taken:
+        among equally small sets, the one with the smallest key comes first."""
+        rest = list(subset)
+        extra: dict[str, int] = {}
+        out = []
+        while rest:
+            keyed = [(self.preference(p, extra.get(job_id(p), 0)), p) for p in rest]
+            key, best = min(keyed, key=lambda kp: kp[0])
+            out.append(key)
+            rest.remove(best)
+            extra[job_id(best)] = extra.get(job_id(best), 0) + 1
+        return tuple(out)
 
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
@@ -127,12 +150,17 @@ class Planner:
         cands.sort(key=self.preference)
         budget = _MAX_COMBINATIONS
         for k in range(1, len(cands) + 1):
+            feasible = []
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
-                    return self._greedy(gang, deficit, cands)
+                    break
                 if _covers(deficit, subset) and self._subset_ok(gang, subset):
-                    return list(subset)
+                    feasible.append(subset)
+            if feasible:
+                return list(min(feasible, key=self.order_key))
+            if budget < 0:
+                return self._greedy(gang, deficit, cands)
         return None
 
     def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView]) -> list[PodView] | None:
@@ -147,6 +175,7 @@ class Planner:
     def _assign(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
         """Greedy per needed pod: the node needing the fewest (most preferred) victims."""
         victims: list[PodView] = []
+        self.inflight = victims
         chosen: set[str] = set()
         for pod in sorted(gang.needed, key=size_key):
             best: tuple[int, tuple[tuple[float, int, int, str], ...], int, str] | None = None
@@ -158,7 +187,7 @@ class Planner:
                 if subset is None:
                     continue
                 left = add(cap.free[name], _sum_demand(subset))
-                score = (len(subset), tuple(self.preference(p) for p in subset),
+                score = (len(subset), self.order_key(subset),
                          left.get(self.w.dominant, 0), name)
                 if best is None or score < best:
                     best, best_subset = score, subset
@@ -224,6 +253,7 @@ class Planner:
         cap = self.capacity.copy()
         saved = {k: j.taken for k, j in w.jobs.items()}
         victims = self._assign(gang, cap)
+        self.inflight = []
         for k, j in w.jobs.items():
             j.taken = saved[k]
         if victims is None:

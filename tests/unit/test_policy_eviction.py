@@ -1,0 +1,481 @@
+"""Eviction plans per DESIGN "The agent's cycle" steps 2-3: starving gangs, candidates, priorities,
+queue shares, cooldowns, fewest-then-order, the per-queue cap, and a reason for every decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_controller.policy.decisions import CyclePlan
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from tests.builders import (
+    NOW,
+    ago,
+    elastic_job,
+    gang,
+    job_pod,
+    node,
+    plan_of,
+    pod,
+    podgroup,
+    priority_class,
+    queue,
+)
+
+GPU = "nvidia.com/gpu"
+
+
+def names(plan: CyclePlan) -> list[str]:
+    return [e.pod.split("/", 1)[1] for e in plan.evictions]
+
+
+def decision(plan: CyclePlan, pg: str = "ns/g") -> tuple[str, str]:
+    (d,) = [d for d in plan.starving if d.pod_group == pg]
+    return d.decision, d.reason
+
+
+def cfg(**defaults: Any) -> ElasticConfig:
+    return ElasticConfig(defaults=QueuePolicy(**defaults))
+
+
+# A node full of one elastic job: worker-0 is the master, worker-1 core, workers 2..5 elastic (1 GPU each),
+# 2 GPUs free.
+def full_node(**kw: Any) -> list[Any]:
+    args: dict[str, Any] = {"min_r": 2, "max_r": 6, "nodes": ["n0"], "running": 6}
+    args.update(kw)
+    return [node("n0"), *elastic_job("ns", "v", **args)]
+
+
+# -- starving or not ------------------------------------------------------------------------------
+def test_starving_gang_evicts_the_fewest_highest_index_first() -> None:
+    plan = plan_of(*full_node(), gang("ns", "g", members=1, gpus=4))
+    assert decision(plan)[0] == "evict"
+    assert names(plan) == ["v-worker-5", "v-worker-4"]
+    ev = plan.evictions[0]
+    assert (ev.node, ev.job, ev.queue, ev.for_gang) == ("n0", "ns/v", "default", "ns/g")
+    assert ev.reason and "ns/g" in ev.reason
+
+
+@pytest.mark.parametrize(
+    ("waited", "starvation", "starving"),
+    [
+        pytest.param(10, 30, False, id="younger-than-starvationSeconds"),
+        pytest.param(29, 30, False, id="just-under"),
+        pytest.param(30, 30, True, id="exactly-starvationSeconds"),
+        pytest.param(600, 30, True, id="long-waiting"),
+        pytest.param(10, 5, True, id="short-starvation-setting"),
+        pytest.param(0, 0, True, id="zero-starvation"),
+    ],
+)
+def test_starvation_threshold(waited: int, starvation: int, starving: bool) -> None:
+    plan = plan_of(*full_node(), gang("ns", "g", members=1, gpus=4, waiting_since=ago(waited)),
+                   cfg=cfg(starvationSeconds=starvation))
+    assert bool(plan.starving) is starving
+    assert bool(plan.evictions) is starving
+
+
+def test_starvation_is_per_queue() -> None:
+    c = ElasticConfig(queues={"fast": QueuePolicy(starvationSeconds=5)})
+    objs = [*full_node(), gang("ns", "g", members=1, gpus=4, waiting_since=ago(10), queue="fast")]
+    assert decision(plan_of(*objs, cfg=c))[0] == "evict"
+    assert plan_of(*objs).starving == ()
+
+
+def test_starving_clock_starts_at_unschedulable_transition_not_creation() -> None:
+    g = gang("ns", "g", members=1, gpus=4, waiting_since=ago(600))
+    g[1]["status"]["conditions"][0]["lastTransitionTime"] = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert plan_of(*full_node(), *g).starving == ()
+
+
+def test_creation_time_when_never_marked_unschedulable() -> None:
+    g = gang("ns", "g", members=1, gpus=4, waiting_since=ago(600))
+    g[1]["status"]["conditions"] = []
+    assert decision(plan_of(*full_node(), *g))[0] == "evict"
+
+
+def test_fits_now_waits_for_the_scheduler() -> None:
+    plan = plan_of(*full_node(), gang("ns", "g", members=1, gpus=2))
+    assert decision(plan)[0] == "wait" and "fits" in decision(plan)[1]
+    assert plan.evictions == ()
+
+
+def test_gang_with_missing_pods_waits() -> None:
+    objs = [*full_node(), podgroup("ns", "g", 3, created=ago(600)),
+            pod("ns", "g-0", group="g", gpus=4, created=ago(600), unschedulable_since=ago(600))]
+    d, reason = decision(plan_of(*objs))
+    assert d == "wait" and "pending" in reason
+
+
+def test_partially_placed_gang_needs_only_the_rest() -> None:
+    # minMember 3, one already bound elsewhere: needs 2 more x 1 GPU; 2 GPUs free -> fits now.
+    objs = [*full_node(), node("n1", gpus=1), podgroup("ns", "g", 3, created=ago(600)),
+            pod("ns", "g-0", group="g", gpus=1, node_name="n1")]
+    objs += [pod("ns", f"g-{i}", group="g", gpus=1, created=ago(600), unschedulable_since=ago(600)) for i in (1, 2)]
+    assert decision(plan_of(*objs))[0] == "wait"
+    objs += [pod("ns", "g-3", group="g", gpus=3, created=ago(600), unschedulable_since=ago(600))]
+    # Needed pods are the first two by task priority then name: g-1, g-2 (g-3 is not needed).
+    assert decision(plan_of(*objs))[0] == "wait"
+
+
+def test_non_pytorchjob_gang_starves_too() -> None:
+    objs = [*full_node(), podgroup("ns", "g", 2, created=ago(600))]
+    objs += [pod("ns", f"g-{i}", group="g", gpus=2, created=ago(600), unschedulable_since=ago(600)) for i in (0, 1)]
+    plan = plan_of(*objs)
+    assert decision(plan)[0] == "evict" and len(plan.evictions) == 2
+
+
+def test_pytorchjob_gang_starves() -> None:
+    # A fresh elastic job (master + 2 core) whose min set cannot be placed.
+    objs = [*full_node(), podgroup("ns", "g", 3, created=ago(600))]
+    for i in range(3):
+        objs.append(job_pod("ns", "g", "worker", i, nnodes="3:5", gpus=1, created=ago(600),
+                            unschedulable_since=ago(600)))
+    plan = plan_of(*objs)
+    assert decision(plan)[0] == "evict" and names(plan) == ["v-worker-5"]
+
+
+# -- terminating victims ----------------------------------------------------------------------------
+def _terminating_victim(for_: str = "ns/g") -> list[Any]:
+    objs = full_node()
+    victim = next(o for o in objs if o["metadata"]["name"] == "v-worker-5")
+    victim["metadata"]["deletionTimestamp"] = "2026-01-01T12:59:00Z"
+    victim["metadata"]["annotations"]["volcano-elastic.io/evicted-for"] = for_
+    return objs
+
+
+def test_wait_while_earlier_victims_terminate_and_it_will_fit() -> None:
+    # 2 free + 1 releasing = 3 GPUs: a 3-GPU gang fits once the victim is gone.
+    plan = plan_of(*_terminating_victim(), gang("ns", "g", members=1, gpus=3))
+    assert decision(plan)[0] == "wait" and plan.evictions == ()
+
+
+def test_no_new_victims_while_earlier_victims_terminate() -> None:
+    # Needs 4 GPUs; 3 will be there: still no new victim while its earlier victim terminates.
+    plan = plan_of(*_terminating_victim(), gang("ns", "g", members=1, gpus=4))
+    d, reason = decision(plan)
+    assert d == "wait" and "terminating" in reason and plan.evictions == ()
+
+
+def test_terminating_victim_of_another_gang_is_never_a_candidate() -> None:
+    plan = plan_of(*_terminating_victim("ns/other"), gang("ns", "g", members=1, gpus=4))
+    assert decision(plan)[0] == "evict"
+    assert names(plan) == ["v-worker-4"]  # 2 free + 1 releasing + worker-4
+
+
+# -- candidates -----------------------------------------------------------------------------------
+def test_never_master_or_core() -> None:
+    plan = plan_of(*full_node(running=2), node("n1", gpus=0), gang("ns", "g", members=1, gpus=8))
+    d, reason = decision(plan)
+    assert d == "wait" and "no set of admissible" in reason and plan.evictions == ()
+
+
+def test_never_below_min_and_no_partial_plan() -> None:
+    # 2 free + 4 elastic = 6 < 7: no plan at all (all-or-nothing), nothing evicted.
+    plan = plan_of(*full_node(), gang("ns", "g", members=1, gpus=7))
+    assert decision(plan)[0] == "wait" and plan.evictions == ()
+
+
+def test_master_replica_never_evicted() -> None:
+    objs = [node("n0"), *elastic_job("ns", "v", min_r=1, max_r=7, nodes=["n0"], running=7, master=True)]
+    plan = plan_of(*objs, gang("ns", "g", members=1, gpus=7))
+    assert "v-master-0" not in names(plan) and "v-worker-0" not in names(plan)
+    assert decision(plan)[0] == "wait"
+    plan = plan_of(*objs, gang("ns", "g", members=1, gpus=6))
+    assert sorted(names(plan)) == [f"v-worker-{i}" for i in range(1, 7)]
+
+
+def test_non_elastic_job_untouchable() -> None:
+    objs = [node("n0"), *elastic_job("ns", "v", min_r=6, max_r=6, nodes=["n0"], running=6)]
+    assert plan_of(*objs, gang("ns", "g", members=1, gpus=4)).evictions == ()
+
+
+@pytest.mark.parametrize(
+    ("last_scale", "settings", "evicts"),
+    [
+        pytest.param(60, {}, False, id="cooling"),
+        pytest.param(299, {}, False, id="one-second-left"),
+        pytest.param(300, {}, True, id="cooldown-over"),
+        pytest.param(None, {}, True, id="never-scaled"),
+        pytest.param(60, {"preemptDuringCooldown": True}, True, id="preempt-during-cooldown"),
+        pytest.param(60, {"cooldownSeconds": 30}, True, id="short-cooldown"),
+    ],
+)
+def test_cooldown(last_scale: int | None, settings: dict[str, Any], evicts: bool) -> None:
+    ls = ago(last_scale) if last_scale is not None else None
+    plan = plan_of(*full_node(last_scale=ls), gang("ns", "g", members=1, gpus=4), cfg=cfg(**settings))
+    assert bool(plan.evictions) is evicts
+    if not evicts:
+        assert "cooldown" in decision(plan)[1]
+
+
+def test_cooldown_is_the_victim_queues_setting() -> None:
+    c = ElasticConfig(queues={"vq": QueuePolicy(cooldownSeconds=10)})
+    objs = [*full_node(last_scale=ago(60), queue="vq"), queue("vq"), queue("default"),
+            gang("ns", "g", members=1, gpus=4, queue="vq")]
+    assert plan_of(*objs, cfg=c).evictions != ()
+    assert plan_of(*objs).evictions == ()
+
+
+@pytest.mark.parametrize(
+    ("age", "min_runtime", "preempt_in_cooldown", "evicts"),
+    [
+        pytest.param(60, 120, False, False, id="too-young"),
+        pytest.param(60, 120, True, False, id="too-young-even-with-preemptDuringCooldown"),
+        pytest.param(120, 120, False, True, id="exactly-min-runtime"),
+        pytest.param(60, 0, False, True, id="no-min-runtime"),
+    ],
+)
+def test_min_runtime(age: int, min_runtime: int, preempt_in_cooldown: bool, evicts: bool) -> None:
+    plan = plan_of(*full_node(scheduled_at=ago(age)), gang("ns", "g", members=1, gpus=4),
+                   cfg=cfg(minRuntimeSeconds=min_runtime, preemptDuringCooldown=preempt_in_cooldown))
+    assert bool(plan.evictions) is evicts
+
+
+def test_min_runtime_counts_from_scheduled_not_created() -> None:
+    objs = full_node(scheduled_at=ago(10))
+    for o in objs:
+        o["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"
+    assert plan_of(*objs, gang("ns", "g", members=1, gpus=4)).evictions == ()
+
+
+@pytest.mark.parametrize(
+    ("victim_pc", "gang_pc", "evicts"),
+    [
+        pytest.param("high", "low", False, id="higher-priority-untouchable"),
+        pytest.param("low", "low", True, id="equal-priority"),
+        pytest.param("low", "high", True, id="lower-priority-victim"),
+        pytest.param("", "low", True, id="no-class-is-0-below-low"),
+        pytest.param("low", "", False, id="gang-without-class-is-0"),
+        pytest.param("missing", "", True, id="unknown-class-is-0"),
+    ],
+)
+def test_job_priority(victim_pc: str, gang_pc: str, evicts: bool) -> None:
+    objs = [priority_class("high", 1000), priority_class("low", 10), *full_node(priority_class=victim_pc),
+            gang("ns", "g", members=1, gpus=4, priority_class=gang_pc)]
+    plan = plan_of(*objs)
+    assert bool(plan.evictions) is evicts
+    if not evicts:
+        assert "higher priority" in decision(plan)[1]
+
+
+def test_max_evictions_per_cycle() -> None:
+    plan = plan_of(*full_node(), gang("ns", "g", members=1, gpus=4), cfg=cfg(maxEvictionsPerCycle=1))
+    d, reason = decision(plan)
+    assert d == "wait" and "maxEvictionsPerCycle" in reason and plan.evictions == ()
+    plan = plan_of(*full_node(), gang("ns", "g", members=1, gpus=4), cfg=cfg(maxEvictionsPerCycle=2))
+    assert len(plan.evictions) == 2
+
+
+def test_max_evictions_is_shared_by_a_queues_gangs() -> None:
+    objs = [node("n0"), node("n1"), *elastic_job("ns", "v", min_r=1, max_r=16, nodes=["n0", "n1"], running=16),
+            *gang("ns", "g1", members=1, gpus=2, waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=2, waiting_since=ago(600))]
+    plan = plan_of(*objs, cfg=cfg(maxEvictionsPerCycle=3))
+    assert decision(plan, "ns/g1")[0] == "evict"
+    assert decision(plan, "ns/g2")[0] == "wait" and "maxEvictionsPerCycle" in decision(plan, "ns/g2")[1]
+    assert len(plan.evictions) == 2
+
+
+# -- order among equally small plans ----------------------------------------------------------------
+def test_most_fulfilled_job_first() -> None:
+    # a: 1..3 running 3 (fulfillment 1.0); b: 1..5 running 4 (0.75). One victim needed.
+    objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
+            *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=2)]
+    assert names(plan_of(*objs)) == ["a-worker-2"]
+
+
+def test_fulfillment_recomputed_as_victims_are_taken() -> None:
+    # a: 1..3 running 3 (1.0), b: 1..5 running 4 (0.75), 1 GPU free; two victims needed. After a-2, a is at
+    # 0.5 and b (0.75) is the most fulfilled: {a-2, b-3}, not {a-2, a-1}.
+    objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
+            *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=3)]
+    assert sorted(names(plan_of(*objs))) == ["a-worker-2", "b-worker-3"]
+
+
+def test_lower_job_priority_first_when_equally_fulfilled() -> None:
+    objs = [node("n0"), priority_class("mid", 5), priority_class("top", 100),
+            *elastic_job("ns", "a", min_r=1, max_r=4, running=4, nodes=["n0"], priority_class="mid"),
+            *elastic_job("ns", "b", min_r=1, max_r=4, running=4, nodes=["n0"]),
+            gang("ns", "g", members=1, gpus=1, priority_class="top")]
+    assert names(plan_of(*objs)) == ["b-worker-3"]
+
+
+def test_fewest_victims_beats_order() -> None:
+    # n0: a 4-GPU elastic worker of a half-fulfilled job; n1: 1-GPU workers of a fully fulfilled job.
+    objs = [node("n0"), node("n1"),
+            *elastic_job("ns", "big", min_r=1, max_r=3, running=2, gpus=4, nodes=["n0"]),
+            *elastic_job("ns", "small", min_r=1, max_r=8, running=8, gpus=1, nodes=["n1"]),
+            gang("ns", "g", members=1, gpus=4)]
+    assert names(plan_of(*objs)) == ["big-worker-1"]
+
+
+def test_deterministic_uid_tie_break() -> None:
+    objs = [node("n0"), *elastic_job("ns", "a", min_r=1, max_r=4, running=4, nodes=["n0"]),
+            *elastic_job("ns", "b", min_r=1, max_r=4, running=4, nodes=["n0"]), gang("ns", "g", members=1, gpus=1)]
+    assert names(plan_of(*objs)) == ["a-worker-3"]  # same fulfillment, priority, index: smaller UID
+
+
+# -- placement constraints ---------------------------------------------------------------------------
+def test_no_pointless_eviction_on_a_node_the_gang_cannot_use() -> None:
+    objs = [node("n0", labels={"zone": "b"}), *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"])]
+    g = gang("ns", "g", members=1, gpus=4)
+    g[1]["spec"]["nodeSelector"] = {"zone": "a"}
+    plan = plan_of(*objs, *g)
+    assert decision(plan)[0] == "wait" and plan.evictions == ()
+
+
+def test_evicts_on_the_node_the_gang_can_use() -> None:
+    objs = [node("na", labels={"zone": "a"}), node("nb", labels={"zone": "b"}),
+            *elastic_job("ns", "va", min_r=1, max_r=8, running=8, nodes=["na"]),
+            *elastic_job("ns", "vb", min_r=1, max_r=8, running=8, nodes=["nb"])]
+    g = gang("ns", "g", members=1, gpus=2)
+    g[1]["spec"]["nodeSelector"] = {"zone": "a"}
+    assert names(plan_of(*objs, *g)) == ["va-worker-7", "va-worker-6"]
+
+
+def test_taints_respected() -> None:
+    taint = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+    objs = [node("n0", taints=[taint]), *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"])]
+    assert plan_of(*objs, gang("ns", "g", members=1, gpus=2)).evictions == ()
+
+
+def test_unschedulable_node_not_used() -> None:
+    objs = [node("n0", unschedulable=True), *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"])]
+    assert plan_of(*objs, gang("ns", "g", members=1, gpus=2)).evictions == ()
+
+
+def test_gang_pod_goes_to_the_node_that_can_be_cleared() -> None:
+    # min 1: n0 holds the master (worker-0) and 7 elastic workers, n1 holds 8 elastic workers.
+    objs = [node("n0"), node("n1"), *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"]),
+            *gang("ns", "g", members=1, gpus=8)]
+    plan = plan_of(*objs)
+    assert decision(plan)[0] == "evict" and len(plan.evictions) == 8
+    assert {e.node for e in plan.evictions} == {"n1"}
+
+
+def test_gang_spread_over_nodes() -> None:
+    objs = [node("n0"), node("n1"), *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"]),
+            *gang("ns", "g", members=2, gpus=4)]
+    plan = plan_of(*objs)
+    assert decision(plan)[0] == "evict" and len(plan.evictions) == 8
+
+
+def test_no_node_can_be_cleared() -> None:
+    # min 2: worker-0 (master) on n0 and worker-1 (core) on n1: no node can free 8 GPUs.
+    objs = [node("n0"), node("n1"), *elastic_job("ns", "v", min_r=2, max_r=16, running=16, nodes=["n0", "n1"]),
+            *gang("ns", "g", members=2, gpus=8)]
+    plan = plan_of(*objs)
+    assert decision(plan)[0] == "wait" and plan.evictions == ()
+
+
+def test_pod_count_limit_counts() -> None:
+    # The node has GPUs to spare but no pod slot: one victim frees the slot.
+    objs = [node("n0", pods=4), *elastic_job("ns", "v", min_r=1, max_r=4, running=4, nodes=["n0"])]
+    plan = plan_of(*objs, gang("ns", "g", members=1, gpus=1))
+    assert names(plan) == ["v-worker-3"]
+
+
+# -- several gangs in one cycle ----------------------------------------------------------------------
+def test_two_starving_gangs_share_capacity() -> None:
+    # 7 elastic GPUs on n0; two 4-GPU gangs: the older gets 4 victims, the younger cannot be served.
+    objs = [node("n0"), *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"]),
+            *gang("ns", "g1", members=1, gpus=4, waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=4, waiting_since=ago(600))]
+    plan = plan_of(*objs)
+    assert [d.pod_group for d in plan.starving] == ["ns/g1", "ns/g2"]
+    assert decision(plan, "ns/g1")[0] == "evict" and len(plan.evictions) == 4
+    assert decision(plan, "ns/g2")[0] == "wait"
+    assert all(e.for_gang == "ns/g1" for e in plan.evictions)
+
+
+def test_room_promised_to_a_gang_that_fits_now_is_not_reused() -> None:
+    # n1 has 4 free GPUs: g1 (older) fits there now; g2 must evict on n0 instead of counting on n1.
+    objs = [node("n0"), node("n1", gpus=4), *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"]),
+            *gang("ns", "g1", members=1, gpus=4, waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=4, waiting_since=ago(600))]
+    plan = plan_of(*objs)
+    assert decision(plan, "ns/g1")[0] == "wait"
+    assert decision(plan, "ns/g2")[0] == "evict"
+    assert {e.node for e in plan.evictions} == {"n0"} and len(plan.evictions) == 4
+
+
+def test_higher_priority_gang_planned_first() -> None:
+    objs = [node("n0"), priority_class("hi", 100),
+            *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"]),
+            *gang("ns", "old", members=1, gpus=4, waiting_since=ago(900)),
+            *gang("ns", "urgent", members=1, gpus=4, waiting_since=ago(60), priority_class="hi")]
+    plan = plan_of(*objs)
+    assert [d.pod_group for d in plan.starving] == ["ns/urgent", "ns/old"]
+    assert decision(plan, "ns/urgent")[0] == "evict" and decision(plan, "ns/old")[0] == "wait"
+
+
+def test_second_gang_does_not_take_the_firsts_victims_twice() -> None:
+    objs = [node("n0"), node("n1"), *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"]),
+            *gang("ns", "g1", members=1, gpus=3, waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=3, waiting_since=ago(600))]
+    plan = plan_of(*objs)
+    keys = [e.pod for e in plan.evictions]
+    assert len(keys) == len(set(keys)) == 6
+
+
+# -- queues ------------------------------------------------------------------------------------------
+def _two_queues(victim_queue: dict[str, Any], gang_queue: dict[str, Any] | None = None,
+                running: int = 8, gang_gpus: int = 2) -> list[Any]:
+    """n0 (8 GPUs) full of queue b's elastic job; a 2-GPU gang in queue a."""
+    return [node("n0"), queue("b", **victim_queue), queue("a", **(gang_queue or {})),
+            *elastic_job("ns", "v", min_r=1, max_r=8, running=running, nodes=["n0"], queue="b"),
+            *gang("ns", "g", members=1, gpus=gang_gpus, queue="a")]
+
+
+@pytest.mark.parametrize(
+    ("victim_queue", "gang_queue", "evicts"),
+    [
+        pytest.param({}, {}, True, id="reclaimable-over-share"),
+        pytest.param({"reclaimable": False}, {}, False, id="not-reclaimable"),
+        pytest.param({"deserved": {GPU: 8}}, {}, False, id="victim-queue-not-over-share"),
+        pytest.param({"deserved": {GPU: 7}}, {}, False, id="would-go-below-share"),
+        pytest.param({"deserved": {GPU: 6}}, {}, True, id="exactly-down-to-share"),
+        pytest.param({}, {"deserved": {GPU: 0}}, False, id="gang-queue-not-below-share"),
+    ],
+)
+def test_cross_queue(victim_queue: dict[str, Any], gang_queue: dict[str, Any], evicts: bool) -> None:
+    plan = plan_of(*_two_queues(victim_queue, gang_queue))
+    assert bool(plan.evictions) is evicts, plan.starving
+    if evicts:
+        assert all(e.queue == "b" for e in plan.evictions)
+
+
+def test_cross_queue_share_counts_victims_on_every_node() -> None:
+    # Queue b (deserved 15 of 16) runs 16 workers; the gang needs two 1-GPU pods on full nodes. Each victim
+    # alone keeps b at its share but the two together take it below: no plan.
+    objs = [node("n0"), node("n1"), queue("b", deserved={GPU: 15}), queue("a"),
+            *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"], queue="b"),
+            *gang("ns", "g", members=2, gpus=1, queue="a")]
+    plan = plan_of(*objs)
+    assert plan.evictions == (), [e.pod for e in plan.evictions]
+    assert decision(plan)[0] == "wait"
+
+
+def test_same_queue_ignores_shares() -> None:
+    objs = [node("n0"), queue("a", deserved={GPU: 8}),
+            *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"], queue="a"),
+            *gang("ns", "g", members=1, gpus=2, queue="a")]
+    assert len(plan_of(*objs).evictions) == 2
+
+
+def test_wait_reason_names_the_excluded_candidates() -> None:
+    plan = plan_of(*full_node(last_scale=ago(10)), gang("ns", "g", members=1, gpus=4))
+    d, reason = decision(plan)
+    assert d == "wait" and "4 cooldown" in reason
+
+
+def test_every_decision_has_a_reason() -> None:
+    objs = [node("n0"), node("n1", gpus=4), *elastic_job("ns", "v", min_r=1, max_r=8, running=8, nodes=["n0"]),
+            *gang("ns", "g1", members=1, gpus=4, waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=4, waiting_since=ago(600)),
+            *gang("ns", "g3", members=1, gpus=8, waiting_since=ago(500))]
+    plan = plan_of(*objs)
+    assert len(plan.starving) == 3
+    assert all(d.reason for d in plan.starving) and all(e.reason for e in plan.evictions)
+    assert {d.decision for d in plan.starving} == {"evict", "wait"}
