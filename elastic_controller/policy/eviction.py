@@ -150,7 +150,7 @@ class Planner:
         cands.sort(key=self.preference)
         budget = _MAX_COMBINATIONS
         for k in range(1, len(cands) + 1):
-            feasible = []
+            feasible: list[tuple[PodView, ...]] = []
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
