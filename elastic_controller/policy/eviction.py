@@ -158,7 +158,8 @@ class Planner:
                 if _covers(deficit, subset) and self._subset_ok(gang, subset):
                     feasible.append(subset)
             if feasible:
-                return list(min(feasible, key=self.order_key))
+                best: tuple[PodView, ...] = min(feasible, key=self.order_key)
+                return list(best)
             if budget < 0:
                 return self._greedy(gang, deficit, cands)
         return None
