@@ -525,3 +525,54 @@ def test_cert_manager_overlay_injects_the_ca() -> None:
     for o in of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert o["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/volcano-elastic-webhook"
     assert not of_kind(objs, "Job", "CronJob")
+
+
+# ---------------------------------------------------------------------- examples
+EXAMPLES = MANIFESTS / "examples"
+
+
+def _example(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def test_example_queues_and_namespaces() -> None:
+    queues = {q["metadata"]["name"]: q["spec"] for q in _example("queues.yaml")}
+    assert len(queues) == 3
+    assert len({s["weight"] for s in queues.values()}) > 1, "departments should differ in weight"
+    for spec in queues.values():
+        assert spec["weight"] >= 1 and "nvidia.com/gpu" in spec["capability"]
+    mapped = {n["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] for n in _example("namespaces.yaml")}
+    assert mapped == set(queues)
+
+
+def test_example_jobs_pass_our_validation() -> None:
+    from elastic_controller.policy.parse import parse_job
+    from elastic_controller.policy.podgroups import plan_podgroup
+    from webhook.validate import validate_job
+
+    cfg = load_config_file(MANIFESTS / "base" / "config.yaml")
+    (elastic,) = _example("pytorchjob-elastic.yaml")
+    (static,) = _example("pytorchjob-static.yaml")
+    for job in (elastic, static):
+        job["metadata"]["uid"] = "0000"
+        verdict = validate_job(job, cfg)
+        assert verdict.allowed and not verdict.warnings, (job["metadata"]["name"], verdict)
+    specs = elastic["spec"]["pytorchReplicaSpecs"]
+    policy = elastic["spec"]["elasticPolicy"]
+    assert list(specs) == ["Worker"]
+    assert specs["Worker"]["replicas"] == policy["maxReplicas"] > policy["minReplicas"]
+    assert specs["Worker"]["restartPolicy"] == "OnFailure"
+    plan = plan_podgroup(parse_job(elastic), cfg)
+    assert plan.min_member == policy["minReplicas"] and plan.bounds.elastic
+    plan = plan_podgroup(parse_job(static), cfg)
+    assert not plan.bounds.elastic and plan.min_member == 4
+
+
+def test_example_scheduler_conf_leaves_evictions_to_the_agent() -> None:
+    conf = yaml.safe_load((EXAMPLES / "volcano-scheduler.conf").read_text())
+    actions = [a.strip() for a in conf["actions"].split(",")]
+    assert actions == ["enqueue", "allocate", "backfill"]
+    plugins = {p["name"] for tier in conf["tiers"] for p in tier["plugins"]}
+    assert {"gang", "priority", "predicates", "proportion"} <= plugins
+    ours = yaml.safe_load((ROOT / "hack" / "volcano-scheduler-ours.conf").read_text())
+    assert conf == ours, "the recommended conf and the one the box runs drifted apart"
