@@ -1,0 +1,159 @@
+"""Gate releases (scale up) per DESIGN step 5."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_controller.policy.decisions import CyclePlan
+from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
+from tests.builders import ago, elastic_job, gang, node, plan_of, pod
+
+GATE = "volcano-elastic.io/scale-up"
+
+
+def released(plan: CyclePlan) -> list[str]:
+    return [g.pod.split("/", 1)[1] for g in plan.gate_releases]
+
+
+def cfg(**defaults: Any) -> ElasticConfig:
+    return ElasticConfig(defaults=QueuePolicy(**defaults))
+
+
+def job(name: str = "j", **kw: Any) -> list[Any]:
+    args: dict[str, Any] = {"min_r": 2, "max_r": 6, "nodes": ["n0"], "running": 3}
+    args.update(kw)
+    return elastic_job("ns", name, **args)
+
+
+def test_releases_lowest_index_first_up_to_max() -> None:
+    plan = plan_of(node("n0"), *job())
+    assert released(plan) == ["j-worker-3", "j-worker-4", "j-worker-5"]
+    rel = plan.gate_releases[0]
+    assert (rel.job, rel.node, rel.queue) == ("ns/j", "n0", "default") and rel.reason
+
+
+def test_only_where_it_fits_now() -> None:
+    assert released(plan_of(node("n0", gpus=5), *job())) == ["j-worker-3", "j-worker-4"]
+    assert released(plan_of(node("n0", gpus=3), *job())) == []
+
+
+def test_capacity_promised_to_earlier_releases_is_taken() -> None:
+    objs = [node("n0", gpus=4), *job("a", min_r=1, max_r=2, running=1, gpus=2),
+            *job("b", min_r=1, max_r=2, running=1, gpus=1)]
+    # a: 2 GPUs used, b: 1 -> 1 free; a's gated pod needs 2 (no), b's needs 1 (yes).
+    assert released(plan_of(*objs)) == ["b-worker-1"]
+
+
+def test_releases_on_other_nodes() -> None:
+    plan = plan_of(node("n0", gpus=3), node("n1", gpus=2), *job())
+    assert sorted(released(plan)) == ["j-worker-3", "j-worker-4"]
+    assert {g.node for g in plan.gate_releases} == {"n1"}
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [pytest.param(0, [], id="zero"), pytest.param(1, ["j-worker-3"], id="one"),
+     pytest.param(2, ["j-worker-3", "j-worker-4"], id="two")],
+)
+def test_max_scale_up_per_cycle(limit: int, expected: list[str]) -> None:
+    assert released(plan_of(node("n0"), *job(), cfg=cfg(maxScaleUpPerCycle=limit))) == expected
+
+
+def test_max_scale_up_is_per_queue() -> None:
+    objs = [node("n0"), node("n1"), *job("a", queue="qa"), *job("b", queue="qb", nodes=["n1"])]
+    plan = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1))
+    assert sorted(released(plan)) == ["a-worker-3", "b-worker-3"]
+    objs = [node("n0"), node("n1"), *job("a", queue="q"), *job("b", queue="q", nodes=["n1"])]
+    assert len(released(plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1)))) == 1
+
+
+@pytest.mark.parametrize(
+    ("last_scale", "settings", "releases"),
+    [
+        pytest.param(60, {}, False, id="cooling"),
+        pytest.param(300, {}, True, id="cooldown-over"),
+        pytest.param(60, {"cooldownSeconds": 30}, True, id="short-cooldown"),
+        pytest.param(60, {"preemptDuringCooldown": True}, False, id="preempt-flag-does-not-affect-scale-up"),
+    ],
+)
+def test_cooldown(last_scale: int, settings: dict[str, Any], releases: bool) -> None:
+    plan = plan_of(node("n0"), *job(last_scale=ago(last_scale)), cfg=cfg(**settings))
+    assert bool(plan.gate_releases) is releases
+
+
+def test_least_fulfilled_job_first() -> None:
+    # a: 1..4 running 3 (0.67), b: 1..4 running 1 (0): the one free GPU goes to b.
+    objs = [node("n0", gpus=5), *job("a", min_r=1, max_r=4, running=3), *job("b", min_r=1, max_r=4, running=1)]
+    assert released(plan_of(*objs)) == ["b-worker-1"]
+
+
+def test_fulfillment_recomputed_as_gates_are_lifted() -> None:
+    objs = [node("n0"), *job("a", min_r=1, max_r=3, running=1), *job("b", min_r=1, max_r=3, running=1)]
+    assert released(plan_of(*objs)) == ["a-worker-1", "b-worker-1", "a-worker-2", "b-worker-2"]
+
+
+def test_running_jobs_only() -> None:
+    # j's min set is not placed (worker-1 is too big to ever fit, so it does not block scale-up either).
+    objs = [node("n0"), *job(running=1)]
+    big = next(o for o in objs if o["metadata"]["name"] == "j-worker-1")
+    big["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "64"
+    plan = plan_of(*objs)
+    assert released(plan) == [] and plan.scale_up_blocked_by == ()
+
+
+def test_blocked_while_a_waiting_gang_could_be_placed_by_evicting() -> None:
+    # Not yet starving (10 s), but would fit if elastic workers went: no growth at all.
+    objs = [node("n0"), *job(running=6), *gang("ns", "g", members=1, gpus=6, waiting_since=ago(10)), node("n1", gpus=1)]
+    objs += job("k", min_r=1, max_r=2, running=1, nodes=["n1"], gpus=0)
+    plan = plan_of(*objs)
+    assert plan.gate_releases == () and plan.scale_up_blocked_by == ("ns/g",)
+
+
+def test_blocked_while_a_waiting_gang_fits_now() -> None:
+    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=2, waiting_since=ago(10)))
+    assert plan.gate_releases == () and plan.scale_up_blocked_by == ("ns/g",)
+
+
+def test_gang_that_cannot_fit_even_by_evicting_does_not_block() -> None:
+    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=16))
+    assert released(plan) == ["j-worker-3", "j-worker-4", "j-worker-5"] and plan.scale_up_blocked_by == ()
+
+
+def test_gang_missing_pods_does_not_block() -> None:
+    g = gang("ns", "g", members=2, gpus=1)
+    plan = plan_of(node("n0"), *job(), *g[:2])
+    assert len(released(plan)) == 3
+
+
+def test_gating_disabled() -> None:
+    c = ElasticConfig(gating=GatingConfig(enabled=False))
+    assert plan_of(node("n0"), *job(), cfg=c).gate_releases == ()
+
+
+def test_only_our_gate() -> None:
+    c = ElasticConfig(gating=GatingConfig(gateName="example.io/other"))
+    assert plan_of(node("n0"), *job(), cfg=c).gate_releases == ()
+    assert len(released(plan_of(node("n0"), *job(gate="example.io/other"), cfg=c))) == 3
+
+
+def test_terminating_pods_do_not_count_as_free_now() -> None:
+    objs = [node("n0", gpus=4), *job(min_r=1, max_r=2, running=1)]
+    objs.append(pod("ns", "leaving", gpus=3, node_name="n0", deleting=True))
+    assert released(plan_of(*objs)) == []
+
+
+def test_gated_pod_without_elastic_role_is_never_released() -> None:
+    objs = [node("n0"), *job()]
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["spec"]["containers"][0]["env"] = []  # no PET_NNODES: bounds unknown -> core
+    assert released(plan_of(*objs)) == []
+
+
+def test_job_that_lost_victims_this_cycle_is_not_scaled_up() -> None:
+    # The starving gang blocks every release in the cycle it gets its victims.
+    objs = [node("n0"), *job(running=5), *gang("ns", "g", members=1, gpus=4)]
+    plan = plan_of(*objs)
+    assert plan.evictions and plan.gate_releases == ()
