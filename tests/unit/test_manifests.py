@@ -576,3 +576,42 @@ def test_example_scheduler_conf_leaves_evictions_to_the_agent() -> None:
     assert {"gang", "priority", "predicates", "proportion"} <= plugins
     ours = yaml.safe_load((ROOT / "hack" / "volcano-scheduler-ours.conf").read_text())
     assert conf == ours, "the recommended conf and the one the box runs drifted apart"
+
+
+# ---------------------------------------------------------------------- image
+def test_dockerfile_matches_the_manifests() -> None:
+    """The Dockerfile cannot be built here (no Docker engine); check what can be read."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^USER 65532:65532$", text, re.M)
+    assert re.search(r'^ENTRYPOINT \["volcano-elastic"\]$', text, re.M)
+    stages = re.findall(r"^FROM (\S+)", text, re.M)
+    assert len(stages) == 2 and all(s.startswith("${PYTHON_IMAGE}") for s in stages)
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim", text, re.M)
+    final = text.split("\nFROM ${PYTHON_IMAGE}\n", 1)[1]
+    assert "pip install" not in final and "apt-get" not in final, "the final stage installs nothing"
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    for src in re.findall(r"^COPY (?!--from)(\S+)", text, re.M):
+        assert (ROOT / src).exists(), src
+        assert f"!{src.rstrip('/')}/" in ignore or f"!{src}" in ignore, f".dockerignore excludes {src}"
+    for _, spec in pod_specs(render("base")):
+        assert spec["securityContext"]["runAsUser"] == 65532
+
+
+def test_image_pins_cover_the_runtime_dependencies() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    for line in (ROOT / "requirements-image.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            req = Requirement(line)
+            spec = str(req.specifier)
+            assert spec.startswith("=="), line
+            pins[re.sub(r"[-_.]+", "-", req.name).lower()] = spec[2:]
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        req = Requirement(dep)
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert name in pins, f"{name} is not pinned in requirements-image.txt"
+        assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} does not satisfy {dep}"
