@@ -305,6 +305,14 @@ def parse_job(obj: Mapping[str, Any]) -> JobView:
     )
 
 
+def _display_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return "(no metadata)"
+    name, ns = meta.get("name"), meta.get("namespace")
+    return f"{ns}/{name}" if ns else str(name)
+
+
 def parse_objects(
     items: Iterable[Mapping[str, Any]], cfg: ElasticConfig | None = None
 ) -> tuple[Snapshot, list[str]]:
@@ -352,6 +360,10 @@ def parse_objects(
                 warnings.append(f"item {i}: kind {kind!r} is not used by the planner, skipped")
         except ParseError as exc:
             warnings.append(f"item {i}: {exc}, skipped")
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # A field of the wrong shape (a string where an object belongs, ...): skip, never crash.
+            warnings.append(f"item {i}: {kind} {_display_name(obj)} is malformed "
+                            f"({type(exc).__name__}: {exc}), skipped")
     return (
         Snapshot(
             nodes=tuple(nodes),

@@ -1,0 +1,225 @@
+"""``volcano-elastic plan``: input handling, exit codes, warnings, output shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_controller.cli import main
+from tests.builders import NOW, dump, elastic_job, gang, node, pod, ts
+
+
+def write(path: Path, doc: Any) -> str:
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+CLUSTER = dump(node("n0"), elastic_job("ns", "v", min_r=2, max_r=6, nodes=["n0"], running=6),
+               gang("ns", "g", members=1, gpus=4))
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> str:
+    return write(tmp_path / "snap.json", CLUSTER)
+
+
+def test_json_output_shape(capsys: pytest.CaptureFixture[str], snapshot: str) -> None:
+    code, out, err = run(capsys, "--from", snapshot, "--now", ts(NOW), "--output", "json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert set(doc) == {"starving", "evictions", "gateReleases"}
+    assert doc["starving"] == [{"podGroup": "ns/g", "queue": "default", "decision": "evict",
+                                "reason": doc["starving"][0]["reason"]}]
+    assert [e["pod"] for e in doc["evictions"]] == ["ns/v-worker-5", "ns/v-worker-4"]
+    for e in doc["evictions"]:
+        assert set(e) == {"pod", "node", "job", "queue", "for", "reason"}
+        assert (e["node"], e["job"], e["queue"], e["for"]) == ("n0", "ns/v", "default", "ns/g")
+        assert e["reason"]
+    assert doc["gateReleases"] == []
+
+
+def test_gate_release_json_shape(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    snap = write(tmp_path / "s.json", dump(node("n0"), elastic_job("ns", "j", min_r=1, max_r=2, nodes=["n0"],
+                                                                    running=1)))
+    code, out, _ = run(capsys, "--from", snap, "--now", ts(NOW), "-o", "json")
+    (rel,) = json.loads(out)["gateReleases"]
+    assert code == 0 and set(rel) == {"pod", "job", "node", "reason"}
+    assert (rel["pod"], rel["job"], rel["node"]) == ("ns/j-worker-1", "ns/j", "n0")
+
+
+def test_table_output(capsys: pytest.CaptureFixture[str], snapshot: str) -> None:
+    code, out, _ = run(capsys, "--from", snapshot, "--now", ts(NOW))
+    lines = out.strip().splitlines()
+    assert code == 0
+    assert lines[0].startswith("STARVING") and "ns/g" in lines[0] and "EVICT" in lines[0]
+    assert sum(line.startswith("EVICT ") for line in lines) == 2
+    assert lines[-1].startswith("RELEASE   none: held back by waiting gang(s) ns/g")
+
+
+def test_several_from_files_are_combined(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    a = write(tmp_path / "nodes.json", dump(node("n0")))
+    b = write(tmp_path / "pods.json", dump(elastic_job("ns", "v", min_r=2, max_r=6, nodes=["n0"], running=6)))
+    c = write(tmp_path / "gang.json", gang("ns", "g", members=1, gpus=4)[1])  # a single object, not a List
+    d = write(tmp_path / "pg.json", gang("ns", "g", members=1, gpus=4)[:1])  # a bare JSON array
+    code, out, _ = run(capsys, "--from", a, "--from", b, "--from", c, "--from", d, "--now", ts(NOW), "-o", "json")
+    assert code == 0 and len(json.loads(out)["evictions"]) == 2
+
+
+def test_same_as_one_file(capsys: pytest.CaptureFixture[str], snapshot: str, tmp_path: Path) -> None:
+    items = CLUSTER["items"]
+    half = len(items) // 2
+    a = write(tmp_path / "a.json", dump(items[:half]))
+    b = write(tmp_path / "b.json", dump(items[half:]))
+    _, one, _ = run(capsys, "--from", snapshot, "--now", ts(NOW), "-o", "json")
+    _, two, _ = run(capsys, "--from", b, "--from", a, "--now", ts(NOW), "-o", "json")
+    assert json.loads(one) == json.loads(two)
+
+
+def test_now_defaults_to_the_clock(capsys: pytest.CaptureFixture[str], snapshot: str) -> None:
+    code, out, _ = run(capsys, "--from", snapshot, "-o", "json")
+    assert code == 0 and "starving" in json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        pytest.param("{not json", "not valid JSON", id="bad-json"),
+        pytest.param("", "not valid JSON", id="empty-file"),
+        pytest.param("42", "expected a kubectl List", id="scalar"),
+        pytest.param('{"foo": 1}', "expected a kubectl List", id="object-without-kind"),
+        pytest.param(b"\xff\xfe\x00garbage", "cannot read", id="not-utf8"),
+    ],
+)
+def test_bad_input_exit_2_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, content: Any,
+                                   fragment: str) -> None:
+    f = tmp_path / "bad.json"
+    if isinstance(content, bytes):
+        f.write_bytes(content)
+    else:
+        f.write_text(content)
+    code, out, err = run(capsys, "--from", str(f))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and fragment in err and str(f) in err
+
+
+def test_unreadable_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "--from", str(tmp_path / "missing.json"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "cannot read" in err
+    code, _, err = run(capsys, "--from", str(tmp_path))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("now", [pytest.param("yesterday", id="word"),
+                                 pytest.param("2026-13-01T00:00:00Z", id="month-13"), pytest.param("", id="empty")])
+def test_bad_now(capsys: pytest.CaptureFixture[str], snapshot: str, now: str) -> None:
+    code, out, err = run(capsys, "--from", snapshot, "--now", now)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--now" in err
+
+
+@pytest.mark.parametrize("now", [pytest.param("2026-01-01T13:00:00Z", id="zulu"),
+                                 pytest.param("2026-01-01T14:00:00+01:00", id="offset"),
+                                 pytest.param("2026-01-01T13:00:00.5Z", id="fraction")])
+def test_good_now(capsys: pytest.CaptureFixture[str], snapshot: str, now: str) -> None:
+    code, out, _ = run(capsys, "--from", snapshot, "--now", now, "-o", "json")
+    assert code == 0 and len(json.loads(out)["evictions"]) == 2
+
+
+def test_bad_config_lists_every_path(capsys: pytest.CaptureFixture[str], snapshot: str, tmp_path: Path) -> None:
+    cfg = write(tmp_path / "c.yaml", "bogus: 1\ndefaults: {cooldownSeconds: -1}\nqueues: {q: {nope: 2}}\n")
+    code, out, err = run(capsys, "--from", snapshot, "--config", cfg)
+    assert code == 2 and out == ""
+    for path in ("bogus", "defaults.cooldownSeconds", "queues.q.nope"):
+        assert f"{path}:" in err
+
+
+def test_missing_config_file(capsys: pytest.CaptureFixture[str], snapshot: str, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "--from", snapshot, "--config", str(tmp_path / "none.yaml"))
+    assert code == 2 and "cannot read" in err
+
+
+def test_config_is_used(capsys: pytest.CaptureFixture[str], snapshot: str, tmp_path: Path) -> None:
+    cfg = write(tmp_path / "c.yaml", "defaults: {maxEvictionsPerCycle: 1}\n")
+    code, out, _ = run(capsys, "--from", snapshot, "--config", cfg, "--now", ts(NOW), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["evictions"] == [] and doc["starving"][0]["decision"] == "wait"
+
+
+def test_skipped_objects_named_in_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad_pod = pod("ns", "broken")
+    del bad_pod["spec"]
+    bad_node = node("n9")
+    del bad_node["status"]
+    no_name = {"kind": "Pod", "metadata": {}}
+    bad_qty = pod("ns", "qty")
+    bad_qty["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    unused = {"kind": "ConfigMap", "metadata": {"name": "x"}}
+    items = [*CLUSTER["items"], bad_pod, bad_node, no_name, bad_qty, 7, unused]
+    snap = write(tmp_path / "s.json", {"kind": "List", "items": items})
+    code, out, err = run(capsys, "--from", snap, "--now", ts(NOW), "-o", "json")
+    assert code == 0 and len(json.loads(out)["evictions"]) == 2
+    warnings = err.strip().splitlines()
+    assert all(w.startswith("warning: ") for w in warnings)
+    assert len(warnings) == 5
+    for fragment in ("ns/broken", "n9", "metadata.name", "lots", "not an object"):
+        assert any(fragment in w for w in warnings), (fragment, warnings)
+
+
+def _mangle(obj: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
+    out = json.loads(json.dumps(obj))
+    cur = out
+    parts = where.split(".")
+    for p in parts[:-1]:
+        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+    if isinstance(cur, list):
+        cur[int(parts[-1])] = value
+    else:
+        cur[parts[-1]] = value
+    return out
+
+
+POD = elastic_job("ns", "m", min_r=1, max_r=2, nodes=["n0"], running=2)[1]
+PG = gang("ns", "x", members=1, gpus=1)[0]
+NODE = node("n0")
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(_mangle(POD, "spec.containers", "nope"), id="pod-containers-string"),
+        pytest.param(_mangle(POD, "spec.containers.0.resources", []), id="pod-resources-list"),
+        pytest.param(_mangle(POD, "spec.containers.0.resources.requests", "4"), id="pod-requests-string"),
+        pytest.param(_mangle(POD, "spec.containers.0.env", [1]), id="pod-env-not-objects"),
+        pytest.param(_mangle(POD, "status.conditions", ["x"]), id="pod-conditions-strings"),
+        pytest.param(_mangle(POD, "status", "Running"), id="pod-status-string"),
+        pytest.param(_mangle(POD, "spec.tolerations", ["x"]), id="pod-tolerations-strings"),
+        pytest.param(_mangle(POD, "spec.schedulingGates", "gate"), id="pod-gates-string"),
+        pytest.param(_mangle(POD, "metadata.labels", ["a"]), id="pod-labels-list"),
+        pytest.param(_mangle(NODE, "spec.taints", ["x"]), id="node-taints-strings"),
+        pytest.param(_mangle(NODE, "status.conditions", [None]), id="node-conditions-null"),
+        pytest.param(_mangle(PG, "spec.minTaskMember", [1]), id="pg-min-task-member-list"),
+        pytest.param(_mangle(PG, "spec", "x"), id="pg-spec-string"),
+        pytest.param({"kind": "Queue", "metadata": {"name": "q"}, "spec": {"guarantee": "x"}},
+                     id="queue-guarantee-str"),
+        pytest.param({"kind": "Queue", "metadata": {"name": "q"}, "spec": []}, id="queue-spec-list"),
+        pytest.param({"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns"},
+                      "spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": []}}}}}, id="job-template-list"),
+        pytest.param({"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns"},
+                      "spec": {"runPolicy": "x"}}, id="job-runpolicy-string"),
+    ],
+)
+def test_malformed_objects_are_skipped_not_fatal(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 obj: dict[str, Any]) -> None:
+    snap = write(tmp_path / "s.json", {"kind": "List", "items": [*CLUSTER["items"], obj]})
+    code, out, err = run(capsys, "--from", snap, "--now", ts(NOW), "-o", "json")
+    assert code == 0, err
+    json.loads(out)
+    assert all(line.startswith("warning: ") for line in err.strip().splitlines() if line)
