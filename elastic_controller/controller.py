@@ -187,7 +187,7 @@ class Controller:
         except JobSpecError as exc:
             self._warn(raw, "InvalidElasticPolicy", f"no PodGroup for this job: {exc}")
             return Outcome("invalid", str(exc))
-        if self.store.has(QUEUES) and self.store.items(QUEUES) and \
+        if self.store.has(QUEUES) and \
                 self.store.get(QUEUES, plan.queue) is None:
             self._warn(raw, "QueueNotFound",
                        f"Volcano queue {plan.queue!r} (from {plan.queue_source}) does not exist; the PodGroup "

@@ -40,9 +40,12 @@ class Caches:
         for inf in self.informers.values():
             inf.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
         for inf in self.informers.values():
-            inf.stop(timeout=0.5)
+            inf.stop(timeout=0)  # signal every thread first; daemon threads blocked in a read die with us
+        deadline = time.monotonic() + timeout
+        for inf in self.informers.values():
+            inf.stop(timeout=max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -154,9 +154,10 @@ class KubeClient:
         return obj
 
     def patch(self, res: Resource, name: str, patch: Any, namespace: str | None = None, *,
-              patch_type: PatchType = "merge", dry_run: bool = False) -> dict[str, Any]:
+              patch_type: PatchType = "merge", dry_run: bool = False,
+              subresource: str | None = None) -> dict[str, Any]:
         obj: dict[str, Any] = self._send(
-            "PATCH", res.path(namespace, name), body=patch, content_type=_CONTENT_TYPES[patch_type],
+            "PATCH", res.path(namespace, name, subresource), body=patch, content_type=_CONTENT_TYPES[patch_type],
             query={"dryRun": "All" if dry_run else None, "fieldManager": FIELD_MANAGER})
         return obj
 

@@ -200,7 +200,8 @@ class FakeKube:
             return copy.deepcopy(self.add(res, obj))
 
     def patch(self, res: Resource, name: str, patch: Any, namespace: str | None = None, *,
-              patch_type: PatchType = "merge", dry_run: bool = False) -> dict[str, Any]:
+              patch_type: PatchType = "merge", dry_run: bool = False,
+              subresource: str | None = None) -> dict[str, Any]:
         self._call(f"patch-{patch_type}", res, namespace, name, dry_run)
         with self._lock:
             old = self._find(res, name, namespace)
