@@ -10,16 +10,10 @@ import pytest
 from elastic_controller.agent import Agent
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import PDBS, PODGROUPS, PODS
-from tests.integration.test_agent_support import (  # noqa: F401 - fixtures
-    FAST,
-    Cluster,
-    cluster,
-    elastic_job,
-    gang,
-    harness,
-    kc,
-    wait_until,
-)
+from tests.integration import test_agent_support as support
+from tests.integration.test_agent_support import FAST, Cluster, elastic_job, gang, wait_until
+
+kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
 pytestmark = pytest.mark.integration
 EVICTED_FOR = "volcano-elastic.io/evicted-for"
