@@ -8,6 +8,7 @@ the reason, loudly.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -135,8 +136,8 @@ def kustomize_command() -> tuple[tuple[str, ...] | None, str]:
 
 
 def render(kustomization: str) -> list[dict[str, Any]]:
-    """Every object of ``manifests/<kustomization>`` as kustomize renders it."""
-    return list(_render(kustomization))
+    """Every object of ``manifests/<kustomization>`` as kustomize renders it (a fresh copy)."""
+    return copy.deepcopy(list(_render(kustomization)))
 
 
 @cache

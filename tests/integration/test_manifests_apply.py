@@ -1,0 +1,287 @@
+"""The manifests against a real API server (the "core" box: etcd, kube-apiserver,
+kube-controller-manager, every CRD; no scheduler, no nodes).
+
+- Every object of every overlay is accepted by ``kubectl apply --server-side --dry-run=server``
+  (the ``local`` overlay after the documented ``certs inject-ca`` step).
+- Least privilege is enough, and no more: ``kubectl auth can-i --as=<ServiceAccount>`` for every
+  verb/resource the controller, agent and certgen use ("yes") and for what they must never do
+  ("no", pod delete first of all); then the controller and the certgen script really run with a
+  token of their ServiceAccount and must do their job without a single 403.
+
+The ``local`` overlay's namespace, ServiceAccounts, RBAC and ConfigMap are applied for real
+(idempotently, left in the session's box for other tests); its webhook configurations are
+only dry-run, because registering them for real (failurePolicy Fail, nothing listening on
+127.0.0.1:8443) would reject every PyTorchJob that later tests create.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.unit.test_manifests import (
+    CONTROLLER_FORBIDDEN,
+    CONTROLLER_NAMESPACED_NEEDS,
+    CONTROLLER_NEEDS,
+    LEASE_NAME,
+    MANIFESTS,
+    NAMESPACE,
+    ROOT,
+    SA_CERTGEN,
+    SA_CONTROLLER,
+    SA_WEBHOOK,
+    render,
+)
+
+pytestmark = pytest.mark.integration
+
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+SECRET = "volcano-elastic-webhook-tls"
+FIELD_MANAGER = "volcano-elastic-manifest-tests"
+
+
+def kubectl(box: Any, *args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return box.kubectl(*args, check=False, input=stdin, timeout=timeout)  # type: ignore[no-any-return]
+
+
+def apply(box: Any, objs: list[dict[str, Any]] | str, *, dry_run: bool) -> subprocess.CompletedProcess[str]:
+    text = objs if isinstance(objs, str) else yaml.safe_dump_all(objs, sort_keys=False)
+    args = ["apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-"]
+    if dry_run:
+        args.insert(1, "--dry-run=server")
+    return kubectl(box, *args, stdin=text)
+
+
+def accepted(proc: subprocess.CompletedProcess[str], what: str) -> str:
+    assert proc.returncode == 0, f"{what} rejected by the API server:\n{proc.stderr}\n{proc.stdout[-2000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(box: Any) -> list[dict[str, Any]]:
+    """The local overlay for real, minus the webhook configurations (see the module docstring)."""
+    objs = render("overlays/local")
+    accepted(apply(box, [o for o in objs if o["kind"] not in WEBHOOK_KINDS], dry_run=False), "overlays/local")
+    return objs
+
+
+# ---------------------------------------------------------------------- dry runs
+def test_local_overlay_with_injected_ca_is_accepted(box: Any, installed: list[dict[str, Any]]) -> None:
+    rendered = yaml.safe_dump_all(installed, sort_keys=False)
+    inject = subprocess.run([sys.executable, "-m", "elastic_controller", "certs", "inject-ca", "--ca",
+                             str(box.ca_file), "-"], input=rendered, capture_output=True, text=True, timeout=60)
+    assert inject.returncode == 0, inject.stderr
+    assert "caBundle set on 2 webhook(s)" in inject.stderr
+    out = accepted(apply(box, inject.stdout, dry_run=True), "overlays/local (with caBundle)")
+    assert len(re.findall(r"serverside-applied \(server dry run\)", out)) == len(installed), out
+
+
+@pytest.mark.parametrize("kustomization", ["base", "overlays/kind", "overlays/cert-manager"])
+def test_cluster_overlays_are_accepted(box: Any, installed: list[dict[str, Any]], kustomization: str) -> None:
+    objs = render(kustomization)
+    # cert-manager's own kinds need cert-manager's CRDs, which the box does not install
+    ours = [o for o in objs if not o["apiVersion"].startswith("cert-manager.io/")]
+    out = accepted(apply(box, ours, dry_run=True), kustomization)
+    assert len(re.findall(r"\(server dry run\)", out)) == len(ours), out
+
+
+def test_examples_are_accepted(box: Any, installed: list[dict[str, Any]], namespace: str) -> None:
+    examples = MANIFESTS / "examples"
+    for name in ("queues.yaml", "namespaces.yaml"):
+        accepted(apply(box, (examples / name).read_text(), dry_run=True), name)
+    for name in ("pytorchjob-elastic.yaml", "pytorchjob-static.yaml"):
+        (job,) = [d for d in yaml.safe_load_all((examples / name).read_text()) if d]
+        job["metadata"]["namespace"] = namespace  # the department namespaces are not created here
+        accepted(apply(box, [job], dry_run=True), name)
+
+
+# ---------------------------------------------------------------------- can-i
+def can_i(box: Any, sa: str, verb: str, group: str, resource: str, *, namespace: str | None = None,
+          name: str | None = None) -> bool:
+    res, _, sub = resource.partition("/")
+    target = f"{res}.{group}" if group else res
+    if name:
+        target += f"/{name}"
+    args = ["auth", "can-i", verb, target, f"--as=system:serviceaccount:{NAMESPACE}:{sa}"]
+    if sub:
+        args.append(f"--subresource={sub}")
+    args += [f"--namespace={namespace}"] if namespace else ["--all-namespaces"]
+    proc = kubectl(box, *args)
+    answer = proc.stdout.strip()
+    assert answer in ("yes", "no"), f"kubectl {' '.join(args)}: {proc.stderr}"
+    return answer == "yes"
+
+
+def test_controller_may_do_everything_it_does(box: Any, installed: list[dict[str, Any]]) -> None:
+    missing = [need for need in CONTROLLER_NEEDS if not can_i(box, SA_CONTROLLER, need[2], need[0], need[1])]
+    missing += [need for need in CONTROLLER_NAMESPACED_NEEDS
+                if not can_i(box, SA_CONTROLLER, need[2], need[0], need[1], namespace=NAMESPACE, name=need[3])]
+    assert not missing, f"the controller's ServiceAccount cannot: {missing}"
+
+
+def test_controller_may_not_do_more(box: Any, installed: list[dict[str, Any]]) -> None:
+    sa = SA_CONTROLLER
+    allowed = [f for f in CONTROLLER_FORBIDDEN if can_i(box, sa, f[2], f[0], f[1])]
+    # pod delete in any namespace, including our own and kube-system
+    for ns in (NAMESPACE, "kube-system", "default"):
+        if can_i(box, sa, "delete", "", "pods", namespace=ns):
+            allowed.append(("", "pods", f"delete in {ns}"))
+    # the Lease: only ours, only in our namespace
+    if can_i(box, sa, "update", "coordination.k8s.io", "leases", namespace=NAMESPACE, name="someone-elses"):
+        allowed.append(("coordination.k8s.io", "leases", "update another Lease"))
+    if can_i(box, sa, "create", "coordination.k8s.io", "leases", namespace="kube-system"):
+        allowed.append(("coordination.k8s.io", "leases", "create in kube-system"))
+    assert not allowed, f"the controller's ServiceAccount may do more than it needs: {allowed}"
+
+
+def test_webhook_has_no_api_access(box: Any, installed: list[dict[str, Any]]) -> None:
+    asks = [("get", "", "pods"), ("list", "", "configmaps"), ("get", "", "secrets"),
+            ("patch", "", "pods"), ("list", "kubeflow.org", "pytorchjobs"), ("create", "", "events")]
+    allowed = [a for a in asks if can_i(box, SA_WEBHOOK, *a)]
+    allowed += [a for a in asks if can_i(box, SA_WEBHOOK, *a, namespace=NAMESPACE)]
+    assert not allowed, f"the webhook's ServiceAccount can: {allowed}"
+
+
+def test_certgen_touches_one_secret_and_two_webhook_configs(box: Any, installed: list[dict[str, Any]]) -> None:
+    sa, adm = SA_CERTGEN, "admissionregistration.k8s.io"
+    yes = [
+        ("create", "", "secrets", NAMESPACE, None),
+        *((v, "", "secrets", NAMESPACE, SECRET) for v in ("get", "update", "patch")),
+        ("patch", adm, "mutatingwebhookconfigurations", None, "volcano-elastic"),
+        ("patch", adm, "validatingwebhookconfigurations", None, "volcano-elastic"),
+    ]
+    no = [
+        ("get", "", "secrets", NAMESPACE, "another-secret"),
+        ("list", "", "secrets", NAMESPACE, None),
+        ("delete", "", "secrets", NAMESPACE, SECRET),
+        ("create", "", "secrets", "default", None),
+        ("get", "", "secrets", "kube-system", None),
+        ("patch", adm, "mutatingwebhookconfigurations", None, "someone-elses"),
+        ("get", adm, "mutatingwebhookconfigurations", None, "volcano-elastic"),
+        ("delete", adm, "validatingwebhookconfigurations", None, "volcano-elastic"),
+        ("get", "", "pods", "default", None),
+    ]
+
+    def ask(verb: str, group: str, resource: str, ns: str | None, name: str | None) -> bool:
+        # cluster-scoped resources: can-i without a namespace flag would mean "all namespaces"
+        return can_i(box, sa, verb, group, resource, namespace=ns or "default", name=name)
+
+    assert [q for q in yes if not ask(*q)] == []
+    assert [q for q in no if ask(*q)] == []
+
+
+# ---------------------------------------------------------------------- running as the ServiceAccounts
+def sa_kubeconfig(box: Any, sa: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with a real token of the ServiceAccount (TokenRequest)."""
+    proc = kubectl(box, "create", "token", sa, f"--namespace={NAMESPACE}", "--duration=1h")
+    assert proc.returncode == 0, proc.stderr
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": sa,
+        "clusters": [{"name": "box", "cluster": {"server": box.server, "certificate-authority": str(box.ca_file)}}],
+        "users": [{"name": sa, "user": {"token": proc.stdout.strip()}}],
+        "contexts": [{"name": sa, "context": {"cluster": "box", "user": sa}}],
+    }))
+    return path
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout: float, log: Path | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.5)
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log and log.exists() else ""
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
+
+
+def forbidden_lines(log: Path) -> list[str]:
+    return [ln for ln in log.read_text(errors="replace").splitlines()
+            if re.search(r"\b403\b|forbidden", ln, re.IGNORECASE)]
+
+
+def get_json(box: Any, *args: str) -> dict[str, Any] | None:
+    proc = kubectl(box, "get", *args, "-o", "json")
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def test_controller_works_with_exactly_its_rbac(box: Any, installed: list[dict[str, Any]], namespace: str,
+                                                 box_process: Callable[..., Any], tmp_path: Path) -> None:
+    kc = sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "controller.kubeconfig")
+    job = yaml.safe_load((MANIFESTS / "examples" / "pytorchjob-elastic.yaml").read_text())
+    job["metadata"]["namespace"] = namespace
+    accepted(apply(box, [job], dry_run=False), "the example PyTorchJob")
+    proc = box_process("controller-as-sa", [
+        sys.executable, "-m", "elastic_controller", "controller", f"--kubeconfig={kc}",
+        f"--config={MANIFESTS / 'base' / 'config.yaml'}", "--http-port=0", f"--lease-name={LEASE_NAME}",
+        f"--lease-namespace={NAMESPACE}",
+    ], env={"KUBECONFIG": str(kc)})
+    log = Path(proc.log)
+    name = job["metadata"]["name"]
+    # a Lease held by a controller of an earlier test expires within its 15 s duration
+    pg = wait_for("the PodGroup the controller creates", lambda: get_json(
+        box, "podgroups.scheduling.volcano.sh", name, f"--namespace={namespace}"), 90, log)
+    assert pg["spec"]["minMember"] == job["spec"]["elasticPolicy"]["minReplicas"]
+    owner = pg["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "PyTorchJob" and owner["blockOwnerDeletion"] is True
+    lease = get_json(box, "leases.coordination.k8s.io", LEASE_NAME, f"--namespace={NAMESPACE}")
+    assert lease and lease["spec"].get("holderIdentity")
+    time.sleep(3)  # a few agent cycles over pods, nodes, queues, PodGroups, jobs
+    assert forbidden_lines(log) == [], "the controller hit RBAC denials"
+
+
+def test_certgen_script_works_with_exactly_its_rbac(box: Any, installed: list[dict[str, Any]],
+                                                     tmp_path: Path) -> None:
+    for kind in WEBHOOK_KINDS:
+        if kubectl(box, "get", kind.lower(), "volcano-elastic").returncode == 0:
+            pytest.skip(f"a {kind} volcano-elastic is registered by someone else in this box: not touching it")
+    if kubectl(box, "get", "secret", SECRET, f"--namespace={NAMESPACE}").returncode == 0:
+        pytest.skip(f"Secret {NAMESPACE}/{SECRET} exists already in this box: not touching it")
+    # Register our two configurations for real, but matching no namespace: the script needs them
+    # to exist, and the box must keep admitting PyTorchJobs of other tests.
+    hooks = [o for o in installed if o["kind"] in WEBHOOK_KINDS]
+    for o in hooks:
+        for w in o["webhooks"]:
+            w["namespaceSelector"] = {"matchLabels": {"volcano-elastic.io/manifest-test": "never-matches"}}
+    accepted(apply(box, hooks, dry_run=False), "webhook configurations")
+    kc = sa_kubeconfig(box, SA_CERTGEN, tmp_path / "certgen.kubeconfig")
+    script = MANIFESTS / "base" / "certgen" / "bootstrap.py"
+    env = {"KUBECONFIG": str(kc), "POD_NAMESPACE": NAMESPACE, "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    try:
+        first = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        secret = get_json(box, "secret", SECRET, f"--namespace={NAMESPACE}")
+        assert secret is not None and secret["type"] == "kubernetes.io/tls"
+        assert set(secret["data"]) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+        ca = secret["data"]["ca.crt"]
+        from cryptography import x509
+
+        cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+        assert f"volcano-elastic-webhook.{NAMESPACE}.svc" in sans
+        assert cert.not_valid_after_utc > datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=300)
+        for kind in WEBHOOK_KINDS:
+            obj = get_json(box, kind.lower(), "volcano-elastic")
+            assert obj is not None and [w["clientConfig"].get("caBundle") for w in obj["webhooks"]] == [ca], kind
+        # a second run keeps the valid certificate and re-asserts the same caBundle
+        second = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0, second.stderr
+        assert "kept" in second.stderr
+        again = get_json(box, "secret", SECRET, f"--namespace={NAMESPACE}")
+        assert again is not None and again["data"] == secret["data"]
+    finally:
+        for kind in WEBHOOK_KINDS:
+            kubectl(box, "delete", kind.lower(), "volcano-elastic", "--ignore-not-found")
+        kubectl(box, "delete", "secret", SECRET, f"--namespace={NAMESPACE}", "--ignore-not-found")
