@@ -1,0 +1,146 @@
+"""``volcano-elastic status``: one table per queue of elastic jobs and waiting gangs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+HELP = "show elastic jobs per queue: min/current/max, fulfillment, cooldown, gated and starving pods, why"
+
+COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVING", "LAST DECISION")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
+    parser.add_argument("-n", "--namespace", help="only this namespace")
+    parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--now", help=argparse.SUPPRESS)
+
+
+def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
+               namespace: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Queue -> rows (pure: objects in, rows out)."""
+    from .policy import keys
+    from .policy.cooldowns import cooldown_remaining, fulfillment
+    from .policy.cycle import plan_cycle
+    from .policy.parse import parse_objects
+    from .policy.podgroups import JobSpecError, job_bounds
+
+    snap, _ = parse_objects(items, cfg)
+    plan = plan_cycle(snap, cfg, now)
+    starving = {d.pod_group: d for d in plan.starving}
+    jobs = {j.key: j for j in snap.jobs}
+    pods_by_group: dict[str, list[Any]] = {}
+    for p in snap.pods:
+        if p.group_key:
+            pods_by_group.setdefault(p.group_key, []).append(p)
+    gate = cfg.gating.gateName
+    out: dict[str, list[dict[str, Any]]] = {}
+    for pg in sorted(snap.podgroups, key=lambda g: g.key):
+        if namespace and pg.namespace != namespace:
+            continue
+        ours = pg.labels.get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY
+        if not ours and pg.key not in starving:
+            continue
+        pods = pods_by_group.get(pg.key, [])
+        bounds = next((p.bounds for p in pods if p.bounds is not None), None)
+        job = jobs.get(pg.key)
+        if job is not None:
+            try:
+                bounds = job_bounds(job)
+            except JobSpecError:
+                pass
+        workers = sum(1 for p in pods if p.replica_type == "worker" and p.running)
+        running = sum(1 for p in pods if p.running)
+        policy = cfg.queue_policy(pg.queue)
+        decision = starving.get(pg.key)
+        why = pg.annotations.get(keys.LAST_DECISION, "")
+        if decision is not None:
+            why = f"now: {decision.decision}: {decision.reason}"
+        row = {
+            "job": pg.key,
+            "min": bounds.min_replicas if bounds else pg.min_member,
+            "current": workers if bounds else running,
+            "max": bounds.max_replicas if bounds else pg.min_member,
+            "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
+            if bounds and workers >= bounds.min_replicas else None,
+            "cooldownSeconds": int(cooldown_remaining(pg, policy, now)),
+            "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
+            "starving": len(decision.needed) if decision else 0,
+            "lastDecision": why,
+        }
+        out.setdefault(pg.queue, []).append(row)
+    return out
+
+
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
+    lines: list[str] = []
+    for queue in sorted(rows):
+        lines.append(f"QUEUE {queue}")
+        table = [COLUMNS]
+        for r in rows[queue]:
+            f = "-" if r["fulfillment"] is None else f"{r['fulfillment']:.2f}"
+            cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
+            why = r["lastDecision"]
+            why = why if len(why) <= width else why[: width - 1] + "…"
+            table.append((r["job"], str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
+                          str(r["starving"]), why or "-"))
+        widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+        for row in table:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        lines.append("")
+    return "\n".join(lines) if lines else "no elastic jobs or waiting gangs\n"
+
+
+def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
+    from .kube.errors import NotFoundError
+    from .kube.resources import SNAPSHOT_RESOURCES
+
+    items: list[dict[str, Any]] = []
+    for res in SNAPSHOT_RESOURCES:
+        try:
+            got, _ = client.list(res, namespace if res.namespaced else None)
+        except NotFoundError:  # a CRD that is not installed
+            continue
+        items.extend(got)
+    return items
+
+
+def run(args: argparse.Namespace) -> int:
+    from .config import ConfigError, load_config_file
+    from .kube.client import KubeClient
+    from .kube.errors import KubeError
+    from .policy.parse import parse_time
+
+    try:
+        cfg = load_config_file(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    now = parse_time(args.now) if args.now else datetime.now(UTC)
+    if now is None:
+        print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
+        return 2
+    try:
+        client = KubeClient.from_kubeconfig(args.kubeconfig)
+        items = list_everything(client, args.namespace)
+    except KubeError as exc:
+        print(f"volcano-elastic status: {exc}", file=sys.stderr)
+        return 1
+    rows = build_rows(items, cfg, now, args.namespace)
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        sys.stdout.write(render(rows))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - convenience
+    parser = argparse.ArgumentParser(prog="volcano-elastic status", description=HELP)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

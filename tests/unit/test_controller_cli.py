@@ -1,0 +1,44 @@
+"""``status`` and ``release-gates`` on plain objects."""
+
+from __future__ import annotations
+
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.releasecmd import select
+from elastic_controller.statuscmd import build_rows, render
+from tests import builders as b
+
+GATE = "volcano-elastic.io/scale-up"
+
+
+def test_status_rows_per_queue() -> None:
+    objs = b.items(
+        b.node("n1"), b.queue("default"), b.queue("vision"),
+        b.pytorchjob("ns", "a", workers=6, min_r=2, max_r=6, queue="vision"),
+        b.elastic_job("ns", "a", min_r=2, max_r=6, nodes=["n1"], running=4, queue="vision",
+                      last_scale=b.ago(100)),
+        b.gang("other", "g", members=4, gpus=2),
+    )
+    cfg = ElasticConfig(queues={"vision": QueuePolicy(cooldownSeconds=600)})
+    rows = build_rows(objs, cfg, b.NOW)
+    a = rows["vision"][0]
+    assert (a["job"], a["min"], a["current"], a["max"], a["fulfillment"]) == ("ns/a", 2, 4, 6, 0.5)
+    assert a["cooldownSeconds"] == 500 and a["gated"] == 2
+    g = rows["default"][0]
+    assert g["job"] == "other/g" and g["starving"] == 4 and g["lastDecision"].startswith("now: ")
+    text = render(rows)
+    assert "QUEUE vision" in text and "ns/a" in text and "500s" in text
+
+
+def test_release_selects_our_gate_and_skips_finished_jobs() -> None:
+    done = b.pytorchjob("ns", "done", workers=4, min_r=2, max_r=4)
+    done["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    pods = b.items(b.elastic_job("ns", "a", min_r=2, max_r=4, nodes=["n1"], running=2),
+                   b.elastic_job("ns", "done", min_r=2, max_r=4, nodes=["n1"], running=2),
+                   b.elastic_job("ns2", "c", min_r=1, max_r=2, nodes=["n1"], running=1))
+    pods = [p for p in pods if p["kind"] == "Pod"]
+    other = b.job_pod("ns", "a", "worker", 9, nnodes="2:4", gates=["example.com/x"])
+    chosen, skipped = select([*pods, other], [done], GATE, None, None)
+    assert chosen == ["ns/a-worker-2", "ns/a-worker-3", "ns2/c-worker-1"]
+    assert skipped == ["ns/done-worker-2", "ns/done-worker-3"]
+    assert select(pods, [], GATE, None, "ns2/c")[0] == ["ns2/c-worker-1"]
+    assert select(pods, [], GATE, "ns2", None)[0] == ["ns2/c-worker-1"]
