@@ -616,3 +616,27 @@ def test_image_pins_cover_the_runtime_dependencies() -> None:
         name = re.sub(r"[-_.]+", "-", req.name).lower()
         assert name in pins, f"{name} is not pinned in requirements-image.txt"
         assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} does not satisfy {dep}"
+
+
+# ---------------------------------------------------------------------- docs
+def test_configuration_doc_names_every_key_with_its_default() -> None:
+    import dataclasses
+
+    from elastic_controller.policy.settings import ElasticConfig
+
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w.]+)` \| `([^`]*)` \|", doc, re.M)}
+    cfg = ElasticConfig()
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            prefix = "" if f.name == "defaults" else f"{f.name}."
+            for sub in dataclasses.fields(value):
+                default = getattr(value, sub.name)
+                shown = str(default).lower() if isinstance(default, bool) else f"{default:g}" if isinstance(
+                    default, float) else str(default)
+                assert rows.get(prefix + sub.name) == shown, f"docs/configuration.md: {prefix + sub.name}"
+        else:
+            assert f.name in rows, f"docs/configuration.md: {f.name}"
+    for block in re.findall(r"```yaml\n(.*?)```", doc, re.S):
+        load_config(block, "docs/configuration.md example")
