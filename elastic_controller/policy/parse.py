@@ -6,9 +6,10 @@ objects and reports each in a warning so that the rest can still be planned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from . import keys
 from .keys import Role
@@ -30,6 +31,38 @@ from .settings import ElasticConfig
 
 class ParseError(ValueError):
     """An object lacks what the planner needs."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _display_name(obj: object) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "(no metadata)"
+    name, ns = meta.get("name"), meta.get("namespace")
+    return f"{ns}/{name}" if ns else str(name)
+
+
+def _shape_checked(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A field of the wrong shape (a string where an object belongs, ...) is a ParseError like a
+    missing one, so that callers that skip bad objects never crash on them."""
+
+    def wrap(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return fn(*args, **kwargs)
+            except ParseError:
+                raise
+            except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                name = _display_name(args[0]) if args else "?"
+                raise ParseError(f"{kind} {name} is malformed ({type(exc).__name__}: {exc})") from exc
+
+        return checked
+
+    return wrap
 
 
 def parse_time(value: object) -> datetime | None:
@@ -103,6 +136,7 @@ def _condition_time(status: Mapping[str, Any], ctype: str, cstatus: str) -> date
     return None
 
 
+@_shape_checked("Pod")
 def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodView:
     cfg = cfg or ElasticConfig()
     meta, name = _meta(obj, "Pod")
@@ -172,6 +206,7 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
     )
 
 
+@_shape_checked("Node")
 def parse_node(obj: Mapping[str, Any]) -> NodeView:
     meta, name = _meta(obj, "Node")
     spec = obj.get("spec") or {}
@@ -200,6 +235,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeView:
     )
 
 
+@_shape_checked("PodGroup")
 def parse_podgroup(obj: Mapping[str, Any]) -> PodGroupView:
     meta, name = _meta(obj, "PodGroup")
     spec = obj.get("spec") or {}
@@ -231,6 +267,7 @@ def _opt_resources(value: Any) -> Resources | None:
     return parse_resources(value) if isinstance(value, Mapping) and value else None
 
 
+@_shape_checked("Queue")
 def parse_queue(obj: Mapping[str, Any]) -> QueueView:
     _, name = _meta(obj, "Queue")
     spec = obj.get("spec") or {}
@@ -254,6 +291,7 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+@_shape_checked("PyTorchJob")
 def parse_job(obj: Mapping[str, Any]) -> JobView:
     meta, name = _meta(obj, "PyTorchJob")
     spec = obj.get("spec")
@@ -303,14 +341,6 @@ def parse_job(obj: Mapping[str, Any]) -> JobView:
         created=parse_time(meta.get("creationTimestamp")),
         raw=obj,
     )
-
-
-def _display_name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return "(no metadata)"
-    name, ns = meta.get("name"), meta.get("namespace")
-    return f"{ns}/{name}" if ns else str(name)
 
 
 def parse_objects(
