@@ -68,7 +68,7 @@ def parse_review(doc: Any) -> AdmissionRequest:
     if not isinstance(uid, str) or not uid:
         raise BadReviewError("request.uid is missing or not a non-empty string")
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise BadReviewError(f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}")
     gvk = request.get("kind")
     if gvk is None:

@@ -41,7 +41,8 @@ def _job_view(obj: Mapping[str, Any]) -> JobView:
         return parse_job(obj)
     except ParseError as exc:
         # Its message starts with "PyTorchJob ns/name"; the response names the job already.
-        meta = obj.get("metadata") or {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
         who = f"PyTorchJob {meta.get('namespace')}/{meta.get('name')}"
         raise JobSpecError(str(exc).removeprefix(who).lstrip(" :") or str(exc)) from exc
     except (AttributeError, TypeError, ValueError) as exc:
