@@ -640,3 +640,20 @@ def test_configuration_doc_names_every_key_with_its_default() -> None:
             assert f.name in rows, f"docs/configuration.md: {f.name}"
     for block in re.findall(r"```yaml\n(.*?)```", doc, re.S):
         load_config(block, "docs/configuration.md example")
+
+
+def test_operations_doc_lists_every_metric_and_event() -> None:
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    main = (ROOT / "elastic_controller" / "main.py").read_text()
+    metrics = [f"volcano_elastic_{m}" for m in re.findall(r'p \+ "(\w+)"', main)]
+    webhook = (ROOT / "webhook" / "metrics.py").read_text()
+    for m in re.findall(r'"(volcano_elastic_webhook_\w+)"', webhook):
+        metrics.append(m if m.endswith("_seconds") else f"{m}_total")
+    assert len(metrics) >= 10
+    missing = [m for m in metrics if f"`{m}`" not in doc]
+    sources = "".join((ROOT / "elastic_controller" / f).read_text() for f in ("agent.py", "controller.py"))
+    reasons = set(re.findall(r'emit\([^,]+, "(?:Normal|Warning)", "(\w+)"', sources))
+    reasons |= set(re.findall(r'_warn\(raw, "(\w+)"', sources))
+    assert len(reasons) >= 8
+    missing += [r for r in sorted(reasons) if f"| `{r}` |" not in doc]
+    assert not missing, f"docs/operations.md does not describe: {missing}"
