@@ -1,0 +1,252 @@
+"""Hypothesis properties of one planning cycle over random small clusters (issue 2, "Tests")."""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elastic_controller.policy.cooldowns import in_cooldown
+from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.fit import Capacity, node_accepts, place_all, pod_demand
+from elastic_controller.policy.keys import Role
+from elastic_controller.policy.model import Snapshot
+from elastic_controller.policy.parse import parse_objects
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from tests.builders import NOW, ago, job_pod, node, pod, podgroup, priority_class, queue
+
+GPU = "nvidia.com/gpu"
+GATE = "volcano-elastic.io/scale-up"
+TOLERATE = [{"key": "dedicated", "operator": "Exists"}]
+# PROPERTY_EXAMPLES=2000 for a deeper hunt; the default keeps the file well under a minute.
+SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
+    objs: list[dict[str, Any]] = [priority_class("low", 10), priority_class("high", 1000)]
+    free: dict[str, int] = {}
+    for i in range(draw(st.integers(1, 4))):
+        gpus = draw(st.sampled_from([4, 8]))
+        taints = []
+        if draw(st.integers(0, 3)) == 0:
+            taints = [{"key": "dedicated", "value": "x",
+                       "effect": draw(st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]))}]
+        objs.append(node(f"n{i}", gpus=gpus, labels={"zone": draw(st.sampled_from("ab"))}, taints=taints,
+                         unschedulable=draw(st.integers(0, 7)) == 0))
+        free[f"n{i}"] = gpus
+    for q in ("q1", "q2"):
+        deserved = {GPU: draw(st.integers(0, 12))} if draw(st.booleans()) and draw(st.booleans()) else None
+        objs.append(queue(q, weight=draw(st.integers(1, 3)), reclaimable=draw(st.integers(0, 3)) > 0,
+                          deserved=deserved))
+    gang_names = [f"g{i}" for i in range(draw(st.integers(1, 3)))]
+
+    for j in range(draw(st.integers(1, 4))):
+        name = f"j{j}"
+        min_r = draw(st.integers(1, 3))
+        max_r = min_r + draw(st.integers(0, 4))
+        gpus = draw(st.integers(1, 2))
+        master = draw(st.booleans())
+        running = draw(st.integers(min_r, max_r))
+        q = draw(st.sampled_from(["q1", "q2"]))
+        pc = draw(st.sampled_from(["", "low", "high"]))
+        last = draw(st.sampled_from([None, 60, 1000]))
+        objs.append(podgroup("ns", name, min_r + int(master), q, pc, ago(last) if last is not None else None,
+                             created=ago(7200)))
+        nn = f"{min_r}:{max_r}"
+        members = ([("master", 0)] if master else []) + [("worker", i) for i in range(max_r)]
+        for rtype, idx in members:
+            kw: dict[str, Any] = {"gpus": gpus, "created": ago(7200), "tolerations": TOLERATE}
+            want_running = rtype == "master" or idx < running
+            fits = sorted(n for n, f in free.items() if f >= gpus)
+            if want_running and fits:
+                n = draw(st.sampled_from(fits))
+                free[n] -= gpus
+                kw.update(node_name=n, scheduled_at=ago(draw(st.sampled_from([30, 3600]))))
+                if rtype == "worker" and idx >= min_r and draw(st.integers(0, 5)) == 0:
+                    kw["deleting"] = True
+                    kw["annotations"] = {"volcano-elastic.io/evicted-for": f"ns/{draw(st.sampled_from(gang_names))}"}
+            elif rtype == "worker" and idx >= min_r and max_r > min_r:
+                kw["gates"] = [GATE]
+            else:
+                kw["unschedulable_since"] = ago(draw(st.sampled_from([5, 600])))
+            objs.append(job_pod("ns", name, rtype, idx, nnodes=nn, master_replica=master, **kw))
+
+    for name in gang_names:
+        members = draw(st.integers(1, 3))
+        gpus = draw(st.integers(1, 8))
+        since = ago(draw(st.sampled_from([5, 600, 900])))
+        objs.append(podgroup("ns", name, members, draw(st.sampled_from(["q1", "q2"])),
+                             draw(st.sampled_from(["", "low", "high"])), created=since))
+        selector = {"zone": draw(st.sampled_from("ab"))} if draw(st.integers(0, 3)) == 0 else None
+        tol = TOLERATE if draw(st.booleans()) else []
+        for i in range(members):
+            objs.append(pod("ns", f"{name}-{i}", group=name, gpus=gpus, created=since, unschedulable_since=since,
+                            node_selector=selector, tolerations=tol))
+
+    defaults = QueuePolicy(
+        cooldownSeconds=300,
+        minRuntimeSeconds=draw(st.sampled_from([0, 120])),
+        starvationSeconds=30,
+        maxEvictionsPerCycle=draw(st.integers(0, 8)),
+        maxScaleUpPerCycle=draw(st.integers(0, 4)),
+        preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
+    )
+    return objs, ElasticConfig(defaults=defaults)
+
+
+def parse(objs: list[dict[str, Any]], cfg: ElasticConfig) -> Snapshot:
+    snap, warnings = parse_objects(objs, cfg)
+    assert not warnings, warnings
+    return snap
+
+
+def future_capacity(snap: Snapshot) -> Capacity:
+    """Allocatable minus every pod that holds resources and is not terminating."""
+    cap = Capacity.empty(snap.nodes)
+    for p in snap.pods:
+        if p.node_name and not p.terminal and not p.deleting:
+            cap.take(p.node_name, pod_demand(p))
+    return cap
+
+
+def free_now(snap: Snapshot) -> Capacity:
+    cap = Capacity.empty(snap.nodes)
+    for p in snap.pods:
+        if p.node_name and not p.terminal:
+            cap.take(p.node_name, pod_demand(p))
+    return cap
+
+
+@given(clusters())
+@SETTINGS
+def test_victims_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    plan = plan_cycle(snap, cfg, NOW)
+    pods = {p.key: p for p in snap.pods}
+    pgs = {pg.key: pg for pg in snap.podgroups}
+    decisions = {d.pod_group: d for d in plan.starving}
+    prio = snap.priority_classes
+    victims = [pods[e.pod] for e in plan.evictions]
+    assert len({v.key for v in victims}) == len(victims), "a pod is evicted once"
+    lost: dict[str, int] = {}
+    for e, v in zip(plan.evictions, victims, strict=True):
+        # A subset of running, non-terminating elastic workers; never the master.
+        assert v.role is Role.ELASTIC and v.running and not v.deleting and v.replica_type == "worker", v.key
+        assert not v.job_role_master
+        gang = decisions[e.for_gang]
+        assert gang.decision == "evict" and v.key in gang.victims
+        vpg, gpg = pgs[v.group_key], pgs[e.for_gang]
+        policy = cfg.queue_policy(vpg.queue)
+        # No victim from a cooling job (unless preemptDuringCooldown), none younger than minRuntimeSeconds.
+        assert policy.preemptDuringCooldown or not in_cooldown(vpg, policy, NOW), v.key
+        assert v.scheduled_at is not None
+        assert NOW - v.scheduled_at >= timedelta(seconds=policy.minRuntimeSeconds)
+        # Never from a job of higher priority than the gang.
+        assert prio.get(vpg.priority_class_name, 0) <= prio.get(gpg.priority_class_name, 0)
+        if vpg.queue != gpg.queue:
+            assert next(q for q in snap.queues if q.name == vpg.queue).reclaimable
+        lost[v.group_key] = lost.get(v.group_key, 0) + 1
+    # No job goes below min.
+    for jkey, n in lost.items():
+        members = [p for p in snap.pods if p.group_key == jkey]
+        bounds = next(p.bounds for p in members if p.bounds is not None)
+        running = sum(1 for p in members if p.replica_type == "worker" and p.running)
+        assert running - n >= bounds.min_replicas, jkey
+    # The per-queue cap.
+    per_queue: dict[str, int] = {}
+    for d in plan.starving:
+        per_queue[d.queue] = per_queue.get(d.queue, 0) + len(d.victims)
+        assert d.reason
+        assert (d.decision == "evict") == bool(d.victims)
+    for q, n in per_queue.items():
+        assert n <= cfg.queue_policy(q).maxEvictionsPerCycle
+
+
+@given(clusters())
+@SETTINGS
+def test_every_plan_fits_and_is_minimal(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    plan = plan_cycle(snap, cfg, NOW)
+    pods = {p.key: p for p in snap.pods}
+    cap = future_capacity(snap)  # promises to earlier gangs are taken from it in decision order
+    for d in plan.starving:
+        needed = [pods[k] for k in d.needed]
+        assert all(p.pending and not p.scheduling_gates and p.group_key == d.pod_group for p in needed)
+        if d.decision == "wait":
+            trial = cap.copy()
+            if place_all(needed, trial) is not None:
+                cap = trial  # it fits without victims: the room is promised to it
+            continue
+        victims = [pods[k] for k in d.victims]
+        before = cap.copy()
+        for v in victims:
+            cap.give(v.node_name, pod_demand(v))
+        after = cap.copy()
+        assert place_all(needed, cap) is not None, f"{d.pod_group}: victims do not make it fit"
+        assert place_all(needed, before.copy()) is None, f"{d.pod_group}: evicts although it fits"
+        for drop in victims:
+            trial = after.copy()
+            trial.take(drop.node_name, pod_demand(drop))
+            assert place_all(needed, trial) is None, f"{d.pod_group}: {drop.key} is not needed"
+
+
+@given(clusters())
+@SETTINGS
+def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    plan = plan_cycle(snap, cfg, NOW)
+    if plan.scale_up_blocked_by:
+        assert plan.gate_releases == ()
+    if plan.gate_releases:
+        assert not any(d.decision == "evict" for d in plan.starving)
+    pods = {p.key: p for p in snap.pods}
+    pgs = {pg.key: pg for pg in snap.podgroups}
+    cap = free_now(snap)
+    per_queue: dict[str, int] = {}
+    added: dict[str, int] = {}
+    for r in plan.gate_releases:
+        p = pods[r.pod]
+        pg = pgs[p.group_key]
+        policy = cfg.queue_policy(pg.queue)
+        assert p.role is Role.ELASTIC and p.pending and GATE in p.scheduling_gates
+        assert not in_cooldown(pg, policy, NOW)
+        members = [m for m in snap.pods if m.group_key == pg.key]
+        assert sum(1 for m in members if m.placed) >= pg.min_member, "job is running"
+        node_view = cap.nodes[r.node]
+        assert node_accepts(node_view, p) and cap.fits(r.node, pod_demand(p)), r
+        cap.take(r.node, pod_demand(p))
+        per_queue[pg.queue] = per_queue.get(pg.queue, 0) + 1
+        added[pg.key] = added.get(pg.key, 0) + 1
+        assert p.bounds is not None
+        running = sum(1 for m in members if m.replica_type == "worker" and m.running)
+        assert running + added[pg.key] <= p.bounds.max_replicas
+    for q, n in per_queue.items():
+        assert n <= cfg.queue_policy(q).maxScaleUpPerCycle
+
+
+@given(clusters(), st.randoms(use_true_random=False))
+@SETTINGS
+def test_input_order_does_not_change_the_plan(cluster: tuple[list[dict[str, Any]], ElasticConfig],
+                                              rnd: random.Random) -> None:
+    objs, cfg = cluster
+    shuffled = list(objs)
+    rnd.shuffle(shuffled)
+    assert plan_cycle(parse(objs, cfg), cfg, NOW) == plan_cycle(parse(shuffled, cfg), cfg, NOW)
+
+
+@given(clusters())
+@SETTINGS
+def test_plan_is_pure(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    assert plan_cycle(snap, cfg, NOW) == plan_cycle(snap, cfg, NOW)
+
+
