@@ -657,3 +657,28 @@ def test_operations_doc_lists_every_metric_and_event() -> None:
     assert len(reasons) >= 8
     missing += [r for r in sorted(reasons) if f"| `{r}` |" not in doc]
     assert not missing, f"docs/operations.md does not describe: {missing}"
+
+
+# ---------------------------------------------------------------------- hack/kind-e2e.sh
+def test_kind_e2e_script_is_consistent() -> None:
+    """It cannot run here (no Docker): check its syntax, lint it when shellcheck is there, and
+    that what it names exists."""
+    script = ROOT / "hack" / "kind-e2e.sh"
+    assert os.access(script, os.X_OK)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "cannot run in the project's own" in text and "trap cleanup EXIT" in text
+    image = re.search(r'^IMAGE="([^"]+)"', text, re.M)
+    assert image is not None
+    kind = render("overlays/kind")
+    images = {c["image"] for _, spec in pod_specs(kind) for c in spec["containers"]}
+    assert images == {image.group(1)}
+    for rel in re.findall(r'"\$ROOT/([\w./-]+)"', text):
+        assert rel.startswith("out/") or (ROOT / rel).exists(), rel
+    versions = (ROOT / "hack" / "versions.env").read_text()
+    for var in re.findall(r"\$(VOLCANO_VERSION|TRAINING_OPERATOR_VERSION)\b", text):
+        assert re.search(rf"^{var}=v[\d.]+$", versions, re.M), var
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck:
+        proc = subprocess.run([shellcheck, "-x", str(script)], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout
