@@ -682,3 +682,20 @@ def test_kind_e2e_script_is_consistent() -> None:
     if shellcheck:
         proc = subprocess.run([shellcheck, "-x", str(script)], cwd=ROOT, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout
+
+
+def test_every_kustomize_at_hand_renders_the_same() -> None:
+    """Admins run older kubectls: kustomize v5.5 (kubectl 1.32) crashed on multi-document delete
+    patches. Whatever other kubectl/kustomize is on PATH must render exactly what ours does."""
+    argv, _ = kustomize_command()
+    if argv is None:
+        pytest.skip("no kustomize")
+    others = [(p, ("kustomize",)) for p in [shutil.which("kubectl")] if p and p != argv[0]]
+    others += [(p, ("build",)) for p in [shutil.which("kustomize")] if p and p != argv[0]]
+    if not others:
+        pytest.skip("no second kubectl or kustomize on PATH to compare with")
+    for path, sub in others:
+        for k in KUSTOMIZATIONS:
+            proc = subprocess.run([path, *sub, str(MANIFESTS / k)], capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, f"{path} {' '.join(sub)} manifests/{k}:\n{proc.stderr[-1500:]}"
+            assert [d for d in yaml.safe_load_all(proc.stdout) if d] == list(_render(k)), f"{path}: {k} differs"
