@@ -427,8 +427,17 @@ def load_trace(path: str | Path, fmt: str = "auto", opts: ImportOptions | None =
 
 def dump_csv(jobs: Iterable[JobSpec]) -> str:
     """Our CSV format (what ``load_trace`` reads back)."""
-    lines = ["name,submit,queue,priority,min,max,gpus,work"]
-    for j in jobs:
-        lines.append(f"{j.name},{j.submit:g},{j.queue},{j.priority},{j.min_workers},{j.max_workers},"
-                     f"{j.gpus},{j.work:g}")
+    rows = list(jobs)
+    extra = any(j.cpu or j.memory for j in rows)
+    lines = ["name,submit,queue,priority,min,max,gpus,work" + (",cpu,memory" if extra else "")]
+    for j in rows:
+        line = (f"{j.name},{_num(j.submit)},{j.queue},{j.priority},{j.min_workers},{j.max_workers},"
+                f"{j.gpus},{_num(j.work)}")
+        if extra:
+            line += f",{j.cpu}m,{j.memory}" if j.cpu else f",,{j.memory or ''}"
+        lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
