@@ -136,6 +136,9 @@ class Controller:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.heartbeat = time.monotonic()
+        # ns/job -> names of its pods, kept by on_event once start() has filled it (None: scan the store)
+        self._pods_by_job: dict[str, set[str]] | None = None
+        self._index_lock = threading.Lock()
 
     # ------------------------------------------------------------------ events
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
@@ -149,11 +152,51 @@ class Controller:
                     self.queue.add(f"{name}/{job['metadata']['name']}")
         elif res is QUEUES and kind == "ADDED":
             self.enqueue_all()
-        elif res is PODS and kind == "ADDED":
+        elif res is PODS:
             labels = meta.get("labels") or {}
             job_name = labels.get(keys.JOB_NAME_LABEL)
             if job_name and labels.get(keys.OPERATOR_NAME_LABEL):
-                self.queue.add(f"{ns}/{job_name}")
+                self._index(f"{ns}/{job_name}", name, present=kind != "DELETED")
+                if kind == "ADDED":
+                    self.queue.add(f"{ns}/{job_name}")
+
+    def _index(self, job: str, pod: str, present: bool) -> None:
+        with self._index_lock:
+            if self._pods_by_job is None:
+                return
+            if present:
+                self._pods_by_job.setdefault(job, set()).add(pod)
+            else:
+                names = self._pods_by_job.get(job)
+                if names is not None:
+                    names.discard(pod)
+                    if not names:
+                        del self._pods_by_job[job]
+
+    def build_index(self) -> None:
+        index: dict[str, set[str]] = {}
+        for pod in self.store.items(PODS):
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if labels.get(keys.JOB_NAME_LABEL) and labels.get(keys.OPERATOR_NAME_LABEL):
+                index.setdefault(f"{meta.get('namespace')}/{labels[keys.JOB_NAME_LABEL]}", set()).add(meta["name"])
+        with self._index_lock:
+            self._pods_by_job = index
+
+    def job_pods(self, job: JobView) -> list[dict[str, Any]]:
+        """The cached pods labelled as ``job``'s."""
+        with self._index_lock:
+            names = None if self._pods_by_job is None else sorted(self._pods_by_job.get(job.key, ()))
+        if names is not None:
+            found = (self.store.get(PODS, n, job.namespace) for n in names)
+            return [p for p in found if p is not None]
+        out = []
+        for pod in self.store.items(PODS):
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") == job.namespace and \
+                    (meta.get("labels") or {}).get(keys.JOB_NAME_LABEL) == job.name:
+                out.append(pod)
+        return out
 
     def enqueue_all(self) -> None:
         for job in self.store.items(PYTORCHJOBS):
@@ -251,11 +294,8 @@ class Controller:
             log.info("podgroup deleted", extra={"job": job.key, "reason": why})
         gate = self.cfg.gating.gateName
         cleaned = 0
-        for pod in self.store.items(PODS):
+        for pod in self.job_pods(job):
             meta = pod.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            if meta.get("namespace") != job.namespace or labels.get(keys.JOB_NAME_LABEL) != job.name:
-                continue
             if meta.get("deletionTimestamp"):
                 continue
             gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
@@ -273,11 +313,9 @@ class Controller:
 
     def _check_pods(self, raw: dict[str, Any], job: JobView) -> None:
         """Pods of this job grouped into another PodGroup were not admitted by our webhook."""
-        for pod in self.store.items(PODS):
+        for pod in self.job_pods(job):
             meta = pod.get("metadata") or {}
             labels = meta.get("labels") or {}
-            if meta.get("namespace") != job.namespace or labels.get(keys.JOB_NAME_LABEL) != job.name:
-                continue
             group = (meta.get("annotations") or {}).get(keys.GROUP_NAME) or labels.get(keys.GROUP_NAME, "")
             if group and group != job.name:
                 self._warn(raw, "PodsGroupedElsewhere",
@@ -323,6 +361,7 @@ class Controller:
 
     def start(self) -> None:
         self._stop.clear()
+        self.build_index()
         self.enqueue_all()
         for i in range(self.workers):
             t = threading.Thread(target=self._worker, name=f"controller-{i}", daemon=True)

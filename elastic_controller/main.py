@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--renew-deadline", type=float, default=10.0)
     parser.add_argument("--retry-period", type=float, default=2.0)
     parser.add_argument("--no-leader-elect", action="store_true", help="act without a Lease (one replica only)")
-    parser.add_argument("--workers", type=int, default=4, help="controller workers")
+    parser.add_argument("--workers", type=int, default=16, help="controller workers (API-bound: threads wait on I/O)")
     parser.add_argument("--no-agent", action="store_true", help="run the controller only")
     parser.add_argument("--log-level", default="info")
 
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_config_file
     from .controller import Controller
     from .kube.caches import Caches
-    from .kube.client import KubeClient
+    from .kube.client import ClientSettings, KubeClient
     from .kube.errors import KubeError
     from .kube.events import EventRecorder
     from .kube.leader import LeaderElector, LeaseSettings
@@ -197,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     try:
-        client = KubeClient.from_kubeconfig(args.kubeconfig)
+        # one connection per watch (7) plus one per worker and a few for the agent and events
+        client = KubeClient.from_kubeconfig(args.kubeconfig, ClientSettings(pool_size=args.workers + 16))
     except KubeError as exc:
         print(f"volcano-elastic controller: {exc}", file=sys.stderr)
         return 2
