@@ -22,6 +22,9 @@ from .metrics import WebhookMetrics
 from .review import ReviewOutcome, review_job, review_pod
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
+# An oversized body is read and discarded up to this much, so that the client (which sends its
+# whole body before reading the answer) gets the 400; beyond it gunicorn closes the connection.
+DISCARD_BYTES = 64 * 1024 * 1024
 log = logging.getLogger("volcano_elastic.webhook")
 
 Reviewer = Callable[[Any, ElasticConfig], ReviewOutcome]
@@ -29,6 +32,15 @@ Reviewer = Callable[[Any, ElasticConfig], ReviewOutcome]
 
 def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json")
+
+
+def _discard(req: Request, size: int) -> None:
+    left = min(size, DISCARD_BYTES)
+    while left > 0:
+        chunk = req.stream.read(min(left, 1 << 16))
+        if not chunk:
+            return
+        left -= len(chunk)
 
 
 def read_review(req: Request) -> Any:
@@ -39,9 +51,11 @@ def read_review(req: Request) -> Any:
     if charset not in ("utf-8", "utf8"):
         raise BadReviewError(f"charset must be utf-8, got {charset!r}")
     if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
+        _discard(req, req.content_length)
         raise BadReviewError(f"body of {req.content_length} bytes is over the {MAX_BODY_BYTES} byte limit")
     raw = req.stream.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
+        _discard(req, DISCARD_BYTES)
         raise BadReviewError(f"body is over the {MAX_BODY_BYTES} byte limit")
     try:
         text = raw.decode("utf-8")
