@@ -699,3 +699,22 @@ def test_every_kustomize_at_hand_renders_the_same() -> None:
             proc = subprocess.run([path, *sub, str(MANIFESTS / k)], capture_output=True, text=True, timeout=120)
             assert proc.returncode == 0, f"{path} {' '.join(sub)} manifests/{k}:\n{proc.stderr[-1500:]}"
             assert [d for d in yaml.safe_load_all(proc.stdout) if d] == list(_render(k)), f"{path}: {k} differs"
+
+
+def test_kind_e2e_scenario_is_what_the_planner_decides() -> None:
+    """The scenario hack/kind-e2e.sh expects (2 workers x 4 GPUs, the example queues, the kind
+    config), run through the planner: a 2-GPU gang of nlp gets vision's two worker-3s, while a
+    4-GPU one would have to wait (vision may not be taken below its deserved share)."""
+    from tests.builders import elastic_job, gang, node, plan_of, queue
+
+    cfg = load_config((MANIFESTS / "overlays" / "kind" / "config.yaml").read_text())
+    weights = {q["metadata"]["name"]: q["spec"]["weight"] for q in _example("queues.yaml")}
+    world = [[node("n1", gpus=4), node("n2", gpus=4)], [queue(n, w) for n, w in weights.items()],
+             *(elastic_job("team-vision", j, min_r=2, max_r=4, nodes=["n1", "n2"], queue="vision")
+               for j in ("vision-a", "vision-b"))]
+    plan = plan_of(*world, gang("team-nlp", "nlp-fixed", members=2, gpus=1, queue="nlp"), cfg=cfg)
+    assert sorted(e.pod for e in plan.evictions) == ["team-vision/vision-a-worker-3", "team-vision/vision-b-worker-3"]
+    plan = plan_of(*world, gang("team-nlp", "nlp-fixed", members=4, gpus=1, queue="nlp"), cfg=cfg)
+    assert not plan.evictions and [s.decision for s in plan.starving] == ["wait"]
+    text = (ROOT / "hack" / "kind-e2e.sh").read_text()
+    assert "job nlp-fixed team-nlp 1 1 master" in text and "job vision-a team-vision 2 4" in text
