@@ -1,0 +1,260 @@
+"""Elastic scaling on the whole box: Volcano, kwok GPU nodes (4 x 8), the training operator, our
+webhook, controller and agent. Job A (elastic, queue dept-a) fills the idle cluster; job B (queue
+dept-b) needs its min; A's elastic workers make room; after B finishes A grows back after cooldown.
+
+``Scenario`` is also driven by bench/agent_vs_native.py (with Volcano's own preempt/reclaim)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_controller.kube.client import KubeClient
+from elastic_controller.kube.errors import KubeError, NotFoundError
+from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+
+pytestmark = pytest.mark.e2e
+WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                    "MutatingWebhookConfiguration", namespaced=False)
+GPUS_PER_WORKER = 4
+COOLDOWN = 30
+
+
+def wait_until(what: str, fn: Callable[[], Any], timeout: float = 120, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None) -> dict[str, Any]:
+    template = {"spec": {"containers": [{
+        "name": "pytorch", "image": "docker.io/pytorch/pytorch:latest", "command": ["torchrun", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "cpu": "1", "memory": "1Gi"}}}]}}
+    spec: dict[str, Any] = {
+        "pytorchReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": template}},
+        "runPolicy": {"schedulingPolicy": {"queue": queue}},
+    }
+    if elastic:
+        spec["elasticPolicy"] = {"minReplicas": elastic[0], "maxReplicas": elastic[1], "rdzvBackend": "c10d",
+                                 "maxRestarts": 100}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+
+
+def config_text(gating: bool = True) -> str:
+    return (f"agent: {{intervalSeconds: 1}}\n"
+            f"gating: {{enabled: {'true' if gating else 'false'}}}\n"
+            f"defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3,"
+            f" maxScaleUpPerCycle: 8}}\n")
+
+
+@dataclass
+class Observed:
+    a_running_min: int = 1 << 30
+    master_uids: set[str] = field(default_factory=set)
+    a_deleted: list[str] = field(default_factory=list)  # A pods that went away (evicted or preempted)
+    b_running_at: float | None = None
+
+
+class Scenario:
+    """Drives jobs A and B in ``ns`` and samples what happens to A while B starts."""
+
+    def __init__(self, kc: KubeClient, ns: str, tag: str | None = None) -> None:
+        self.kc = kc
+        self.ns = ns
+        tag = tag or uuid.uuid4().hex[:5]
+        self.qa, self.qb = f"dept-a-{tag}", f"dept-b-{tag}"
+        self.obs = Observed()
+        self._stop = threading.Event()
+        self._seen: dict[str, str] = {}
+
+    # -- setup
+    def queues(self) -> None:
+        for q in (self.qa, self.qb):
+            self.kc.create(QUEUES, {"metadata": {"name": q}, "spec": {"weight": 1, "reclaimable": True}})
+        for q in (self.qa, self.qb):
+            wait_until(f"queue {q} Open",
+                       lambda q=q: (self.kc.get(QUEUES, q).get("status") or {}).get("state") == "Open", 60)
+
+    def delete_queues(self) -> None:
+        for q in (self.qa, self.qb):
+            try:
+                self.kc.delete(QUEUES, q)
+            except KubeError:
+                pass
+
+    # -- observation
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        return self.kc.list(PODS, self.ns, label_selector=f"training.kubeflow.org/job-name={job}")[0]
+
+    def running(self, job: str) -> list[dict[str, Any]]:
+        return [p for p in self.pods(job) if (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")]
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.3):
+            try:
+                pods = self.pods("a")
+            except KubeError:
+                continue
+            now = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods
+                   if not p["metadata"].get("deletionTimestamp")}
+            for uid, name in self._seen.items():
+                if uid not in now:
+                    self.obs.a_deleted.append(name)
+            self._seen = now
+            run = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                   and not p["metadata"].get("deletionTimestamp")]
+            self.obs.a_running_min = min(self.obs.a_running_min, len(run))
+            for p in pods:
+                if (p["metadata"].get("labels") or {}).get("training.kubeflow.org/replica-index") == "0":
+                    self.obs.master_uids.add(p["metadata"]["uid"])
+            if self.obs.b_running_at is None and len(self.running("b")) >= 2:
+                self.obs.b_running_at = time.monotonic()
+
+    # -- the story
+    def fill_with_a(self, workers: int = 8, timeout: float = 180) -> None:
+        self.kc.create(PYTORCHJOBS, pytorchjob("a", self.qa, workers, (2, workers)), self.ns)
+        wait_until(f"A runs {workers} workers", lambda: len(self.running("a")) >= workers, timeout)
+
+    def start_b(self) -> float:
+        self._seen = {p["metadata"]["uid"]: p["metadata"]["name"] for p in self.pods("a")}
+        threading.Thread(target=self._sample, daemon=True).start()
+        t0 = time.monotonic()
+        self.kc.create(PYTORCHJOBS, pytorchjob("b", self.qb, 2, None), self.ns)
+        return t0
+
+    def finish_b(self) -> None:
+        for p in self.pods("b"):
+            status = {"phase": "Succeeded", "containerStatuses": [{
+                "name": "pytorch", "ready": False, "restartCount": 0, "image": "pytorch", "imageID": "",
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
+            self.kc.patch(PODS, p["metadata"]["name"], {"status": status}, self.ns, subresource="status")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def annotations(self, pg: str) -> dict[str, str]:
+        try:
+            return dict(self.kc.get(PODGROUPS, pg, self.ns)["metadata"].get("annotations") or {})
+        except NotFoundError:
+            return {}
+
+    def events(self, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.kc.list(EVENTS, self.ns)[0] if e.get("reason") == reason]
+
+
+def register_webhook(kc: KubeClient, box: Any, port: int, name: str) -> None:
+    kc.create(WEBHOOKS, {"metadata": {"name": name}, "webhooks": [{
+        "name": "pods.volcano-elastic.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+        "failurePolicy": "Fail", "timeoutSeconds": 10, "reinvocationPolicy": "IfNeeded",
+        "clientConfig": box.webhook_client_config(port, "/mutate-pods"),
+        "objectSelector": {"matchLabels": {"training.kubeflow.org/operator-name": "pytorchjob-controller"}},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+    }]})
+
+
+def start_stack(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, cfg: Path, cert: tuple[Path, Path],
+                ns: str, agent: bool = True) -> str:
+    """Our webhook (registered for real) and, if ``agent``, our controller+agent process."""
+    port = free_port()
+    box_process("webhook", [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file",
+                            str(cert[0]), "--tls-private-key-file", str(cert[1]), "--port", str(port),
+                            "--host", "127.0.0.1", "--config", str(cfg), "--workers", "1"])
+    wait_until("webhook listening", lambda: _port_open(port), 30)
+    name = f"volcano-elastic-e2e-{uuid.uuid4().hex[:5]}"
+    register_webhook(kc, box, port, name)
+    argv = [sys.executable, "-m", "elastic_controller", "controller", "--kubeconfig", kubeconfig,
+            "--config", str(cfg), "--lease-namespace", ns, "--http-port", "0"]
+    if not agent:
+        argv.append("--no-agent")
+    box_process("controller", argv)
+    return name
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def kc(kubeconfig: str) -> Any:
+    client = KubeClient.from_kubeconfig(kubeconfig)
+    yield client
+    client.close()
+
+
+def test_elastic_job_makes_room_and_grows_back_after_cooldown(kc: KubeClient, box: Any, box_process: Any,
+                                                              kubeconfig: str, namespace: str,
+                                                              serving_cert: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(config_text())
+    hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
+    sc = Scenario(kc, namespace)
+    sc.queues()
+    try:
+        sc.fill_with_a(8)
+        a_pods = sc.pods("a")
+        gated_seen = any(p["metadata"]["annotations"].get("volcano-elastic.io/role") == "elastic" for p in a_pods)
+        assert gated_seen
+        pg = kc.get(PODGROUPS, "a", namespace)
+        assert pg["spec"]["minResources"]["nvidia.com/gpu"] == str(2 * GPUS_PER_WORKER)  # not reduced by Volcano
+        t0 = sc.start_b()
+        wait_until("B's gang runs", lambda: sc.obs.b_running_at is not None, COOLDOWN + 120)
+        took = (sc.obs.b_running_at or 0) - t0
+        evicted = sc.events("EvictedForGang")
+        names = sorted(e["involvedObject"]["name"] for e in evicted)
+        assert len(evicted) == 2, names  # 2 elastic 4-GPU workers make room for 2 x 4 GPUs
+        assert all(int(n.rsplit("-", 1)[1]) >= 2 for n in names), names  # elastic only
+        assert sc.obs.a_running_min >= 2  # never below min
+        assert len(sc.obs.master_uids) == 1  # worker-0 (the master) never evicted or restarted
+        down = sc.annotations("a")
+        assert down["volcano-elastic.io/last-scale-direction"] == "down"
+        sc.finish_b()
+        wait_until("B finished and its PodGroup deleted", lambda: not sc.annotations("b") and
+                   _gone(kc, namespace, "b"), 120)
+        wait_until("A grows back to 8 workers", lambda: len(sc.running("a")) >= 8, COOLDOWN + 120)
+        up = sc.annotations("a")
+        assert up["volcano-elastic.io/last-scale-direction"] == "up"
+        from elastic_controller.policy.parse import parse_time
+        t_down = parse_time(down["volcano-elastic.io/last-scale-time"])
+        t_up = parse_time(up["volcano-elastic.io/last-scale-time"])
+        assert t_down and t_up and (t_up - t_down).total_seconds() >= COOLDOWN - 1
+        assert len(sc.events("EvictedForGang")) == 2  # nothing evicted from the cooling job
+        print(f"B's gang ran {took:.1f}s after creation")
+    finally:
+        sc.stop()
+        sc.delete_queues()
+        try:
+            kc.delete(WEBHOOKS, hook)
+        except KubeError:
+            pass
+
+
+def _gone(kc: KubeClient, ns: str, name: str) -> bool:
+    try:
+        kc.get(PODGROUPS, name, ns)
+        return False
+    except NotFoundError:
+        return True
