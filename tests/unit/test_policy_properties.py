@@ -23,7 +23,8 @@ GPU = "nvidia.com/gpu"
 GATE = "volcano-elastic.io/scale-up"
 TOLERATE = [{"key": "dedicated", "operator": "Exists"}]
 # PROPERTY_EXAMPLES=2000 for a deeper hunt; the default keeps the file well under a minute.
-SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -31,13 +32,13 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
     objs: list[dict[str, Any]] = [priority_class("low", 10), priority_class("high", 1000)]
     free: dict[str, int] = {}
     for i in range(draw(st.integers(1, 4))):
-        gpus = draw(st.sampled_from([4, 8]))
+        gpus = draw(st.sampled_from([4, 8, 8]))
         taints = []
-        if draw(st.integers(0, 3)) == 0:
+        if draw(st.integers(0, 5)) == 0:
             taints = [{"key": "dedicated", "value": "x",
                        "effect": draw(st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]))}]
         objs.append(node(f"n{i}", gpus=gpus, labels={"zone": draw(st.sampled_from("ab"))}, taints=taints,
-                         unschedulable=draw(st.integers(0, 7)) == 0))
+                         unschedulable=draw(st.integers(0, 11)) == 0))
         free[f"n{i}"] = gpus
     for q in ("q1", "q2"):
         deserved = {GPU: draw(st.integers(0, 12))} if draw(st.booleans()) and draw(st.booleans()) else None
@@ -45,16 +46,16 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
                           deserved=deserved))
     gang_names = [f"g{i}" for i in range(draw(st.integers(1, 3)))]
 
-    for j in range(draw(st.integers(1, 4))):
+    for j in range(draw(st.integers(1, 5))):
         name = f"j{j}"
         min_r = draw(st.integers(1, 3))
-        max_r = min_r + draw(st.integers(0, 4))
+        max_r = min_r + draw(st.sampled_from([0, 1, 2, 3, 4, 6, 6]))
         gpus = draw(st.integers(1, 2))
         master = draw(st.booleans())
-        running = draw(st.integers(min_r, max_r))
+        running = draw(st.one_of(st.just(max_r), st.integers(min_r, max_r)))
         q = draw(st.sampled_from(["q1", "q2"]))
-        pc = draw(st.sampled_from(["", "low", "high"]))
-        last = draw(st.sampled_from([None, 60, 1000]))
+        pc = draw(st.sampled_from(["", "", "low", "high"]))
+        last = draw(st.sampled_from([None, None, None, 60, 1000]))
         objs.append(podgroup("ns", name, min_r + int(master), q, pc, ago(last) if last is not None else None,
                              created=ago(7200)))
         nn = f"{min_r}:{max_r}"
@@ -66,7 +67,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
             if want_running and fits:
                 n = draw(st.sampled_from(fits))
                 free[n] -= gpus
-                kw.update(node_name=n, scheduled_at=ago(draw(st.sampled_from([30, 3600]))))
+                kw.update(node_name=n, scheduled_at=ago(draw(st.sampled_from([30, 3600, 3600, 3600]))))
                 if rtype == "worker" and idx >= min_r and draw(st.integers(0, 5)) == 0:
                     kw["deleting"] = True
                     kw["annotations"] = {"volcano-elastic.io/evicted-for": f"ns/{draw(st.sampled_from(gang_names))}"}
@@ -76,12 +77,26 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
                 kw["unschedulable_since"] = ago(draw(st.sampled_from([5, 600])))
             objs.append(job_pod("ns", name, rtype, idx, nnodes=nn, master_replica=master, **kw))
 
+    if draw(st.integers(0, 3)) > 0:  # a filler job: elastic 1-GPU workers soak up every free GPU
+        left = sorted(n for n, f in free.items() for _ in range(f))
+        if left:
+            q = draw(st.sampled_from(["q1", "q2"]))
+            objs.append(podgroup("ns", "fill", 1, q, draw(st.sampled_from(["", "low"])), created=ago(7200)))
+            nn = f"1:{len(left) + 2}"
+            for idx, n in enumerate(left):
+                objs.append(job_pod("ns", "fill", "worker", idx, nnodes=nn, gpus=1, node_name=n,
+                                    scheduled_at=ago(3600), created=ago(7200), tolerations=TOLERATE))
+            for idx in (len(left), len(left) + 1):
+                objs.append(job_pod("ns", "fill", "worker", idx, nnodes=nn, gpus=1, gates=[GATE],
+                                    created=ago(7200)))
+            free = dict.fromkeys(free, 0)
+
     for name in gang_names:
         members = draw(st.integers(1, 3))
-        gpus = draw(st.integers(1, 8))
-        since = ago(draw(st.sampled_from([5, 600, 900])))
+        gpus = draw(st.sampled_from([1, 2, 2, 3, 4, 4, 6, 8]))
+        since = ago(draw(st.sampled_from([5, 600, 900, 1200])))
         objs.append(podgroup("ns", name, members, draw(st.sampled_from(["q1", "q2"])),
-                             draw(st.sampled_from(["", "low", "high"])), created=since))
+                             draw(st.sampled_from(["", "low", "high", "high"])), created=since))
         selector = {"zone": draw(st.sampled_from("ab"))} if draw(st.integers(0, 3)) == 0 else None
         tol = TOLERATE if draw(st.booleans()) else []
         for i in range(members):
@@ -92,7 +107,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
         cooldownSeconds=300,
         minRuntimeSeconds=draw(st.sampled_from([0, 120])),
         starvationSeconds=30,
-        maxEvictionsPerCycle=draw(st.integers(0, 8)),
+        maxEvictionsPerCycle=draw(st.sampled_from([0, 1, 2, 4, 8, 16, 16])),
         maxScaleUpPerCycle=draw(st.integers(0, 4)),
         preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
     )
