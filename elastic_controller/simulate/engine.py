@@ -57,6 +57,7 @@ class SimSettings:
     curve: ScalingCurve = field(default_factory=lambda: ScalingCurve(per_doubling=0.95))
     start: datetime = EPOCH
     prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
+    cycle_seconds: float = 0.0  # agent cycle grid (0: the config's agent.intervalSeconds)
     timeline: bool = True
 
 
@@ -129,7 +130,7 @@ class Simulator:
         self.planner = planner
         self.progress = progress
         self.gate = cfg.gating.gateName
-        self.interval = float(cfg.agent.intervalSeconds)
+        self.interval = float(self.settings.cycle_seconds or cfg.agent.intervalSeconds)
         self.nodes = NodeTable(cluster)
         self.alloc = Allocator(self, cluster)
         self.now = 0.0
@@ -145,6 +146,7 @@ class Simulator:
         self.finished = 0
         # accounting
         self.allocated_gpus = 0
+        self.terminating_gpus = 0
         self.area = 0.0
         self.area_from = 0.0
         self.timeline: list[tuple[float, int]] = []
@@ -340,6 +342,7 @@ class Simulator:
 
     def _grace_end(self, pod: SimPod) -> None:
         job = pod.job
+        self.terminating_gpus -= job.spec.gpus
         self.free_pod(pod)
         self.pods_by_key.pop(pod.key, None)
         if job.done:
@@ -403,23 +406,28 @@ class Simulator:
         in a job that may be scaled; a gate release needs a gated pod of a running job out of
         cooldown and a node with enough free GPUs for it.
         """
-        starving = False
+        starving: list[SimJob] = []
         for job in self.alloc.waiting_gangs():
             pol = self.cfg.queue_policy(job.queue)
             since = min((p.unschedulable_since if p.unschedulable_since >= 0 else p.created
                          for p in job.pods if p.node < 0 and not p.gated), default=-1.0)
             if since >= 0 and now - since >= pol.starvationSeconds:
-                starving = True
-                break
+                starving.append(job)
         if starving:
+            # GPUs that evictions could free: elastic workers old enough, of jobs that may scale.
+            # (Their GPUs plus every GPU free or terminating bound what any plan can make room for.)
+            evictable = 0
             for job in self.grown.values():
                 pol = self.cfg.queue_policy(job.queue)
                 if self._in_cooldown(job, now) and not pol.preemptDuringCooldown:
                     continue
-                for p in job.pods:
-                    if (p.role is Role.ELASTIC and p.node >= 0 and not p.deleting
-                            and now - p.placed_at >= pol.minRuntimeSeconds):
-                        return True
+                old = sum(1 for p in job.pods if p.role is Role.ELASTIC and p.node >= 0 and not p.deleting
+                          and now - p.placed_at >= pol.minRuntimeSeconds)
+                evictable += min(old, job.running - job.bounds_min) * job.spec.gpus
+            if evictable:
+                room = self.nodes.free_gpus + self.terminating_gpus + evictable
+                if any(job.min_member * job.spec.gpus <= room for job in starving):
+                    return True
         largest = self.nodes.largest_free()
         for job in self.gated.values():
             if job.spec.gpus <= largest and not self._in_cooldown(job, now):
@@ -439,6 +447,7 @@ class Simulator:
                 continue
             victims.append(pod)
             pod.deleting = True
+            self.terminating_gpus += pod.job.spec.gpus
             pod.evicted_for = ev.for_gang
             pod.view = None
             pod.job.evictions += 1

@@ -53,6 +53,11 @@ class NodeTable:
                     return node
         return -1
 
+    def slots(self, gpus: int) -> int:
+        """How many pods of ``gpus`` GPUs the free GPUs could hold (other resources ignored)."""
+        by_free = self.by_free
+        return sum(len(by_free[f]) * (f // gpus) for f in range(gpus, self.max_gpus + 1))
+
     def largest_free(self) -> int:
         for free in range(self.max_gpus, -1, -1):
             if self.by_free[free]:

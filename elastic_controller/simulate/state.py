@@ -49,6 +49,7 @@ class SimJob:
         "last_restart",
         "last_scale",
         "last_scale_direction",
+        "marked",
         "max_seen",
         "min_member",
         "min_seen",
@@ -102,6 +103,7 @@ class SimJob:
         self.max_seen = 0
         self.held_gpu_seconds = 0.0
         self.fail_gen = -1
+        self.marked = False  # its pending gang pods carry PodScheduled=False
         self.pg_view: PodGroupView | None = None
         self.cand_key = (-spec.priority, spec.submit, job_id)
 

@@ -129,23 +129,30 @@ class Allocator:
                     best, best_share = q, share
             if not best:
                 break
-            job = jobs[self.cands[best][ptr[best]][1]]
-            ptr[best] += 1
-            if self._try(job, now):
-                done.append(job)
+            lst = self.cands[best]
+            before = self.allocated[best]
+            # Shares only move when something is placed: stay on this queue until then.
+            while ptr[best] < len(lst) and self.allocated[best] == before:
+                job = jobs[lst[ptr[best]][1]]
+                ptr[best] += 1
+                if self._try(job, now):
+                    done.append(job)
         for job in done:
             self._remove(job)
 
     def _try(self, job: SimJob, now: float) -> bool:
         """Place what can be placed of ``job``; True when it has no pending ungated pod left."""
-        pending = [p for p in job.pods if p.node < 0 and not p.gated and not p.deleting]
-        if not pending:
-            return True
         if job.fail_gen == self.gen:
             return False  # nothing freed since it last failed
         spec = job.spec
         g, cpu, mem = spec.gpus, job.requests["cpu"], job.requests["memory"]
         nodes = self.nodes
+        if not job.started and (job.min_member * g > nodes.free_gpus or nodes.slots(g) < job.min_member):
+            self._unschedulable(job, None, now)
+            return False
+        pending = [p for p in job.pods if p.node < 0 and not p.gated and not p.deleting]
+        if not pending:
+            return True
         changed = False
         if not job.started:
             need = job.min_member - sum(1 for p in job.pods if p.node >= 0 and not p.deleting)
@@ -193,10 +200,15 @@ class Allocator:
         self.sim.place_pod(pod, node)
         self.allocated[pod.job.queue] += pod.job.spec.gpus
 
-    def _unschedulable(self, job: SimJob, pending: list[SimPod], now: float) -> None:
+    def _unschedulable(self, job: SimJob, pending: list[SimPod] | None, now: float) -> None:
         job.fail_gen = self.gen
+        if job.marked:
+            return
+        job.marked = True
         marked = False
-        for pod in pending:
+        for pod in pending if pending is not None else job.pods:
+            if pod.node >= 0 or pod.gated or pod.deleting:
+                continue
             if pod.unschedulable_since < 0:
                 pod.unschedulable_since = now
                 pod.view = None
