@@ -209,11 +209,11 @@ class Agent:
     def run_cycle(self) -> CycleReport:
         started = time.perf_counter()
         now = self.clock()
-        preemptions = self._count_scheduler_preemptions(now)
         snapshot = self.snapshot()
+        preemptions = self._count_scheduler_preemptions(snapshot, now)
         resumed = self._resume_interrupted(snapshot, now)
-        if resumed:
-            snapshot = self.snapshot()
+        if resumed or preemptions:
+            snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
         t_plan = time.perf_counter()
         plan = plan_cycle(snapshot, self.cfg, now)
         plan_seconds = time.perf_counter() - t_plan
@@ -463,25 +463,25 @@ class Agent:
                 log.info("evicted (resumed interrupted plan)", extra={"pod": v.key, "for": gang})
         return done
 
-    def _count_scheduler_preemptions(self, now: datetime) -> list[str]:
-        """Pods Volcano preempted itself (DisruptionTarget/PreemptionByScheduler) are scale events."""
-        seen: list[str] = []
+    def _count_scheduler_preemptions(self, snapshot: Snapshot, now: datetime) -> list[str]:
+        """Pods Volcano preempted itself (DisruptionTarget/PreemptionByScheduler) are scale events:
+        their job's PodGroup gets a cooldown stamp at the condition's time. Returns the pods newly counted."""
+        seen: dict[str, list[str]] = {}
         latest: dict[str, datetime] = {}
-        for pod in self.store.items(PODS):
-            for cond in (pod.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == "DisruptionTarget" and cond.get("reason") == "PreemptionByScheduler" \
-                        and cond.get("status", "True") == "True":
-                    meta = pod.get("metadata") or {}
-                    group = (meta.get("annotations") or {}).get(keys.GROUP_NAME) or \
-                        (meta.get("labels") or {}).get(keys.GROUP_NAME)
+        for view in snapshot.pods:
+            if not view.preempted_by_scheduler or not view.group_key:
+                continue
+            seen.setdefault(view.group_key, []).append(view.key)
+            raw = self.store.get(PODS, view.name, view.namespace) or {}
+            at = now
+            for cond in (raw.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "DisruptionTarget" and cond.get("reason") == "PreemptionByScheduler":
                     at = parse_time(cond.get("lastTransitionTime")) or now
-                    if group:
-                        key = f"{meta.get('namespace')}/{group}"
-                        if at > latest.get(key, at.replace(year=1970)):
-                            latest[key] = at
-                        seen.append(_key(pod))
+            if view.group_key not in latest or at > latest[view.group_key]:
+                latest[view.group_key] = at
         if self.dry_run:
-            return seen
+            return []
+        stamped: list[str] = []
         for key, at in latest.items():
             if not self._ours(key):
                 continue
@@ -496,13 +496,14 @@ class Agent:
             except KubeError as exc:
                 log.warning("scheduler preemption not stamped", extra={"job": key, "error": str(exc)})
                 continue
+            stamped.append(key)
             pg = self.store.get(PODGROUPS, _split(key)[1], _split(key)[0]) or {}
             self.metrics.eviction(str((pg.get("spec") or {}).get("queue") or ""), "volcano-preemption")
             ref = self._job_ref(key)
             if ref is not None:
                 self.recorder.emit(ref, "Warning", "PreemptedByScheduler",
                                    "Volcano preempted pod(s) of this job; counted as a scale event (cooldown)")
-        return seen
+        return [p for k in stamped for p in seen[k]]
 
     # ------------------------------------------------------------------ the loop
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
