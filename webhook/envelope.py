@@ -1,6 +1,7 @@
 """The AdmissionReview ``admission.k8s.io/v1`` envelope: read a request, write a response.
 
-A review that is not a well-formed AdmissionReview raises ``BadReviewError``: the HTTP layer
+Inputs are JSON-decoded (``dict``/``list``), checked with the concrete types: it is the hot
+path of every pod creation. A review that is not a well-formed AdmissionReview raises ``BadReviewError``: the HTTP layer
 answers 400 with the message. A well-formed review of a bad object is a denial instead.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=) builds one per call
 
 
 class BadReviewError(ValueError):
@@ -48,21 +50,21 @@ def _object(request: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     value = request.get(key)
     if value is None:
         return None
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         raise BadReviewError(f"request.{key} must be an object, got {type(value).__name__}")
     return value
 
 
 def parse_review(doc: Any) -> AdmissionRequest:
     """The request of an AdmissionReview document; raises BadReviewError naming what is wrong."""
-    if not isinstance(doc, Mapping):
+    if not isinstance(doc, dict):
         raise BadReviewError(f"body must be a JSON object (an AdmissionReview), got {type(doc).__name__}")
     if doc.get("apiVersion") != API_VERSION:
         raise BadReviewError(f"apiVersion must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
     if doc.get("kind") != KIND:
         raise BadReviewError(f"kind must be {KIND!r}, got {doc.get('kind')!r}")
     request = doc.get("request")
-    if not isinstance(request, Mapping):
+    if not isinstance(request, dict):
         raise BadReviewError("request is missing or not an object")
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
@@ -73,7 +75,7 @@ def parse_review(doc: Any) -> AdmissionRequest:
     gvk = request.get("kind")
     if gvk is None:
         gvk = {}
-    if not isinstance(gvk, Mapping):
+    if not isinstance(gvk, dict):
         raise BadReviewError("request.kind must be an object (group, version, kind)")
     group, kind = gvk.get("group") or "", gvk.get("kind") or ""
     if not isinstance(group, str) or not isinstance(kind, str):
@@ -112,7 +114,7 @@ def respond(
     if denial:
         response["status"] = {"code": 422, "reason": "Invalid", "message": denial}
     elif patch:
-        raw = json.dumps(list(patch), separators=(",", ":")).encode()
+        raw = _encode(list(patch)).encode()
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(raw).decode("ascii")
     if warnings:

@@ -10,6 +10,7 @@ registry is served.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
@@ -40,11 +41,19 @@ class WebhookMetrics:
             registry=self.registry,
         )
 
+        self._children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+
     def observe(self, endpoint: str, result: str, seconds: float, role: str = "") -> None:
-        self.requests.labels(endpoint, result).inc()
-        self.latency.labels(endpoint).observe(seconds)
-        if role:
-            self.patches.labels(role).inc()
+        key = (endpoint, result, role)
+        children = self._children.get(key)
+        if children is None:  # labels() takes a lock and builds a key: once per combination
+            children = (self.requests.labels(endpoint, result), self.latency.labels(endpoint),
+                        self.patches.labels(role) if role else None)
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+        if children[2] is not None:
+            children[2].inc()
 
     def exposition(self) -> tuple[bytes, str]:
         if os.environ.get(MULTIPROC_ENV):

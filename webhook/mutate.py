@@ -45,7 +45,7 @@ def is_pytorchjob_pod(labels: Mapping[str, Any]) -> bool:
 
 
 def _mapping_or_none(value: Any, path: str) -> Mapping[str, Any] | None:
-    if value is None or isinstance(value, Mapping):
+    if value is None or isinstance(value, dict):
         return value
     raise BadReviewError(f"{path} must be an object, got {type(value).__name__}")
 
@@ -53,13 +53,13 @@ def _mapping_or_none(value: Any, path: str) -> Mapping[str, Any] | None:
 def _check_list_of_objects(value: Any, path: str) -> None:
     if value is None:
         return
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise BadReviewError(f"{path} must be a list of objects")
 
 
 def _check_pod_shape(spec: Any) -> Mapping[str, Any]:
     """The parts of a Pod spec we read, type-checked (the API server never sends others)."""
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         raise BadReviewError("request.object.spec must be an object")
     _check_list_of_objects(spec.get("containers"), "request.object.spec.containers")
     for i, container in enumerate(spec.get("containers") or []):

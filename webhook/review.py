@@ -44,7 +44,7 @@ def _fields(req: AdmissionRequest, name: str) -> dict[str, Any]:
 
 def _name(obj: Mapping[str, Any] | None, req: AdmissionRequest) -> str:
     meta = (obj or {}).get("metadata")
-    if isinstance(meta, Mapping):
+    if isinstance(meta, dict):
         name = meta.get("name") or meta.get("generateName")
         if isinstance(name, str) and name:
             return name
@@ -89,7 +89,7 @@ def review_job(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
     ):
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)
     meta = obj.get("metadata")
-    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+    if isinstance(meta, dict) and meta.get("deletionTimestamp"):
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)  # finalizers must go through
     if req.operation == "UPDATE" and req.old_obj is not None and req.old_obj.get("spec") == obj.get("spec"):
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)  # metadata-only update

@@ -44,7 +44,7 @@ def _job_view(obj: Mapping[str, Any]) -> JobView:
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, Mapping) else {}
         who = f"PyTorchJob {meta.get('namespace')}/{meta.get('name')}"
-        raise JobSpecError(str(exc).removeprefix(who).lstrip(" :") or str(exc)) from exc
+        raise JobSpecError(str(exc).removeprefix(who).lstrip(" :").removeprefix("is ") or str(exc)) from exc
     except (AttributeError, TypeError, ValueError) as exc:
         # Only reachable with objects the CRD schema would have rejected before us.
         raise JobSpecError(f"the PyTorchJob spec cannot be read: {exc}") from exc

@@ -36,7 +36,7 @@ DENIED = [
         "replicas": 4, "template": {"spec": {"containers": [{"name": "pytorch",
                                                              "resources": {"limits": {"cpu": "lots"}}}]}}}}}},
      "Worker: not a quantity: 'lots'"),
-    ("unreadable spec", {**job(), "spec": {"pytorchReplicaSpecs": ["Worker"]}}, "cannot be read"),
+    ("unreadable spec", {**job(), "spec": {"pytorchReplicaSpecs": ["Worker"]}}, "malformed"),
 ]
 
 
