@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from . import paths
@@ -40,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("cache-key", help="print the cache key derived from hack/versions.env")
 
     a = ap.parse_args(argv)
+
+    def _terminate(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")  # up() then stops what it started
+
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
     try:
         if a.cmd == "up":
             if a.nodes < 0 or a.gpus_per_node < 0:
