@@ -17,6 +17,7 @@ only dry-run, because registering them for real (failurePolicy Fail, nothing lis
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import functools
 import json
@@ -268,7 +269,7 @@ def test_certgen_script_works_with_exactly_its_rbac(box: Any, installed: list[di
         pytest.skip(f"Secret {NAMESPACE}/{SECRET} exists already in this box: not touching it")
     # Register our two configurations for real, but matching no namespace: the script needs them
     # to exist, and the box must keep admitting PyTorchJobs of other tests.
-    hooks = [o for o in installed if o["kind"] in WEBHOOK_KINDS]
+    hooks = copy.deepcopy([o for o in installed if o["kind"] in WEBHOOK_KINDS])
     for o in hooks:
         for w in o["webhooks"]:
             w["namespaceSelector"] = {"matchLabels": {"volcano-elastic.io/manifest-test": "never-matches"}}
@@ -303,3 +304,91 @@ def test_certgen_script_works_with_exactly_its_rbac(box: Any, installed: list[di
         for kind in WEBHOOK_KINDS:
             kubectl(box, "delete", kind.lower(), "volcano-elastic", "--ignore-not-found")
         kubectl(box, "delete", "secret", SECRET, f"--namespace={NAMESPACE}", "--ignore-not-found")
+
+
+# ---------------------------------------------------------------------- the local overlay, live
+LOCAL_PORT = 8443  # the url the local overlay registers
+
+
+def operator_pod(namespace: str, job: str, index: int, nnodes: str, *, labelled: bool = True) -> dict[str, Any]:
+    labels = {"training.kubeflow.org/job-name": job, "training.kubeflow.org/replica-type": "worker",
+              "training.kubeflow.org/replica-index": str(index)}
+    if labelled:
+        labels["training.kubeflow.org/operator-name"] = "pytorchjob-controller"
+    if index == 0:
+        labels["training.kubeflow.org/job-role"] = "master"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job}-worker-{index}", "namespace": namespace, "labels": labels},
+            "spec": {"containers": [{"name": "pytorch", "image": "pytorch",
+                                     "env": [{"name": "PET_NNODES", "value": nnodes}]}]}}
+
+
+def dry_run_create(box: Any, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return kubectl(box, "create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(obj))
+
+
+def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[dict[str, Any]], namespace: str,
+                                                      serving_cert: tuple[Path, Path],
+                                                      box_process: Callable[..., Any]) -> None:
+    """The local overlay's webhook configurations, registered for real (narrowed to this test's
+    namespace), reach a webhook on https://127.0.0.1:8443 and mutate a PyTorchJob pod; with the
+    webhook stopped, failurePolicy Fail refuses such pods and nothing else."""
+    import socket
+    import ssl
+    import urllib.request
+
+    for kind in WEBHOOK_KINDS:
+        if kubectl(box, "get", kind.lower(), "volcano-elastic").returncode == 0:
+            pytest.skip(f"a {kind} volcano-elastic is registered by someone else in this box: not touching it")
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", LOCAL_PORT)) == 0:
+            pytest.skip(f"127.0.0.1:{LOCAL_PORT} is taken: the local overlay's webhook URL cannot be served")
+    cert, key = serving_cert
+    proc = box_process("webhook-local-overlay", [
+        sys.executable, "-m", "elastic_controller", "webhook", f"--tls-cert-file={cert}",
+        f"--tls-private-key-file={key}", f"--port={LOCAL_PORT}", "--host=127.0.0.1", "--workers=1",
+        f"--config={MANIFESTS / 'base' / 'config.yaml'}"])
+    ctx = ssl.create_default_context(cafile=str(box.ca_file))
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{LOCAL_PORT}/readyz", context=ctx, timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    wait_for("the webhook on 127.0.0.1:8443", ready, 30, Path(proc.log))
+    hooks = copy.deepcopy([o for o in installed if o["kind"] in WEBHOOK_KINDS])
+    for o in hooks:
+        for w in o["webhooks"]:
+            w["clientConfig"]["caBundle"] = box.ca_bundle
+            w["namespaceSelector"]["matchExpressions"].append(
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]})
+    try:
+        accepted(apply(box, hooks, dry_run=False), "the local overlay's webhook configurations")
+
+        def mutated() -> dict[str, Any] | None:
+            out = dry_run_create(box, operator_pod(namespace, "j", 3, "2:4"))
+            return json.loads(out.stdout) if out.returncode == 0 else None
+
+        pod = wait_for("the elastic pod mutated through the URL", mutated, 30, Path(proc.log))
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["spec"]["schedulingGates"] == [{"name": "volcano-elastic.io/scale-up"}]
+        assert pod["metadata"]["annotations"]["volcano-elastic.io/role"] == "elastic"
+        assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "j"
+        job = yaml.safe_load((MANIFESTS / "examples" / "pytorchjob-elastic.yaml").read_text())
+        job["metadata"]["namespace"] = namespace
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+        denied = dry_run_create(box, job)
+        assert denied.returncode != 0 and "restartPolicy is Never" in denied.stderr, denied.stderr
+
+        box.stop(Path(proc.log).stem)  # the webhook goes away: Fail refuses its pods, only its pods
+        refused = wait_for("a refusal with the webhook down", lambda: (
+            lambda r: r if r.returncode != 0 else None)(dry_run_create(box, operator_pod(namespace, "j", 1, "2:4"))),
+            30)
+        assert "mutate-pods.volcano-elastic.io" in refused.stderr, refused.stderr
+        other = dry_run_create(box, operator_pod(namespace, "j", 1, "2:4", labelled=False))
+        assert other.returncode == 0, f"a pod without the operator label depends on our webhook: {other.stderr}"
+    finally:
+        for kind in WEBHOOK_KINDS:
+            kubectl(box, "delete", kind.lower(), "volcano-elastic", "--ignore-not-found")
