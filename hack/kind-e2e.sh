@@ -235,9 +235,9 @@ evicted=$(k get events -A --field-selector reason=EvictedForGang -o name | wc -l
 k get events -A --field-selector reason=EvictedForGang -o jsonpath='{range .items[*]}{.involvedObject.name}{"\n"}{end}' \
   | grep -Ev -- '-worker-[23]$' && fail "a non-elastic pod was evicted"
 log "status and plan, from inside the cluster (the controller's image and ServiceAccount)"
-k -n "$NS" exec deploy/volcano-elastic-controller -- volcano-elastic status | tee "$ARTIFACTS/status.txt"
+k -n "$NS" exec deploy/volcano-elastic-controller -- volcano-elastic status --config /etc/volcano-elastic/config.yaml | tee "$ARTIFACTS/status.txt"
 k get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json \
-  | k -n "$NS" exec -i deploy/volcano-elastic-controller -- volcano-elastic plan --from - | tee "$ARTIFACTS/plan.txt"
+  | k -n "$NS" exec -i deploy/volcano-elastic-controller -- volcano-elastic plan --from - --config /etc/volcano-elastic/config.yaml | tee "$ARTIFACTS/plan.txt"
 
 log "the fixed job finishes: after the cooldown the elastic jobs grow back"
 k -n team-nlp delete pytorchjob nlp-fixed --wait=true
@@ -249,7 +249,7 @@ job vision-c team-vision 1 4   # no GPU left: its elastic pods stay gated
 wait_for "vision-c has gated pods" bash -c \
   "kubectl --context $KCTX -n team-vision get pods -l training.kubeflow.org/job-name=vision-c -o jsonpath='{.items[*].spec.schedulingGates}' | grep -q scale-up"
 k delete mutatingwebhookconfiguration,validatingwebhookconfiguration volcano-elastic
-k -n "$NS" exec deploy/volcano-elastic-controller -- volcano-elastic release-gates --all
+k -n "$NS" exec deploy/volcano-elastic-controller -- volcano-elastic release-gates --all --config /etc/volcano-elastic/config.yaml
 left=$(k get pods -A -o jsonpath='{range .items[*]}{.spec.schedulingGates}{"\n"}{end}' | grep -c volcano-elastic.io/scale-up || true)
 [[ $left -eq 0 ]] || fail "$left pods still carry our gate after release-gates --all"
 k delete -k "$ROOT/manifests/overlays/kind" --ignore-not-found --wait=true >/dev/null
