@@ -392,3 +392,15 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
     finally:
         for kind in WEBHOOK_KINDS:
             kubectl(box, "delete", kind.lower(), "volcano-elastic", "--ignore-not-found")
+
+
+def test_status_and_release_gates_work_as_the_controller(box: Any, installed: list[dict[str, Any]],
+                                                         tmp_path: Path) -> None:
+    """docs/operations.md runs them inside the controller's pod, i.e. with its ServiceAccount."""
+    kc = sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "controller.kubeconfig")
+    config = str(MANIFESTS / "base" / "config.yaml")
+    for argv in (["status", "--output", "json"], ["release-gates", "--all", "--dry-run"]):
+        proc = subprocess.run([sys.executable, "-m", "elastic_controller", *argv, f"--kubeconfig={kc}",
+                               f"--config={config}"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{argv[0]} as the controller: {proc.stderr}"
+        assert not re.search(r"\b403\b|forbidden", proc.stdout + proc.stderr, re.IGNORECASE), proc.stderr
