@@ -1,0 +1,89 @@
+"""Benchmark: ``plan_cycle`` on synthetic clusters of 200, 2,000 and 5,000 nodes (8 GPUs each, ~10 pods
+per node, 20 queues, 10% of gangs starving). Prints p50/p99 per size, peak RSS, and the growth of the
+cost between sizes against n log n. Numbers, not pass/fail (targets: 5,000 nodes < 1 s p99, < 1 GiB).
+
+    .venv/bin/python bench/plan_scale.py [--sizes 200,2000,5000] [--runs 7] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import itertools
+import math
+import pstats
+import resource
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _synth import NOW, describe, synth_cluster
+
+from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.settings import ElasticConfig
+
+
+def rss_mib() -> float:
+    # ru_maxrss is KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    k = (len(s) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="200,2000,5000")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", action="store_true", help="cProfile one run of the largest size")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cfg = ElasticConfig()
+    results: dict[int, tuple[float, float, int]] = {}
+    print(f"{'nodes':>6} {'pods':>7} {'p50 s':>8} {'p99 s':>8} {'max RSS MiB':>12}  decisions")
+    for n in sizes:
+        snap = synth_cluster(n, seed=args.seed)
+        times = []
+        plan = None
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            plan = plan_cycle(snap, cfg, NOW)
+            times.append(time.perf_counter() - t0)
+        assert plan is not None
+        decisions = Counter(d.decision for d in plan.starving)
+        results[n] = (percentile(times, 0.5), percentile(times, 0.99), len(snap.pods))
+        print(f"{n:>6} {len(snap.pods):>7} {results[n][0]:>8.3f} {results[n][1]:>8.3f} {rss_mib():>12.0f}  "
+              f"{dict(decisions)} evictions={len(plan.evictions)} releases={len(plan.gate_releases)}")
+        print(f"        {describe(snap)}")
+    print("\ngrowth (p50 time ratio vs n log n ratio, n = pods):")
+    for a, b in itertools.pairwise(sizes):
+        ta, tb = results[a][0], results[b][0]
+        na, nb = results[a][2], results[b][2]
+        nlogn = (nb * math.log(nb)) / (na * math.log(na))
+        print(f"  {a:>5} -> {b:>5} nodes: time x{tb / ta:6.1f}   n log n x{nlogn:6.1f}   "
+              f"({'within' if tb / ta <= nlogn * 1.25 else 'ABOVE'} n log n)")
+    big = sizes[-1]
+    p99 = results[big][1]
+    print(f"\ntarget {big} nodes: p99 {p99:.3f} s ({'ok' if p99 < 1 else 'OVER'} < 1 s), "
+          f"max RSS {rss_mib():.0f} MiB ({'ok' if rss_mib() < 1024 else 'OVER'} < 1024)")
+    if args.profile:
+        snap = synth_cluster(big, seed=args.seed)
+        prof = cProfile.Profile()
+        prof.runcall(plan_cycle, snap, cfg, NOW)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(20)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
