@@ -205,7 +205,7 @@ class Simulator:
         wall = time.perf_counter()
         total = len(self.specs)
         next_report = 0.0
-        while self.events or (self.ticks and self.active):
+        while (self.events or (self.ticks and self.active)) and (self.finished < total or self.active):
             t_ev = self.events[0][0] if self.events else math.inf
             t_tick = self.ticks[0] if self.ticks else math.inf
             now = min(t_ev, t_tick)

@@ -23,10 +23,14 @@ class GeneratorOptions:
     max_hours: float = 8.0
     rigid_fraction: float = 0.2  # jobs with min == max
     high_priority_fraction: float = 0.1
+    largest_fraction: float = 0.25  # no job's max size exceeds this fraction of the cluster's GPUs
+    min_divisors: tuple[int, ...] = (2, 4)  # min = max // one of these
+    big_jobs: bool = False  # draw max workers from the heavier table (up to 32 workers)
 
 
 # (max workers, weight) and (GPUs per worker, weight), for nodes of 8 GPUs.
 _WORKERS = ((1, 3), (2, 4), (4, 4), (8, 3), (16, 1))
+_BIG_WORKERS = ((1, 2), (2, 3), (4, 3), (8, 3), (16, 2), (32, 1))
 _GPUS = ((8, 6), (4, 2), (2, 1), (1, 1))
 
 
@@ -46,13 +50,13 @@ def generate(cluster: ClusterSpec, opts: GeneratorOptions | None = None) -> list
     shapes = []
     for _ in range(opts.jobs):
         gpus = min(_pick(rng, _GPUS), largest)
-        hi = _pick(rng, _WORKERS)
-        while hi > 1 and hi * gpus > total // 4:
+        hi = _pick(rng, _BIG_WORKERS if opts.big_jobs else _WORKERS)
+        while hi > 1 and hi * gpus > total * opts.largest_fraction:
             hi //= 2
         if hi == 1 or rng.random() < opts.rigid_fraction:
             lo = hi
         else:
-            lo = max(1, hi // rng.choice((2, 4)))
+            lo = max(1, hi // rng.choice(opts.min_divisors))
         hours = opts.min_hours * (opts.max_hours / opts.min_hours) ** rng.random()
         work = round(hours * 3600 * hi * gpus)
         shapes.append((gpus, lo, hi, float(work)))

@@ -1,0 +1,104 @@
+"""Benchmark: ``volcano-elastic simulate`` at cluster scale (target: 10,000 jobs on 1,000 nodes < 60 s).
+
+    .venv/bin/python bench/simulate_scale.py                      # every policy, default scale
+    .venv/bin/python bench/simulate_scale.py --policy elastic --profile --time-limit 120
+
+Splits the wall time of each policy into the simulator's own work and the time spent in the
+policy core's ``plan_cycle`` (the agent's planner, called unchanged). With ``--time-limit`` an
+elastic run that would take too long is stopped and its total extrapolated from the jobs it
+finished; ``--profile`` prints where ``plan_cycle`` spends its time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.decisions import CyclePlan
+from elastic_controller.policy.model import Snapshot
+from elastic_controller.policy.settings import ElasticConfig
+from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
+from elastic_controller.simulate.engine import POLICIES, SimSettings, Simulator
+from elastic_controller.simulate.generate import GeneratorOptions, generate
+from elastic_controller.simulate.report import summarize
+
+
+class TimeLimit(Exception):
+    pass
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--load", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--policy", default="all", choices=(*POLICIES, "all"))
+    ap.add_argument("--cycle-seconds", type=float, default=0.0,
+                    help="agent cycle grid in the simulation (default: the config's 5 s)")
+    ap.add_argument("--time-limit", type=float, default=0.0, help="stop a policy after this many seconds")
+    ap.add_argument("--profile", action="store_true", help="profile plan_cycle (elastic)")
+    ap.add_argument("--budget", type=float, default=60.0)
+    args = ap.parse_args()
+
+    cluster = ClusterSpec((NodePool("gpu", args.nodes, 8, 96_000, 2**40),),
+                          (QueueSpec("research", 2), QueueSpec("vision", 1), QueueSpec("nlp", 1)))
+    jobs = generate(cluster, GeneratorOptions(jobs=args.jobs, seed=args.seed, load=args.load))
+    print(f"{args.jobs} jobs on {args.nodes} nodes ({cluster.total_gpus} GPUs), load {args.load}, "
+          f"seed {args.seed}")
+    cfg = ElasticConfig()
+    profiler = cProfile.Profile() if args.profile else None
+    policies = POLICIES if args.policy == "all" else (args.policy,)
+    failed = False
+    for policy in policies:
+        started = time.perf_counter()
+        limit = started + args.time_limit if args.time_limit else 0.0
+
+        def planner(snap: Snapshot, c: ElasticConfig, now: datetime, limit: float = limit) -> CyclePlan:
+            if limit and time.perf_counter() > limit:
+                raise TimeLimit
+            if profiler is not None:
+                profiler.enable()
+            try:
+                return plan_cycle(snap, c, now)
+            finally:
+                if profiler is not None:
+                    profiler.disable()
+
+        sim = Simulator(jobs, cluster, cfg, policy, SimSettings(cycle_seconds=args.cycle_seconds), planner)
+        try:
+            result = sim.run()
+        except TimeLimit:
+            wall = time.perf_counter() - started
+            done = sim.finished
+            print(f"{policy:<11} stopped after {wall:.0f}s: {done}/{args.jobs} jobs finished, "
+                  f"{sim.plan_calls} plan_cycle calls ({sim.plan_seconds:.0f}s, "
+                  f"{1000 * sim.plan_seconds / max(1, sim.plan_calls):.0f} ms each); "
+                  f"simulated {sim.now / 3600:.1f}h; projected total > {wall * args.jobs / max(1, done):.0f}s")
+            failed = True
+            continue
+        wall = time.perf_counter() - started
+        s = summarize(result)
+        per_call = 1000 * result.plan_seconds / max(1, result.plan_calls)
+        ok = wall < args.budget
+        failed |= not ok
+        print(f"{policy:<11} {wall:6.1f}s {'OK ' if ok else 'SLOW'} simulator {wall - result.plan_seconds:5.1f}s, "
+              f"plan_cycle {result.plan_seconds:6.1f}s in {result.plan_calls} calls ({per_call:.1f} ms each, "
+              f"{result.cycles_skipped} idle cycles skipped); allocation {100 * s['gpuAllocation']:.1f}%, "
+              f"avg JCT {s['avgJctSeconds']:.0f}s, restarts/job {s['restarts'] / args.jobs:.2f}")
+    if profiler is not None:
+        print("\nplan_cycle profile (cumulative, top 20):")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(20)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""``volcano-elastic simulate`` end to end on small inputs: outputs, bad input, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elastic_controller.cli import main
+from elastic_controller.simulate import plots
+from elastic_controller.simulate.report import SUMMARY_KEYS, percentile
+
+CLUSTER = "nodes:\n  - {name: gpu, count: 4, gpus: 8}\nqueues:\n  - {name: a, weight: 2}\n  - {name: b}\n"
+TRACE = """\
+name,submit,queue,min,max,gpus,work
+one,0,a,1,2,8,28800
+two,60,b,1,1,8,14400
+three,120,a,2,4,4,57600
+four,600,b,1,4,8,57600
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER, encoding="utf-8")
+    (tmp_path / "trace.csv").write_text(TRACE, encoding="utf-8")
+    return {"cluster": str(tmp_path / "cluster.yaml"), "trace": str(tmp_path / "trace.csv"),
+            "out": str(tmp_path / "out")}
+
+
+def run(*argv: str) -> int:
+    return main(["simulate", "--no-progress", *argv])
+
+
+def test_all_policies_write_summary_and_jobs(files: dict[str, str], capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
+    assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads((Path(files["out"]) / "summary.json").read_text())
+    assert list(summary) == ["elastic", "static-max", "static-min"]
+    for values in summary.values():
+        assert tuple(values) == SUMMARY_KEYS
+        assert 0 < values["gpuAllocation"] <= 1
+        assert values["cooldownViolations"] == 0
+    assert summary["static-max"]["restarts"] == 0
+    for policy in summary:
+        lines = (Path(files["out"]) / f"jobs-{policy}.csv").read_text().splitlines()
+        assert len(lines) == 5
+    assert "restarts/job" in out and "elastic vs static-max" in out
+    assert "plots skipped: matplotlib is not installed" in err
+
+
+def test_one_policy_and_written_trace(files: dict[str, str], tmp_path: Path) -> None:
+    written = tmp_path / "generated.csv"
+    assert run("--generate", "12", "--seed", "3", "--cluster", files["cluster"], "--out", files["out"],
+               "--policy", "static-min", "--no-plots", "--write-trace", str(written)) == 0
+    summary = json.loads((Path(files["out"]) / "summary.json").read_text())
+    assert list(summary) == ["static-min"]
+    assert len(written.read_text().splitlines()) == 13
+    # The written trace reads back and gives the same numbers.
+    again = tmp_path / "again"
+    assert run("--trace", str(written), "--cluster", files["cluster"], "--out", str(again),
+               "--policy", "static-min", "--no-plots") == 0
+    assert json.loads((again / "summary.json").read_text()) == summary
+
+
+def test_malformed_line_stops_before_simulating(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    Path(files["trace"]).write_text(TRACE.replace("three,120,a,2,4,4", "three,120,a,2,4,four"))
+    assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 2
+    err = capsys.readouterr().err
+    assert f"{files['trace']}:4: 'gpus' must be an integer, got 'four'" in err
+    assert not Path(files["out"]).exists()
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("four,600,b", "four,600,c"), "queue 'c' is not in the cluster file"),
+    (("four,600,b,1,4,8", "four,600,b,1,5,8"), "5 worker(s) of 8 GPU(s) do not fit"),
+], ids=["unknown-queue", "gang-too-big"])
+def test_trace_that_cannot_run(files: dict[str, str], capsys: pytest.CaptureFixture[str],
+                               edit: tuple[str, str], message: str) -> None:
+    Path(files["trace"]).write_text(TRACE.replace(*edit))
+    assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 2
+    err = capsys.readouterr().err
+    assert f"{files['trace']}:5: job four: {message}" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--cluster", "X"],
+    ["--trace", "X"],
+    ["--example", "--trace", "X"],
+    ["--example", "--scaling-efficiency", "2"],
+    ["--example", "--config", "/nonexistent/config.yaml"],
+], ids=["no-trace", "no-cluster", "example-and-trace", "bad-curve", "missing-config"])
+def test_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(*argv) == 2
+    assert capsys.readouterr().err.startswith("volcano-elastic simulate: ")
+
+
+def test_plots_when_matplotlib_is_there(files: dict[str, str]) -> None:
+    pytest.importorskip("matplotlib")
+    assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
+    for name in ("allocation.png", "jct_cdf.png"):
+        assert (Path(files["out"]) / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bundled_example_is_small_and_valid() -> None:
+    from importlib.resources import files as package_files
+
+    from elastic_controller.simulate.cluster import parse_cluster
+    from elastic_controller.simulate.trace import parse_own_csv
+    from elastic_controller.simulate.validate import check_jobs
+
+    base = package_files("elastic_controller") / "examples" / "sim"
+    cluster = parse_cluster(base.joinpath("cluster.yaml").read_text(encoding="utf-8"), "cluster.yaml")
+    text = base.joinpath("trace.csv").read_text(encoding="utf-8")
+    jobs = parse_own_csv(text, "trace.csv")
+    assert (cluster.node_count, cluster.total_gpus, len(jobs)) == (64, 512, 500)
+    assert len(text) < 200_000
+    assert check_jobs(jobs, cluster, ["static-max"], "trace.csv") == []
+
+
+def test_percentile() -> None:
+    assert percentile([], 50) == 0.0
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
