@@ -227,3 +227,31 @@ def test_metrics_and_health_endpoints(kc: KubeClient, namespace: str, box_proces
                  "volcano_elastic_evictions_total", "volcano_elastic_gate_releases_total"):
         assert name in text
 
+
+
+def test_status_and_release_gates_commands(kc: KubeClient, cluster: Cluster, kubeconfig: str) -> None:
+    import subprocess
+
+    ns = cluster.ns
+    n = cluster.node()
+    objs = support.elastic_job(ns, "j", n, min_r=2, max_r=4, running=2)
+    for o in objs:
+        if o["metadata"]["name"] == "j-worker-3":
+            o["spec"]["schedulingGates"].insert(0, {"name": "example.com/other"})
+    cluster.add(objs)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "elastic_controller", *args, "--kubeconfig", kubeconfig],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    status = cli("status", "-n", ns)
+    assert status.returncode == 0, status.stderr
+    assert f"{ns}/j" in status.stdout and "QUEUE default" in status.stdout
+    row = next(line for line in status.stdout.splitlines() if f"{ns}/j" in line).split()
+    assert row[1:4] == ["2", "2", "4"] and row[6] == "2"  # min cur max ... gated
+    out = cli("release-gates", f"{ns}/j")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("lifted") == 2
+    assert not cluster.pod("j-worker-2")["spec"].get("schedulingGates")
+    assert cluster.pod("j-worker-3")["spec"]["schedulingGates"] == [{"name": "example.com/other"}]
+    assert "no pod carries" in cli("release-gates", "--all", "-n", ns).stdout
