@@ -143,23 +143,29 @@ copy_crds() {
     echo "build-binaries: FAILED to locate module $mod for its CRDs" >&2
     FAILED+=("crds:$mod"); return
   fi
-  mkdir -p "$CRDS/$dest"
+  mkdir -p "$dest"
   local f
   if [[ "$1" == */ ]]; then  # a whole folder of YAML files
     set -- $(cd "$src" && ls "$1"*.yaml)
   fi
   for f in "$@"; do
-    if [[ -f "$src/$f" ]]; then install -m 0644 "$src/$f" "$CRDS/$dest/"; else
+    if [[ -f "$src/$f" ]]; then install -m 0644 "$src/$f" "$dest/"; else
       echo "build-binaries: FAILED: $mod has no $f" >&2; FAILED+=("crds:$f"); fi
   done
 }
 if [[ ${#WANT[@]} -eq 0 ]]; then
   # every CRD of config/crd/volcano/bases (podgroups, queues, hypernodes, numatopologies,
   # jobs, commands, ...): the scheduler and controllers wait for their informers
-  copy_crds volcano volcano.sh/volcano volcano config/crd/volcano/bases/
-  copy_crds training-operator github.com/kubeflow/training-operator training-operator \
+  copy_crds volcano volcano.sh/volcano "$CRDS/volcano" config/crd/volcano/bases/
+  copy_crds training-operator github.com/kubeflow/training-operator "$CRDS/training-operator" \
     manifests/base/crds/kubeflow.org_pytorchjobs.yaml
-  log "CRDs in $CRDS"
+  # kwok has no built-in stages: node-initialize/heartbeat keep nodes Ready, pod-ready marks
+  # bound pods Running, pod-delete finishes deletions, pod-complete completes Job pods
+  KS=kustomize/stage
+  copy_crds kwok sigs.k8s.io/kwok "$OUT/kwok-stages" \
+    $KS/node/fast/node-initialize.yaml $KS/node/heartbeat/node-heartbeat.yaml \
+    $KS/pod/fast/pod-ready.yaml $KS/pod/fast/pod-complete.yaml $KS/pod/fast/pod-delete.yaml
+  log "CRDs in $CRDS, kwok stages in $OUT/kwok-stages"
 fi
 
 log "done in $(( $(date +%s) - TOTAL_START ))s; binaries in $BIN"

@@ -489,10 +489,11 @@ class Box:
         started["vc-controller-manager"] = (t, lambda: http_ok(
             f"http://127.0.0.1:{self.ports['vc_cm_healthz']}/healthz"))
 
-        # kwok: HOME is the box dir so no ~/.kwok config leaks in; default stages
+        # kwok: HOME is the box dir so no ~/.kwok config leaks in; stages from its module
+        kwok_conf = self._kwok_config()
         t = time.monotonic()
         self._start("kwok", lambda: [
-            str(b("kwok")), f"--kubeconfig={kc}",
+            str(b("kwok")), f"--config={kwok_conf}", f"--kubeconfig={kc}",
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION[0]}={KWOK_ANNOTATION[1]}",
             "--manage-all-nodes=false", f"--node-port={self.ports['kwok']}",
             f"--server-address=127.0.0.1:{self.ports['kwok']}", "--node-ip=127.0.0.1",
@@ -603,6 +604,14 @@ class Box:
             raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); use ours, native or a file")
         dst = self.dir / "volcano-scheduler.conf"
         shutil.copyfile(src, dst)
+        return dst
+
+    def _kwok_config(self) -> Path:
+        stages = sorted(paths.kwok_stages_dir().glob("*.yaml"))
+        if not stages:
+            raise BoxError(f"kwok stages missing in {paths.kwok_stages_dir()}; run: bash hack/build-binaries.sh")
+        dst = self.dir / "kwok.yaml"
+        dst.write_text("\n---\n".join(f.read_text() for f in stages))
         return dst
 
     def _create_nodes(self) -> None:

@@ -61,6 +61,10 @@ def crd_dir() -> Path:
     return build_dir() / "crds"
 
 
+def kwok_stages_dir() -> Path:
+    return build_dir() / "kwok-stages"
+
+
 def build_log(name: str) -> Path:
     return build_dir() / "logs" / f"build-{name}.log"
 
