@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
 
     metrics = PrometheusMetrics()
     caches = Caches(client, on_restart=metrics.watch_restart)
-    recorder = EventRecorder(client, enabled=not cfg.agent.dryRun)
+    recorder = EventRecorder(client)  # a dry-run agent never reaches the point of emitting
     controller = Controller(client, caches, cfg, recorder, workers=args.workers,
                             observe=metrics.controller_action)
     agent = Agent(client, caches, cfg, recorder, metrics=metrics)
