@@ -171,7 +171,7 @@ class Box:
 
     @property
     def kube(self) -> Kube:
-        if self._kube is None:
+        if self._kube is None or self._kube.port != self.ports["apiserver"]:
             self._kube = Kube("127.0.0.1", self.ports["apiserver"], str(self.ca_file),
                               str(self.pki_dir / "admin.crt"), str(self.pki_dir / "admin.key"))
         return self._kube
