@@ -1,0 +1,57 @@
+"""The controller process's pieces: JSON logs, health, metrics, CLI wiring."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from types import SimpleNamespace
+
+from elastic_controller.cli import build_parser
+from elastic_controller.kube.resources import PODS
+from elastic_controller.main import Health, JsonFormatter, PrometheusMetrics
+
+
+def test_json_logs_carry_structured_fields() -> None:
+    rec = logging.LogRecord("x", logging.INFO, __file__, 1, "evicted", (), None)
+    rec.pod, rec.queue, rec.reason = "ns/p", "vision", "room for ns/g"
+    out = json.loads(JsonFormatter().format(rec))
+    assert out["msg"] == "evicted" and out["pod"] == "ns/p" and out["queue"] == "vision"
+    assert out["reason"] == "room for ns/g" and out["level"] == "info" and out["ts"].endswith("Z")
+
+
+def test_health_and_readiness() -> None:
+    caches = SimpleNamespace(unsynced=lambda: ["pods"])
+    h = Health(caches, stale_after=10)
+    assert h.readyz()[0] == 503 and "pods" in h.readyz()[1]
+    caches.unsynced = lambda: []
+    assert h.readyz() == (200, "ok")
+    agent = SimpleNamespace(heartbeat=time.monotonic() - 60)
+    h.beats["agent"] = agent
+    assert h.healthz()[0] == 200  # a follower is healthy whatever its (idle) loops say
+    h.leading.set()
+    assert h.healthz()[0] == 500
+    agent.heartbeat = time.monotonic()
+    assert h.healthz()[0] == 200
+
+
+def test_metrics_render() -> None:
+    m = PrometheusMetrics()
+    m.eviction("vision", "starving-gang")
+    m.gate_release("vision", "scale-up")
+    m.starving({"vision": 2})
+    m.starving({})
+    m.cycle(0.05)
+    m.watch_restart(PODS, "gone")
+    text = m.render()[0].decode()
+    assert 'volcano_elastic_evictions_total{queue="vision",reason="starving-gang"} 1.0' in text
+    assert 'volcano_elastic_starving_gangs{queue="vision"} 0.0' in text
+    assert 'volcano_elastic_watch_restarts_total{reason="gone",resource="pods"} 1.0' in text
+
+
+def test_subcommands_are_wired() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["controller", "--kubeconfig", "k", "--lease-namespace", "ns", "--no-leader-elect"])
+    assert args.lease_namespace == "ns" and args.no_leader_elect and args.workers == 16
+    assert parser.parse_args(["status", "-n", "x", "--output", "json"]).output == "json"
+    assert parser.parse_args(["release-gates", "--all"]).all
