@@ -229,6 +229,9 @@ class Box:
         log = self.logs_dir / f"{name}.log"
         full_env = dict(os.environ)
         full_env.pop("KUBECONFIG", None)
+        # everything talks to 127.0.0.1: never through a proxy from the environment
+        for k in ("NO_PROXY", "no_proxy"):
+            full_env[k] = ",".join(x for x in (full_env.get(k), "127.0.0.1", "localhost") if x)
         full_env.update(env or {})
         with open(log, "ab") as lf:
             lf.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
