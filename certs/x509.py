@@ -48,7 +48,8 @@ def _new_key() -> PrivateKey:
 
 def new_ca(common_name: str, now: datetime.datetime, days: int = CA_DAYS) -> KeyPair:
     key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    # X.509 caps a commonName at 64 characters; clients match SANs, so the CN is only a label.
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
         x509.CertificateBuilder()
@@ -87,7 +88,7 @@ def new_serving_cert(
     sans += [x509.IPAddress(ip) for ip in ips]
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0][:64])]))
         .issuer_name(ca.cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
