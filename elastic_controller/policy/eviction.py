@@ -9,18 +9,25 @@ highest replica index, UID), then drop every victim the plan can do without.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
 from .cooldowns import old_enough
 from .decisions import Eviction, GangDecision
 from .fit import Capacity, node_accepts, place_all, pod_demand, size_key
+from .keys import GPU
 from .model import PodView
 from .quantity import add, format_resources, sub
 from .world import Gang, JobState, World, is_candidate_role, job_id
 
 _MAX_COMBINATIONS = 4000
+_Score = tuple[int, tuple[tuple[float, int, int, str], ...], int, str]
+# Every node is scored for every needed pod when True (the reference the indexed search must match;
+# the properties compare both).
+EXHAUSTIVE_NODE_SCAN = False
 
 
 @dataclass(slots=True)
@@ -51,10 +58,48 @@ class Planner:
         self.taken: set[str] = set()
         self.inflight: list[PodView] = []  # victims chosen so far for the gang being planned
         self.candidates_by_node: dict[str, list[PodView]] = {}
+        self.candidates_by_job: dict[str, list[PodView]] = {}
         for pods in world.pods_by_group.values():
             for pod in pods:
                 if is_candidate_role(pod):
                     self.candidates_by_node.setdefault(pod.node_name, []).append(pod)
+                    self.candidates_by_job.setdefault(job_id(pod), []).append(pod)
+        # Search index: nodes holding candidates are tagged with their profile: the sizes (dominant
+        # resource) of the candidates that may ever be victims this cycle (old enough, job known),
+        # largest first as prefix sums, and the (queue, job priority, cooling) of their jobs. A node's
+        # fewest possible victims for a gang is bounded from its profile without looking at its pods.
+        # Nodes are also ranked by their most preferred candidate, a lower bound of the first key of
+        # any victim set there (fulfillment only drops as victims are taken).
+        dom = world.dominant
+        tags: dict[str, int] = {}
+        self.profiles: list[tuple[tuple[int, ...], frozenset[tuple[str, int, bool]]]] = []
+        profile_ids: dict[tuple[tuple[int, ...], frozenset[tuple[str, int, bool]]], int] = {}
+        self.start_pref: dict[str, tuple[float, int, int, str]] = {}
+        for node, pods in self.candidates_by_node.items():
+            self.start_pref[node] = min(self.preference(p) for p in pods)
+            sizes: list[int] = []
+            kinds: set[tuple[str, int, bool]] = set()
+            for p in pods:
+                job = world.jobs.get(job_id(p))
+                if job is None or job.bounds is None:
+                    continue
+                policy = world.policy(job.queue)
+                if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, world.now):
+                    continue
+                sizes.append(p.requests.get(dom, 0))
+                kinds.add((job.queue, job.priority, job.cooling and not policy.preemptDuringCooldown))
+            if not sizes:
+                continue
+            profile = (tuple(itertools.accumulate(sorted(sizes, reverse=True))), frozenset(kinds))
+            if profile not in profile_ids:
+                profile_ids[profile] = len(self.profiles)
+                self.profiles.append(profile)
+            tags[node] = 1 + profile_ids[profile]
+        self.node_order = sorted(self.start_pref, key=self.start_pref.__getitem__)
+        self.rank = {n: i for i, n in enumerate(self.node_order)}
+        self.capacity.retag(tags)
+        self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
+        self._exclusion_cache: dict[tuple[int, str, int], dict[str, int]] = {}
 
     # -- admissibility ------------------------------------------------------------------
     def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:
@@ -76,6 +121,19 @@ class Planner:
                              if p.key not in keys and self.w.jobs[job_id(p)].queue == job.queue)]
         after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in leaving)
         return after >= share.deserved.get(dom, 0)
+
+    def _queue_may_give(self, gang: Gang, queue: str) -> bool:
+        """Whether some victim from ``queue`` could be admissible for ``gang`` (ignoring its size)."""
+        if queue == gang.queue:
+            return True
+        share = self.w.shares.get(queue)
+        gang_share = self.w.shares.get(gang.queue)
+        if share is None or gang_share is None or not share.reclaimable:
+            return False
+        dom = self.w.dominant
+        if self._dom(gang.queue) >= gang_share.deserved.get(dom, 0):
+            return False
+        return self._dom(queue) >= share.deserved.get(dom, 0)
 
     def _why_not(self, gang: Gang, pod: PodView) -> str | None:
         """None when ``pod`` may be a victim for ``gang``, else a short reason."""
@@ -179,31 +237,156 @@ class Planner:
         self.inflight = victims
         chosen: set[str] = set()
         for pod in sorted(gang.needed, key=size_key):
-            best: tuple[int, tuple[tuple[float, int, int, str], ...], int, str] | None = None
-            best_subset: list[PodView] = []
-            for name, node in cap.nodes.items():
-                if not node_accepts(node, pod):
-                    continue
-                subset = self._cheapest_on_node(gang, pod, name, cap, chosen)
-                if subset is None:
-                    continue
-                left = add(cap.free[name], _sum_demand(subset))
-                score = (len(subset), self.order_key(subset),
-                         left.get(self.w.dominant, 0), name)
-                if best is None or score < best:
-                    best, best_subset = score, subset
-                    if not subset and score[2] == pod.requests.get(self.w.dominant, 0):
-                        break  # exact fit without victims: cannot do better
-            if best is None:
+            found = self._best_node(gang, pod, cap, chosen)
+            if found is None:
                 return None
-            node_name = best[3]
+            score, best_subset = found
             for v in best_subset:
                 cap.give(v.node_name, pod_demand(v))
                 chosen.add(v.key)
                 victims.append(v)
                 self.w.jobs[job_id(v)].taken += 1
-            cap.take(node_name, pod_demand(pod))
+            cap.take(score[3], pod_demand(pod))
         return victims
+
+    def _score(self, gang: Gang, pod: PodView, name: str, cap: Capacity,
+               chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
+        subset = self._cheapest_on_node(gang, pod, name, cap, chosen)
+        if subset is None:
+            return None
+        left = add(cap.free[name], _sum_demand(subset))
+        return (len(subset), self.order_key(subset), left.get(self.w.dominant, 0), name), subset
+
+    def _best_node(self, gang: Gang, pod: PodView, cap: Capacity,
+                   chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
+        """The node with the smallest score (fewest victims, then their order, then the least
+        dominant resource left, then name) for ``pod``."""
+        gpus = pod.requests.get(GPU, 0)
+        if EXHAUSTIVE_NODE_SCAN or self.w.dominant != GPU or gpus <= 0:
+            return self._scan(gang, pod, cap, chosen, cap.nodes)
+        index = cap.gpu_index()
+        demand = pod_demand(pod)
+        # No victims: the fewest free GPUs that fit, then name (what the scan's score prefers).
+        levels: dict[int, list[str]] = {}
+        for (free, _), names in index.items():
+            if free >= gpus:
+                levels.setdefault(free, []).extend(names)
+        for free in sorted(levels):
+            fitting = [n for n in levels[free] if node_accepts(cap.nodes[n], pod) and cap.fits(n, demand)]
+            if fitting:
+                name = min(fitting)
+                return (0, (), free, name), []
+        # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
+        # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
+        # can beat the best plan found.
+        buckets: list[tuple[int, int, set[str]]] = []
+        queue_ok: dict[str, bool] = {}
+        profile_ok: dict[int, bool] = {}
+
+        def may_give(kinds: frozenset[tuple[str, int, bool]]) -> bool:
+            for queue, priority, cooling in kinds:
+                if priority > gang.priority or cooling:
+                    continue
+                if queue not in queue_ok:
+                    queue_ok[queue] = self._queue_may_give(gang, queue)
+                if queue_ok[queue]:
+                    return True
+            return False
+
+        for (free, tag), names in index.items():
+            if tag == 0:
+                continue  # no candidate on these nodes may be a victim this cycle
+            prefix, kinds = self.profiles[tag - 1]
+            if tag not in profile_ok:
+                profile_ok[tag] = may_give(kinds)
+            if not profile_ok[tag]:
+                continue  # every candidate there is excluded by priority, cooldown or queue share
+            if free >= gpus:
+                bound = 1
+            else:
+                bound = bisect.bisect_left(prefix, gpus - free) + 1
+                if bound > len(prefix):
+                    continue  # not even every candidate there would free enough GPUs
+            buckets.append((bound, free, names))
+        buckets.sort(key=lambda b: (b[0], b[1]))
+        best: tuple[_Score, list[PodView]] | None = None
+        for bound, _, names in buckets:
+            if best is not None and bound > best[0][0]:
+                break
+            for name in self._ranked(names):
+                if best is not None and bound == best[0][0] and self.start_pref[name] > best[0][1][0]:
+                    break
+                if not node_accepts(cap.nodes[name], pod):
+                    continue
+                found = self._score(gang, pod, name, cap, chosen)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = found
+        return best
+
+    def _ranked(self, names: set[str]) -> Iterable[str]:
+        if len(names) * 8 < len(self.node_order):
+            return sorted(names, key=self.rank.__getitem__)
+        return (n for n in self.node_order if n in names)
+
+    def _scan(self, gang: Gang, pod: PodView, cap: Capacity, chosen: set[str],
+              names: Iterable[str]) -> tuple[_Score, list[PodView]] | None:
+        best: tuple[_Score, list[PodView]] | None = None
+        for name in names:
+            if not node_accepts(cap.nodes[name], pod):
+                continue
+            found = self._score(gang, pod, name, cap, chosen)
+            if found is None:
+                continue
+            if best is None or found[0] < best[0]:
+                best = found
+                if not found[1] and found[0][2] == pod.requests.get(self.w.dominant, 0):
+                    break  # exact fit without victims: cannot do better
+        return best
+
+    def exclusions(self, gang: Gang) -> dict[str, int]:
+        """How many candidates are not admissible for ``gang``, by reason (``_why_not``'s order),
+        counted per job rather than per pod; cached until the next committed plan."""
+        key = (gang.priority, gang.queue, self.version)
+        cacheable = gang.key not in self.candidates_by_job
+        if cacheable and key in self._exclusion_cache:
+            return self._exclusion_cache[key]
+        reasons: dict[str, int] = {}
+
+        def count(why: str, n: int) -> None:
+            if n > 0:
+                reasons[why] = reasons.get(why, 0) + n
+
+        for jid, pods in self.candidates_by_job.items():
+            if jid == gang.key:
+                continue
+            job = self.w.jobs.get(jid)
+            live = [p for p in pods if p.key not in self.taken] if job is not None and job.taken else pods
+            if job is None or job.bounds is None:
+                count("unknown job", len(live))
+                continue
+            if job.priority > gang.priority:
+                count("higher priority", len(live))
+                continue
+            policy = self.w.policy(job.queue)
+            if job.cooling and not policy.preemptDuringCooldown:
+                count("cooldown", len(live))
+                continue
+            old = [p for p in live if old_enough(p.scheduled_at, policy.minRuntimeSeconds, self.w.now)]
+            count("min runtime", len(live) - len(old))
+            if not job.can_lose():
+                count("at min", len(old))
+                continue
+            if job.queue != gang.queue:
+                verdicts: dict[int, bool] = {}
+                for p in old:
+                    size = p.requests.get(self.w.dominant, 0)
+                    if size not in verdicts:
+                        verdicts[size] = self._queue_admissible(gang, job, [p])
+                    if not verdicts[size]:
+                        count("queue share", 1)
+        if cacheable:
+            self._exclusion_cache[key] = reasons
+        return reasons
 
     def _minimize(self, gang: Gang, victims: list[PodView]) -> list[PodView]:
         """Drop every victim the gang can do without (least preferred victims tried first)."""
@@ -244,13 +427,6 @@ class Planner:
             return wait(f"fits once {n} terminating pod(s) release their resources "
                         f"({len(gang.releasing_for)} evicted for it); no further victims")
 
-        # Explain the candidate pool; plan on it.
-        reasons: dict[str, int] = {}
-        for pods in self.candidates_by_node.values():
-            for pod in pods:
-                why = self._why_not(gang, pod)
-                if why is not None and why != "taken":
-                    reasons[why] = reasons.get(why, 0) + 1
         cap = self.capacity.copy()
         saved = {k: j.taken for k, j in w.jobs.items()}
         victims = self._assign(gang, cap)
@@ -258,6 +434,7 @@ class Planner:
         for k, j in w.jobs.items():
             j.taken = saved[k]
         if victims is None:
+            reasons = self.exclusions(gang)
             excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
             need = format_resources(_sum_requests(gang.needed))
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
@@ -275,6 +452,7 @@ class Planner:
         if place_all(gang.needed, cap) is None:  # pragma: no cover - _minimize guarantees a fit
             return wait("internal: plan did not verify")
         self.capacity = cap
+        self.version += 1
         self.evictions_left[gang.queue] = left - len(victims)
         evictions = []
         for v in victims:

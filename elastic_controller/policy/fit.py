@@ -45,10 +45,20 @@ def _fits(demand: Mapping[str, int], free: Mapping[str, int]) -> bool:
 
 @dataclass(slots=True)
 class Capacity:
-    """Free resources per node (a node lacking a resource has 0 of it)."""
+    """Free resources per node (a node lacking a resource has 0 of it).
+
+    Copies are copy-on-write per node (``owned`` lists the nodes whose ``free`` dict this copy may
+    change in place), and nodes are indexed by (free GPUs, tag) so that placing a GPU pod looks only
+    at nodes with enough free GPUs: planning cost stays proportional to the nodes that can matter.
+    ``tags`` is an optional static small integer per node the planners bucket by (default 0).
+    """
 
     nodes: dict[str, NodeView]
     free: dict[str, Resources] = field(default_factory=dict)
+    owned: set[str] = field(default_factory=set)
+    index: dict[tuple[int, int], set[str]] | None = None
+    tags: dict[str, int] | None = None
+    owned_buckets: set[tuple[int, int]] = field(default_factory=set)  # index sets this copy may change
 
     @classmethod
     def empty(cls, nodes: Iterable[NodeView]) -> Capacity:
@@ -58,24 +68,65 @@ class Capacity:
             alloc = dict(n.allocatable)
             alloc.setdefault("pods", 110)
             free[n.name] = alloc
-        return cls(by_name, free)
+        return cls(by_name, free, set(free))
 
     def copy(self) -> Capacity:
-        return Capacity(self.nodes, {k: dict(v) for k, v in self.free.items()})
+        self.owned = set()  # both copies now share every node's dict (and index set) until they write
+        self.owned_buckets = set()
+        return Capacity(self.nodes, dict(self.free), set(), dict(self.gpu_index()), self.tags)
+
+    def retag(self, tags: dict[str, int]) -> None:
+        self.tags = tags
+        self.index = None
+
+    def gpu_index(self) -> dict[tuple[int, int], set[str]]:
+        """(free GPUs, tag) -> nodes (built on first use, then kept up to date)."""
+        if self.index is None:
+            index: dict[tuple[int, int], set[str]] = {}
+            tags = self.tags or {}
+            for name, free in self.free.items():
+                index.setdefault((free.get(GPU, 0), tags.get(name, 0)), set()).add(name)
+            self.index = index
+            self.owned_buckets = set(index)
+        return self.index
+
+    def _bucket(self, key: tuple[int, int]) -> set[str]:
+        assert self.index is not None
+        names = self.index.get(key)
+        if names is None:
+            names = self.index[key] = set()
+        elif key not in self.owned_buckets:
+            names = self.index[key] = set(names)
+        self.owned_buckets.add(key)
+        return names
+
+    def _change(self, node: str, demand: Mapping[str, int], sign: int) -> None:
+        free = self.free.get(node)
+        if free is None:
+            return
+        if node not in self.owned:
+            free = dict(free)
+            self.free[node] = free
+            self.owned.add(node)
+        before = free.get(GPU, 0)
+        for k, v in demand.items():
+            free[k] = free.get(k, 0) + sign * v
+        if self.index is not None:
+            after = free.get(GPU, 0)
+            if after != before:
+                tag = (self.tags or {}).get(node, 0)
+                if (before, tag) in self.index:
+                    old = self._bucket((before, tag))
+                    old.discard(node)
+                    if not old:
+                        del self.index[(before, tag)]
+                self._bucket((after, tag)).add(node)
 
     def take(self, node: str, demand: Mapping[str, int]) -> None:
-        free = self.free.get(node)
-        if free is None:
-            return
-        for k, v in demand.items():
-            free[k] = free.get(k, 0) - v
+        self._change(node, demand, -1)
 
     def give(self, node: str, demand: Mapping[str, int]) -> None:
-        free = self.free.get(node)
-        if free is None:
-            return
-        for k, v in demand.items():
-            free[k] = free.get(k, 0) + v
+        self._change(node, demand, 1)
 
     def fits(self, node: str, demand: Mapping[str, int]) -> bool:
         free = self.free.get(node)
@@ -84,8 +135,24 @@ class Capacity:
     def choose_node(self, pod: PodView, candidates: Iterable[str] | None = None) -> str | None:
         """Best fit: the feasible node with the least GPU, then cpu, left after placing ``pod``."""
         demand = pod_demand(pod)
+        gpus = demand.get(GPU, 0)
+        if candidates is None and gpus > 0:
+            # Only nodes with enough free GPUs, fewest first: the first such level with a feasible
+            # node holds the best fit.
+            by_free: dict[int, list[str]] = {}
+            for (free_gpus, _), names in self.gpu_index().items():
+                if free_gpus >= gpus:
+                    by_free.setdefault(free_gpus, []).extend(names)
+            for free_gpus in sorted(by_free):
+                best = self._best_of(pod, demand, by_free[free_gpus])
+                if best is not None:
+                    return best
+            return None
+        return self._best_of(pod, demand, candidates if candidates is not None else self.nodes)
+
+    def _best_of(self, pod: PodView, demand: Mapping[str, int], names: Iterable[str]) -> str | None:
         best: tuple[int, int, str] | None = None
-        for name in candidates if candidates is not None else self.nodes:
+        for name in names:
             node = self.nodes.get(name)
             if node is None or not node_accepts(node, pod):
                 continue

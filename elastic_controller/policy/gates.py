@@ -23,8 +23,19 @@ def blocking_gangs(world: World) -> list[Gang]:
         for pod in pods:
             if pod.role is Role.ELASTIC and pod.holds_resources and not pod.deleting:
                 cap.give(pod.node_name, pod_demand(pod))
-    return [g for g in world.waiting if len(g.needed) >= g.pg.min_member - g.placed
-            and place_all(g.needed, cap.copy()) is not None]
+    # Gangs whose needed pods look alike (requests, selector, tolerations) get the same answer.
+    verdicts: dict[tuple[object, ...], bool] = {}
+    out = []
+    for g in world.waiting:
+        if len(g.needed) < g.pg.min_member - g.placed:
+            continue
+        shape = tuple(sorted((tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
+                              p.tolerations) for p in g.needed))
+        if shape not in verdicts:
+            verdicts[shape] = place_all(g.needed, cap.copy()) is not None
+        if verdicts[shape]:
+            out.append(g)
+    return out
 
 
 def plan_gate_releases(world: World, capacity: Capacity | None = None) -> tuple[list[GateRelease], list[str]]:

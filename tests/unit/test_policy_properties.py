@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from elastic_controller.policy import eviction
 from elastic_controller.policy.cooldowns import in_cooldown
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import Capacity, node_accepts, place_all, pod_demand
@@ -265,3 +266,17 @@ def test_plan_is_pure(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> No
     assert plan_cycle(snap, cfg, NOW) == plan_cycle(snap, cfg, NOW)
 
 
+
+
+@given(clusters())
+@SETTINGS
+def test_indexed_node_search_matches_the_exhaustive_scan(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    fast = plan_cycle(snap, cfg, NOW)
+    eviction.EXHAUSTIVE_NODE_SCAN = True
+    try:
+        slow = plan_cycle(snap, cfg, NOW)
+    finally:
+        eviction.EXHAUSTIVE_NODE_SCAN = False
+    assert fast == slow
