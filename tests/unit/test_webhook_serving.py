@@ -209,12 +209,18 @@ def test_metrics_sum_every_worker_and_logs_are_json(server: Server) -> None:
             assert post(conn, "/mutate-pods", json.dumps(review(pod(index=3), uid="log-me")))[0] == 200
         conn.close()
     assert metric(scrape(), key) == before + 18
-    time.sleep(0.2)
+    conn = server.connection()
+    status, answer = post(conn, "/mutate-pods", json.dumps(review(pod(index=3, nnodes=None), uid="unknown-bounds")))
+    assert status == 200 and answer["response"]["warnings"]
+    conn.close()
+    time.sleep(0.3)
     lines = [json.loads(line) for line in server.log.read_text().splitlines() if line.startswith("{")]
     access = [x for x in lines if x.get("logger") == "gunicorn.access" and x.get("uid") == "log-me"]
     assert len(access) == 18
     assert {"method", "path", "status", "durationMs", "role", "job", "namespace", "name"} <= set(access[0])
     assert len({x["pid"] for x in access}) >= 1
+    warned = [x for x in lines if x.get("logger") == "volcano_elastic.webhook" and x.get("uid") == "unknown-bounds"]
+    assert len(warned) == 1 and warned[0]["level"] == "warning" and "unknown" in warned[0]["reason"]
 
 
 def test_config_problems_are_all_listed_and_exit_2(tmp_path: Path) -> None:
