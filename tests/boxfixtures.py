@@ -25,6 +25,9 @@ Environment:
                                     for every tier instead of starting one; never stopped
     VOLCANO_ELASTIC_KEEP_BOX=1      leave the session's boxes running (names are printed)
     VOLCANO_ELASTIC_CACHE           cache root (binaries, boxes), as for hack/
+    VOLCANO_ELASTIC_BOX_PROFILE     force a profile (core | full) for every tier
+    VOLCANO_ELASTIC_VOLCANO_CONF    ours (default) | native | FILE: Volcano scheduler config
+    VOLCANO_ELASTIC_BOX_NODES, VOLCANO_ELASTIC_BOX_GPUS_PER_NODE   kwok nodes (default 4 x 8)
 """
 
 from __future__ import annotations
@@ -105,7 +108,11 @@ def get_box(profile: str, config: pytest.Config) -> Box:
     _cleanup_stale_pytest_boxes()
     name = f"pytest-{os.getpid()}-{profile}"
     keep = os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1"
-    b = Box(BoxOptions(name=name, profile=profile, keep_on_failure=keep))
+    env = os.environ.get
+    b = Box(BoxOptions(name=name, profile=profile, keep_on_failure=keep,
+                       nodes=int(env("VOLCANO_ELASTIC_BOX_NODES", "4")),
+                       gpus_per_node=int(env("VOLCANO_ELASTIC_BOX_GPUS_PER_NODE", "8")),
+                       volcano_conf=env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours")))
     t0 = time.monotonic()
     try:
         b.up()
