@@ -136,3 +136,11 @@ def test_inject_refuses_without_webhooks_or_with_a_bad_ca(tmp_path: Path) -> Non
         ca_bundle(b"not a certificate")
     with pytest.raises(InjectError, match="YAML"):
         inject_text("a: [", "eA==")
+
+
+def test_long_service_and_namespace_names(tmp_path: Path) -> None:
+    # A commonName is capped at 64 characters; the SANs carry the full names.
+    service, namespace = "volcano-elastic-webhook", "volcano-elastic-system-with-a-long-name"
+    generate(tmp_path, service, namespace)
+    sans = load(tmp_path / "tls.crt").extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"{service}.{namespace}.svc.cluster.local" in sans.get_values_for_type(x509.DNSName)
