@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from elastic_controller.policy.settings import ElasticConfig
 
 HELP = "serve the admission webhooks (mutate Pods, validate PyTorchJobs) over TLS"
 
@@ -19,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
 
 
-def check(args: argparse.Namespace) -> tuple[object, list[str]]:
+def check(args: argparse.Namespace) -> tuple[ElasticConfig | None, list[str]]:
     """The loaded config and every problem with the command line, config and TLS files."""
     import ssl
 
@@ -28,7 +32,7 @@ def check(args: argparse.Namespace) -> tuple[object, list[str]]:
     from .tls import server_context
 
     problems: list[str] = []
-    cfg: object = None
+    cfg = None
     if not 1 <= args.port <= 65535:
         problems.append(f"--port: must be 1..65535, got {args.port}")
     if args.workers < 1:
@@ -61,11 +65,9 @@ def run(args: argparse.Namespace) -> int:
     metrics_dir = tempfile.mkdtemp(prefix="volcano-elastic-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
 
-    from elastic_controller.policy.settings import ElasticConfig
-
     from .server import ServeOptions, WebhookApplication, gunicorn_settings
 
-    assert isinstance(cfg, ElasticConfig)
+    assert cfg is not None
     opts = ServeOptions(
         certfile=args.tls_cert_file,
         keyfile=args.tls_private_key_file,
