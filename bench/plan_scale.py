@@ -11,6 +11,7 @@ import argparse
 import cProfile
 import itertools
 import math
+import os
 import pstats
 import resource
 import sys
@@ -51,19 +52,26 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     cfg = ElasticConfig()
     results: dict[int, tuple[float, float, int]] = {}
-    print(f"{'nodes':>6} {'pods':>7} {'p50 s':>8} {'p99 s':>8} {'max RSS MiB':>12}  decisions")
+    print(f"machine load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cpus "
+          "(wall times suffer; cpu = process time)")
+    print(f"{'nodes':>6} {'pods':>7} {'p50 s':>8} {'p99 s':>8} {'cpu p50':>8} {'cpu p99':>8} {'max RSS MiB':>12}  "
+          "decisions")
     for n in sizes:
         snap = synth_cluster(n, seed=args.seed)
         times = []
+        cpu = []
         plan = None
         for _ in range(args.runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             plan = plan_cycle(snap, cfg, NOW)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         assert plan is not None
         decisions = Counter(d.decision for d in plan.starving)
         results[n] = (percentile(times, 0.5), percentile(times, 0.99), len(snap.pods))
-        print(f"{n:>6} {len(snap.pods):>7} {results[n][0]:>8.3f} {results[n][1]:>8.3f} {rss_mib():>12.0f}  "
+        cpu_p50, cpu_p99 = percentile(cpu, 0.5), percentile(cpu, 0.99)
+        print(f"{n:>6} {len(snap.pods):>7} {results[n][0]:>8.3f} {results[n][1]:>8.3f} {cpu_p50:>8.3f} "
+              f"{cpu_p99:>8.3f} {rss_mib():>12.0f}  "
               f"{dict(decisions)} evictions={len(plan.evictions)} releases={len(plan.gate_releases)}")
         print(f"        {describe(snap)}")
     print("\ngrowth (p50 time ratio vs n log n ratio, n = pods):")

@@ -72,8 +72,10 @@ class Planner:
         # any victim set there (fulfillment only drops as victims are taken).
         dom = world.dominant
         tags: dict[str, int] = {}
-        self.profiles: list[tuple[tuple[int, ...], frozenset[tuple[str, int, bool]]]] = []
-        profile_ids: dict[tuple[tuple[int, ...], frozenset[tuple[str, int, bool]]], int] = {}
+        self.profiles: list[tuple[int, ...]] = []
+        profile_ids: dict[tuple[int, ...], int] = {}
+        self.kinds: dict[str, frozenset[tuple[str, int, bool]]] = {}
+        self._kinds_ok: dict[frozenset[tuple[str, int, bool]], bool] = {}  # for the gang being planned
         self.start_pref: dict[str, tuple[float, int, int, str]] = {}
         for node, pods in self.candidates_by_node.items():
             self.start_pref[node] = min(self.preference(p) for p in pods)
@@ -90,7 +92,8 @@ class Planner:
                 kinds.add((job.queue, job.priority, job.cooling and not policy.preemptDuringCooldown))
             if not sizes:
                 continue
-            profile = (tuple(itertools.accumulate(sorted(sizes, reverse=True))), frozenset(kinds))
+            profile = tuple(itertools.accumulate(sorted(sizes, reverse=True)))
+            self.kinds[node] = frozenset(kinds)
             if profile not in profile_ids:
                 profile_ids[profile] = len(self.profiles)
                 self.profiles.append(profile)
@@ -121,6 +124,16 @@ class Planner:
                              if p.key not in keys and self.w.jobs[job_id(p)].queue == job.queue)]
         after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in leaving)
         return after >= share.deserved.get(dom, 0)
+
+    def _may_give(self, gang: Gang, kinds: frozenset[tuple[str, int, bool]]) -> bool:
+        """Whether a node whose candidates' jobs are ``kinds`` may hold a victim for ``gang``
+        (cached while one gang is planned: priorities, cooldowns and shares do not change)."""
+        verdict = self._kinds_ok.get(kinds)
+        if verdict is None:
+            verdict = any(priority <= gang.priority and not cooling and self._queue_may_give(gang, queue)
+                          for queue, priority, cooling in kinds)
+            self._kinds_ok[kinds] = verdict
+        return verdict
 
     def _queue_may_give(self, gang: Gang, queue: str) -> bool:
         """Whether some victim from ``queue`` could be admissible for ``gang`` (ignoring its size)."""
@@ -280,27 +293,10 @@ class Planner:
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
         buckets: list[tuple[int, int, set[str]]] = []
-        queue_ok: dict[str, bool] = {}
-        profile_ok: dict[int, bool] = {}
-
-        def may_give(kinds: frozenset[tuple[str, int, bool]]) -> bool:
-            for queue, priority, cooling in kinds:
-                if priority > gang.priority or cooling:
-                    continue
-                if queue not in queue_ok:
-                    queue_ok[queue] = self._queue_may_give(gang, queue)
-                if queue_ok[queue]:
-                    return True
-            return False
-
         for (free, tag), names in index.items():
             if tag == 0:
                 continue  # no candidate on these nodes may be a victim this cycle
-            prefix, kinds = self.profiles[tag - 1]
-            if tag not in profile_ok:
-                profile_ok[tag] = may_give(kinds)
-            if not profile_ok[tag]:
-                continue  # every candidate there is excluded by priority, cooldown or queue share
+            prefix = self.profiles[tag - 1]
             if free >= gpus:
                 bound = 1
             else:
@@ -316,7 +312,7 @@ class Planner:
             for name in self._ranked(names):
                 if best is not None and bound == best[0][0] and self.start_pref[name] > best[0][1][0]:
                     break
-                if not node_accepts(cap.nodes[name], pod):
+                if not self._may_give(gang, self.kinds[name]) or not node_accepts(cap.nodes[name], pod):
                     continue
                 found = self._score(gang, pod, name, cap, chosen)
                 if found is not None and (best is None or found[0] < best[0]):
@@ -428,6 +424,7 @@ class Planner:
                         f"({len(gang.releasing_for)} evicted for it); no further victims")
 
         cap = self.capacity.copy()
+        self._kinds_ok = {}
         saved = {k: j.taken for k, j in w.jobs.items()}
         victims = self._assign(gang, cap)
         self.inflight = []

@@ -139,12 +139,16 @@ class Capacity:
         if candidates is None and gpus > 0:
             # Only nodes with enough free GPUs, fewest first: the first such level with a feasible
             # node holds the best fit.
-            by_free: dict[int, list[str]] = {}
-            for (free_gpus, _), names in self.gpu_index().items():
-                if free_gpus >= gpus:
-                    by_free.setdefault(free_gpus, []).extend(names)
-            for free_gpus in sorted(by_free):
-                best = self._best_of(pod, demand, by_free[free_gpus])
+            index = self.gpu_index()
+            keys = sorted(k for k in index if k[0] >= gpus)
+            i = 0
+            while i < len(keys):
+                level = keys[i][0]
+                names: list[str] = []
+                while i < len(keys) and keys[i][0] == level:
+                    names.extend(index[keys[i]])
+                    i += 1
+                best = self._best_of(pod, demand, names)
                 if best is not None:
                     return best
             return None
