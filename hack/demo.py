@@ -1,0 +1,292 @@
+"""The README's main job: elastic scaling, live, on the local control plane; then ``plan`` and
+``simulate`` on the bundled examples.
+
+    python -m hack.demo [--keep] [--skip-live] [--out DIR]
+
+The live part starts a box (real kube-apiserver, etcd, Volcano, kwok 4 x 8 GPU nodes, training
+operator), our webhook (certificates from ``volcano-elastic certs``, registered by URL) and our
+controller + agent, then tells the story with short timers (cooldown 20 s):
+
+1. a broken elastic PyTorchJob is refused by the validating webhook;
+2. job A (team-vision, elastic 2..8 workers x 4 GPUs) starts at its min and grows into idle GPUs;
+3. job B (team-nlp, 2 workers x 4 GPUs) arrives: A's highest elastic workers are evicted for it;
+4. B finishes: A grows back once its cooldown has passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from hack.localbox import Box, BoxOptions  # noqa: E402
+from hack.localbox import paths as box_paths  # noqa: E402
+
+COOLDOWN = 20
+GPUS = 4
+CONFIG = f"""\
+apiVersion: volcano-elastic.io/v1alpha1
+kind: ElasticConfig
+namespaceQueues: {{team-vision: vision, team-nlp: nlp}}
+agent: {{intervalSeconds: 1}}
+defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3, maxScaleUpPerCycle: 2}}
+"""
+T0 = time.monotonic()
+
+
+def say(msg: str) -> None:
+    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+
+
+def banner(msg: str) -> None:
+    print(f"\n=== {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, fn: Callable[[], Any], timeout: float, every: float = 1.0,
+               progress: Callable[[], str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    last_line = ""
+    while time.monotonic() < deadline:
+        result = fn()
+        if result:
+            return result
+        if progress:
+            line = progress()
+            if line != last_line:
+                say(line)
+                last_line = line
+        time.sleep(every)
+    raise SystemExit(f"demo: timed out after {timeout:.0f}s waiting for {what}")
+
+
+def cli(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "elastic_controller", *args], text=True, capture_output=True,
+                          check=check, env=env)
+
+
+def pytorchjob(name: str, ns: str, workers: int, elastic: tuple[int, int] | None) -> dict[str, Any]:
+    template = {"spec": {"containers": [{
+        "name": "pytorch", "image": "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+        "command": ["torchrun", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": str(GPUS), "cpu": "1", "memory": "1Gi"}}}]}}
+    spec: dict[str, Any] = {"pytorchReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure",
+                                                               "template": template}}}
+    if elastic:
+        spec["elasticPolicy"] = {"minReplicas": elastic[0], "maxReplicas": elastic[1], "rdzvBackend": "c10d",
+                                 "maxRestarts": 100}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": ns},
+            "spec": spec}
+
+
+class Live:
+    def __init__(self, box: Box, work: Path) -> None:
+        self.box = box
+        self.work = work
+        self.env = {**os.environ, "KUBECONFIG": str(box.kubeconfig)}
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.box.kubectl(*args, input=input, check=check)
+
+    def apply(self, obj: dict[str, Any] | list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+        doc = {"apiVersion": "v1", "kind": "List", "items": obj if isinstance(obj, list) else [obj]}
+        return self.kubectl("apply", "-f", "-", input=json.dumps(doc), check=False)
+
+    def pods(self, ns: str, job: str) -> list[dict[str, Any]]:
+        out = self.kubectl("get", "pods", "-n", ns, "-l", f"training.kubeflow.org/job-name={job}", "-o", "json")
+        return list(json.loads(out.stdout)["items"])
+
+    def counts(self, ns: str, job: str) -> dict[str, int]:
+        c = {"running": 0, "gated": 0, "pending": 0, "terminating": 0}
+        for p in self.pods(ns, job):
+            if p["metadata"].get("deletionTimestamp"):
+                c["terminating"] += 1
+            elif p["spec"].get("schedulingGates"):
+                c["gated"] += 1
+            elif p.get("status", {}).get("phase") == "Running":
+                c["running"] += 1
+            else:
+                c["pending"] += 1
+        return c
+
+    def describe(self, ns: str, job: str) -> str:
+        c = self.counts(ns, job)
+        return f"{job}: " + ", ".join(f"{v} {k}" for k, v in c.items() if v)
+
+    def start_stack(self) -> None:
+        banner("our webhook and controller, as local processes against the box")
+        certs = self.work / "certs"
+        cli("certs", "generate", "--service", "volcano-elastic-webhook", "--namespace", "volcano-elastic-system",
+            "--ip", "127.0.0.1", "--out", str(certs))
+        say(f"certificates from `volcano-elastic certs generate --ip 127.0.0.1` in {certs}")
+        cfg = self.work / "config.yaml"
+        cfg.write_text(CONFIG)
+        port = free_port()
+        self.box.spawn("demo-webhook", [sys.executable, "-m", "elastic_controller", "webhook",
+                                        "--tls-cert-file", str(certs / "tls.crt"),
+                                        "--tls-private-key-file", str(certs / "tls.key"), "--host", "127.0.0.1",
+                                        "--port", str(port), "--config", str(cfg), "--workers", "1"])
+        wait_until("the webhook to listen", lambda: _port_open(port), 30)
+        ca = (certs / "ca.crt").read_bytes()
+        import base64
+        bundle = base64.b64encode(ca).decode()
+        selector = {"matchLabels": {"training.kubeflow.org/operator-name": "pytorchjob-controller"}}
+        hooks = [
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+             "metadata": {"name": "volcano-elastic-demo"},
+             "webhooks": [{"name": "pods.volcano-elastic.io", "admissionReviewVersions": ["v1"],
+                           "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
+                           "reinvocationPolicy": "IfNeeded", "objectSelector": selector,
+                           "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-pods", "caBundle": bundle},
+                           "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                      "resources": ["pods"]}]}]},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+             "metadata": {"name": "volcano-elastic-demo"},
+             "webhooks": [{"name": "pytorchjobs.volcano-elastic.io", "admissionReviewVersions": ["v1"],
+                           "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
+                           "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-pytorchjobs",
+                                            "caBundle": bundle},
+                           "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
+                                      "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}]}]},
+        ]
+        out = self.apply(hooks)
+        if out.returncode:
+            raise SystemExit(f"demo: registering the webhooks failed: {out.stderr}")
+        say(f"webhook serving https://127.0.0.1:{port} (TLS), registered with failurePolicy Fail")
+        self.box.spawn("demo-controller", [sys.executable, "-m", "elastic_controller", "controller",
+                                           "--kubeconfig", str(self.box.kubeconfig), "--config", str(cfg),
+                                           "--lease-namespace", "default", "--http-port", "0"])
+        say(f"controller + agent started (cooldown {COOLDOWN}s, logs in {self.box.logs_dir})")
+
+    def departments(self) -> None:
+        objs: list[dict[str, Any]] = []
+        for team, q in (("team-vision", "vision"), ("team-nlp", "nlp")):
+            objs.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q},
+                         "spec": {"weight": 1, "reclaimable": True}})
+            objs.append({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": team, "annotations": {"scheduling.volcano.sh/queue-name": q}}})
+        out = self.apply(objs)
+        if out.returncode:
+            raise SystemExit(f"demo: creating queues failed: {out.stderr}")
+
+        def opened() -> bool:
+            got = self.kubectl("get", "queues", "vision", "nlp", "-o", "jsonpath={.items[*].status.state}",
+                               check=False)
+            return got.stdout.split() == ["Open", "Open"]
+
+        wait_until("queues vision and nlp Open", opened, 60)
+        say("queues vision and nlp (weight 1 each) are Open; namespaces team-vision, team-nlp mapped to them")
+
+    def story(self) -> None:
+        banner("1. a broken elastic job is refused with a clear message")
+        bad = pytorchjob("broken", "team-vision", 3, (4, 2))
+        out = self.apply(bad)
+        print("   $ kubectl apply -f broken.yaml\n   " + (out.stderr or out.stdout).strip().replace("\n", "\n   "))
+        if out.returncode == 0:
+            raise SystemExit("demo: the validating webhook let a job with minReplicas > maxReplicas through")
+
+        banner("2. job A (team-vision, elastic 2..8 workers x 4 GPUs) grows into the idle cluster")
+        self.apply(pytorchjob("a", "team-vision", 8, (2, 8)))
+        wait_until("A to run 8 workers", lambda: self.counts("team-vision", "a")["running"] >= 8, 240,
+                   progress=lambda: self.describe("team-vision", "a"))
+        say(self.describe("team-vision", "a") + "  (32 of 32 GPUs busy)")
+        self.status()
+
+        banner("3. job B (team-nlp, 2 workers x 4 GPUs) arrives: A's elastic workers make room")
+        self.apply(pytorchjob("b", "team-nlp", 2, None))
+        wait_until("B to run", lambda: self.counts("team-nlp", "b")["running"] >= 2, 180,
+                   progress=lambda: self.describe("team-vision", "a") + " | " + self.describe("team-nlp", "b"))
+        say(self.describe("team-vision", "a") + " | " + self.describe("team-nlp", "b"))
+        ev = self.kubectl("get", "events", "-n", "team-vision", "--field-selector", "reason=EvictedForGang",
+                          "-o", "custom-columns=POD:.involvedObject.name,MESSAGE:.message", check=False)
+        print("   " + ev.stdout.strip().replace("\n", "\n   "))
+        self.status()
+
+        banner(f"4. B finishes; A grows back once its {COOLDOWN}s cooldown has passed")
+        for p in self.pods("team-nlp", "b"):
+            status = {"status": {"phase": "Succeeded", "containerStatuses": [{
+                "name": "pytorch", "ready": False, "restartCount": 0, "image": "pytorch", "imageID": "",
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}}
+            self.kubectl("patch", "pod", "-n", "team-nlp", p["metadata"]["name"], "--subresource=status",
+                         "--type=merge", "-p", json.dumps(status), check=False)
+        say("B's pods marked Succeeded")
+        wait_until("A to grow back to 8", lambda: self.counts("team-vision", "a")["running"] >= 8,
+                   COOLDOWN + 180, progress=lambda: self.describe("team-vision", "a"))
+        say(self.describe("team-vision", "a"))
+        self.status()
+
+    def status(self) -> None:
+        out = cli("status", "--kubeconfig", str(self.box.kubeconfig), "--config", str(self.work / "config.yaml"),
+                  check=False)
+        print("   $ volcano-elastic status\n   " + (out.stdout or out.stderr).strip().replace("\n", "\n   "))
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def live(keep: bool) -> None:
+    banner("a control plane in a box: kube-apiserver, etcd, Volcano, kwok (4 nodes x 8 GPUs), training operator")
+    box = Box(BoxOptions(name="demo", nodes=4, gpus_per_node=8))
+    box.up()
+    say(f"box up; kubeconfig {box.kubeconfig}")
+    work = Path(tempfile.mkdtemp(prefix="volcano-elastic-demo-"))
+    demo = Live(box, work)
+    try:
+        demo.start_stack()
+        demo.departments()
+        demo.story()
+    finally:
+        if keep:
+            print(f"\n--keep: the box is still running. export KUBECONFIG={box.kubeconfig}; "
+                  f"kubectl at {box_paths.binary('kubectl')}; stop it with hack/local-down.sh --name demo")
+        else:
+            box.down()
+            say("box stopped")
+
+
+def offline(out: Path) -> None:
+    examples = REPO / "examples" / "plan"
+    banner("volcano-elastic plan on a bundled snapshot (examples/plan/scale-down-for-gang.json)")
+    res = cli("plan", "--from", str(examples / "scale-down-for-gang.json"), "--now", "2026-01-01T13:00:00Z")
+    print(res.stdout.rstrip())
+    banner("volcano-elastic simulate --example (64 nodes / 512 GPUs, 500 jobs; elastic vs static policies)")
+    sim = subprocess.run([sys.executable, "-m", "elastic_controller", "simulate", "--example", "--policy", "all",
+                          "--out", str(out)], text=True)
+    if sim.returncode:
+        raise SystemExit(f"demo: simulate failed with exit code {sim.returncode}")
+    print(f"summary: {out / 'summary.json'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="leave the box running afterwards")
+    parser.add_argument("--skip-live", action="store_true", help="only plan and simulate (no control plane)")
+    parser.add_argument("--out", default=str(REPO / "out" / "simulate"), help="simulate output directory")
+    args = parser.parse_args()
+    if not args.skip_live:
+        live(args.keep)
+    offline(Path(args.out))
+    banner(f"done in {time.monotonic() - T0:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
