@@ -29,8 +29,8 @@ from hack.localbox import Box, BoxOptions  # noqa: E402
 from tests.e2e.test_elastic_scaling import COOLDOWN, Scenario, config_text, start_stack  # noqa: E402
 
 
-def one_run(mode: str, window: float) -> dict[str, Any]:
-    box = Box(BoxOptions(name=f"bench-{mode}", profile="full", volcano_conf="ours" if mode == "agent" else "native",
+def one_run(mode: str, window: float, native_conf: str = "native") -> dict[str, Any]:
+    box = Box(BoxOptions(name=f"bench-{mode}", profile="full", volcano_conf="ours" if mode == "agent" else native_conf,
                          quiet=True))
     box.up()
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{mode}-"))
@@ -61,7 +61,8 @@ def one_run(mode: str, window: float) -> dict[str, Any]:
         deleted = sc.obs.a_deleted
         core = [n for n in deleted if int(n.rsplit("-", 1)[1]) < 2]
         return {
-            "mode": mode, "bGangRunsAfterSeconds": b_after, "evictionsOfA": len(deleted),
+            "mode": mode, "volcanoConf": "ours" if mode == "agent" else native_conf,
+            "bGangRunsAfterSeconds": b_after, "evictionsOfA": len(deleted),
             "evictionsOfMasterOrCore": len(core), "restartsOfA": len(deleted),
             "masterRestarted": len(sc.obs.master_uids) > 1, "aRunningMin": sc.obs.a_running_min,
             "aRunningAtEnd": len(sc.running("a")), "evicted": sorted(deleted),
@@ -75,8 +76,10 @@ def main() -> int:
     ap.add_argument("--out", default="bench-out/agent_vs_native.json")
     ap.add_argument("--window", type=float, default=60.0, help="seconds observed after B runs")
     ap.add_argument("--only", choices=("agent", "native"))
+    ap.add_argument("--native-conf", default="native",
+                    help="Volcano conf of the native run: native (hack/) or a path, e.g. one without overcommit")
     a = ap.parse_args()
-    results = [one_run(m, a.window) for m in ("agent", "native") if a.only in (None, m)]
+    results = [one_run(m, a.window, a.native_conf) for m in ("agent", "native") if a.only in (None, m)]
     text = json.dumps(results, indent=2)
     print(text)
     out = Path(a.out)
