@@ -231,10 +231,6 @@ def run(args: argparse.Namespace) -> int:
     work_stop = threading.Event()
 
     def on_started() -> None:
-        while not caches.wait_synced(5.0):
-            if stop.is_set():
-                return
-            log.warning("waiting for caches", extra={"unsynced": caches.unsynced()})
         work_stop.clear()
         controller.start()
         health.beats["controller"] = controller
@@ -257,8 +253,13 @@ def run(args: argparse.Namespace) -> int:
         agent_thread.clear()
 
     code = 0
+    # Campaign only with warm caches: a leader must act at once (and renew its Lease) after winning.
+    while not caches.wait_synced(5.0) and not stop.is_set():
+        log.warning("waiting for caches", extra={"unsynced": caches.unsynced()})
     try:
-        if args.no_leader_elect:
+        if stop.is_set():
+            pass
+        elif args.no_leader_elect:
             on_started()
             stop.wait()
             on_stopped()
