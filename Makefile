@@ -44,6 +44,7 @@ demo: venv binaries ## local demo of elastic scaling, then plan and simulate on 
 bench: venv ## benchmarks (numbers, not pass/fail)
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/plan_optimal.py
+	$(BIN)/python bench/webhook_load.py
 
 clean: ## remove the virtualenv and caches (not the binary cache)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
