@@ -100,7 +100,23 @@ class Planner:
             tags[node] = 1 + profile_ids[profile]
         self.node_order = sorted(self.start_pref, key=self.start_pref.__getitem__)
         self.rank = {n: i for i, n in enumerate(self.node_order)}
+        # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
+        # also ranked, per candidate size, by their most preferred candidate at least that large.
+        self.sizes = sorted({p.requests.get(dom, 0) for ps in self.candidates_by_node.values() for p in ps})
+        self.pref_at_least: dict[int, dict[str, tuple[float, int, int, str]]] = {}
+        self.order_at_least: dict[int, tuple[list[str], dict[str, int]]] = {}
+        for size in self.sizes:
+            best_pref = {}
+            for node, pods in self.candidates_by_node.items():
+                prefs = [self.preference(p) for p in pods if p.requests.get(dom, 0) >= size]
+                if prefs:
+                    best_pref[node] = min(prefs)
+            order = sorted(best_pref, key=best_pref.__getitem__)
+            self.pref_at_least[size] = best_pref
+            self.order_at_least[size] = (order, {n: i for i, n in enumerate(order)})
         self.capacity.retag(tags)
+        self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
+        self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
         self._exclusion_cache: dict[tuple[int, str, int], dict[str, int]] = {}
 
@@ -149,23 +165,37 @@ class Planner:
         return self._dom(queue) >= share.deserved.get(dom, 0)
 
     def _why_not(self, gang: Gang, pod: PodView) -> str | None:
-        """None when ``pod`` may be a victim for ``gang``, else a short reason."""
+        """None when ``pod`` may be a victim for ``gang``, else a short reason.
+
+        While one gang is planned, job-level verdicts only get stricter (victims are only added), so
+        they are remembered per job (and per queue and victim size for shares) until the next gang."""
         if pod.key in self.taken or pod.group_key == gang.key:
             return "taken"
-        job = self.w.jobs.get(job_id(pod))
+        jid = job_id(pod)
+        known = self._job_verdicts.get(jid)
+        if known is not None:
+            return known
+        job = self.w.jobs.get(jid)
         if job is None or job.bounds is None:
+            self._job_verdicts[jid] = "unknown job"
             return "unknown job"
         if job.priority > gang.priority:
+            self._job_verdicts[jid] = "higher priority"
             return "higher priority"
         policy = self.w.policy(job.queue)
         if job.cooling and not policy.preemptDuringCooldown:
+            self._job_verdicts[jid] = "cooldown"
             return "cooldown"
         if not old_enough(pod.scheduled_at, policy.minRuntimeSeconds, self.w.now):
             return "min runtime"
         if not job.can_lose():
+            self._job_verdicts[jid] = "at min"
             return "at min"
-        if not self._queue_admissible(gang, job, [pod]):
-            return "queue share"
+        if job.queue != gang.queue:
+            share_key = (job.queue, pod.requests.get(self.w.dominant, 0))
+            if share_key in self._share_refusals or not self._queue_admissible(gang, job, [pod]):
+                self._share_refusals.add(share_key)
+                return "queue share"
         return None
 
     def _subset_ok(self, gang: Gang, subset: Sequence[PodView]) -> bool:
@@ -306,11 +336,19 @@ class Planner:
             buckets.append((bound, free, names))
         buckets.sort(key=lambda b: (b[0], b[1]))
         best: tuple[_Score, list[PodView]] | None = None
-        for bound, _, names in buckets:
+        for bound, free, names in buckets:
             if best is not None and bound > best[0][0]:
                 break
-            for name in self._ranked(names):
-                if best is not None and bound == best[0][0] and self.start_pref[name] > best[0][1][0]:
+            low, order, rank = self.start_pref, self.node_order, self.rank
+            if bound == 1 and free < gpus:
+                i = bisect.bisect_left(self.sizes, gpus - free)
+                if i == len(self.sizes):
+                    continue
+                low = self.pref_at_least[self.sizes[i]]
+                order, rank = self.order_at_least[self.sizes[i]]
+                names = {n for n in names if n in low}
+            for name in self._ranked(names, order, rank):
+                if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
                     break
                 if not self._may_give(gang, self.kinds[name]) or not node_accepts(cap.nodes[name], pod):
                     continue
@@ -319,10 +357,11 @@ class Planner:
                     best = found
         return best
 
-    def _ranked(self, names: set[str]) -> Iterable[str]:
-        if len(names) * 8 < len(self.node_order):
-            return sorted(names, key=self.rank.__getitem__)
-        return (n for n in self.node_order if n in names)
+    @staticmethod
+    def _ranked(names: set[str], order: list[str], rank: dict[str, int]) -> Iterable[str]:
+        if len(names) * 8 < len(order):
+            return sorted(names, key=rank.__getitem__)
+        return (n for n in order if n in names)
 
     def _scan(self, gang: Gang, pod: PodView, cap: Capacity, chosen: set[str],
               names: Iterable[str]) -> tuple[_Score, list[PodView]] | None:
@@ -425,11 +464,12 @@ class Planner:
 
         cap = self.capacity.copy()
         self._kinds_ok = {}
-        saved = {k: j.taken for k, j in w.jobs.items()}
+        self._job_verdicts = {}
+        self._share_refusals = set()
         victims = self._assign(gang, cap)
+        for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
+            w.jobs[job_id(v)].taken -= 1
         self.inflight = []
-        for k, j in w.jobs.items():
-            j.taken = saved[k]
         if victims is None:
             reasons = self.exclusions(gang)
             excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"

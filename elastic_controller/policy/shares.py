@@ -49,15 +49,23 @@ def queue_usage(
     """(allocated, request) per queue. Terminating pods are leaving and count for neither."""
     allocated: dict[str, Resources] = {}
     request: dict[str, Resources] = {}
+
+    def charge(to: dict[str, Resources], queue: str, res: Resources) -> None:
+        acc = to.setdefault(queue, {})
+        for k, v in res.items():
+            acc[k] = acc.get(k, 0) + v
+
     for pod in pods:
+        if not pod.group or pod.deleting or pod.terminal:
+            continue
         pg = podgroups.get(pod.group_key)
-        if pg is None or pod.deleting or pod.terminal:
+        if pg is None:
             continue
         if pod.node_name:
-            allocated[pg.queue] = add(allocated.get(pg.queue, {}), pod.requests)
-            request[pg.queue] = add(request.get(pg.queue, {}), pod.requests)
+            charge(allocated, pg.queue, pod.requests)
+            charge(request, pg.queue, pod.requests)
         elif not pod.scheduling_gates:
-            request[pg.queue] = add(request.get(pg.queue, {}), pod.requests)
+            charge(request, pg.queue, pod.requests)
     return allocated, request
 
 
