@@ -90,6 +90,9 @@ def get_box(profile: str, config: pytest.Config) -> Box:
         ok, why = b.healthy()
         if not ok:
             pytest.fail(f"VOLCANO_ELASTIC_TEST_BOX={existing} is not healthy: {why}")
+        have = b.state.get("options", {}).get("profile")
+        if profile == "full" and have != "full":
+            pytest.fail(f"VOLCANO_ELASTIC_TEST_BOX={existing} runs profile {have!r}; this tier needs 'full'")
         return b
     if profile in _BOXES:
         return _BOXES[profile]
