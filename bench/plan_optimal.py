@@ -1,0 +1,199 @@
+"""Benchmark: our eviction plans against the exhaustive optimum on random small instances.
+
+Each instance has one starving gang and at most 12 candidate victims. The optimum is the smallest
+victim set, among sets obeying the same admissibility rules (priority, cooldown, minimum runtime,
+never below min, queue shares), that makes every needed pod fit according to the same fit function
+(``fit.place_all``). Prints how often we match it, our count over the optimum on average, how often we
+``wait`` where a plan exists, and (must be 0) how often we evict where the optimum says no set fits.
+
+    .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from elastic_controller.policy.cooldowns import old_enough
+from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.fit import place_all, pod_demand
+from elastic_controller.policy.model import PodView, Snapshot
+from elastic_controller.policy.parse import parse_objects
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.world import World, build_world, is_candidate_role, job_id
+from tests.builders import NOW, ago, gang, job_pod, node, podgroup, priority_class, queue
+
+GPU = "nvidia.com/gpu"
+MAX_CANDIDATES = 12
+
+
+def instance(rnd: random.Random) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [priority_class("low", 10), priority_class("high", 1000),
+                                  queue("qa", weight=rnd.randint(1, 3)),
+                                  queue("qb", weight=rnd.randint(1, 3), reclaimable=rnd.random() < 0.8)]
+    free: dict[str, int] = {}
+    for i in range(rnd.randint(2, 4)):
+        gpus = rnd.choice([4, 8, 8])
+        objs.append(node(f"n{i}", gpus=gpus, labels={"zone": rnd.choice("ab")}))
+        free[f"n{i}"] = gpus
+    candidates = 0
+    for j in range(rnd.randint(2, 5)):
+        name = f"j{j}"
+        gpus = rnd.choice([1, 1, 2, 4])
+        min_r = rnd.randint(1, 2)
+        max_r = min_r + rnd.randint(1, 4)
+        q = rnd.choice(["qa", "qa", "qb"])
+        cooling = rnd.random() < 0.15
+        job_objs = [podgroup("ns", name, min_r, q, rnd.choice(["", "", "low", "high"]),
+                             last_scale=ago(60) if cooling else None, created=ago(7200))]
+        nn = f"{min_r}:{max_r}"
+        trial, added = dict(free), 0
+        for i in range(max_r):
+            fits = sorted(n for n, f in trial.items() if f >= gpus)
+            elastic = i >= min_r
+            if not elastic and not fits:
+                break  # its min set would be a waiting gang of its own: leave the job out
+            if not fits or (elastic and candidates + added >= MAX_CANDIDATES):
+                gates = ["volcano-elastic.io/scale-up"] if elastic else []
+                job_objs.append(job_pod("ns", name, "worker", i, nnodes=nn, gpus=gpus, gates=gates,
+                                        created=ago(7200)))
+                continue
+            n = rnd.choice(fits)
+            trial[n] -= gpus
+            added += elastic
+            job_objs.append(job_pod("ns", name, "worker", i, nnodes=nn, gpus=gpus, node_name=n, created=ago(7200),
+                                    scheduled_at=ago(30 if rnd.random() < 0.1 else 3600)))
+        else:
+            free, candidates = trial, candidates + added
+            objs.extend(job_objs)
+    members = rnd.randint(1, 3)
+    g = gang("ns", "g", members=members, gpus=rnd.choice([1, 2, 2, 4, 4, 8]), queue=rnd.choice(["qa", "qa", "qb"]),
+             priority_class=rnd.choice(["", "low", "high", "high"]))
+    if rnd.random() < 0.2:
+        for p in g[1:]:
+            p["spec"]["nodeSelector"] = {"zone": rnd.choice("ab")}
+    return objs + g
+
+
+def admissible(world: World, gang_key: str, victims: tuple[PodView, ...]) -> bool:
+    """The admissibility rules of DESIGN step 3, applied to a whole victim set."""
+    pg = world.podgroups[gang_key]
+    gang_prio = world.snapshot.priority_classes.get(pg.priority_class_name, 0)
+    per_job: Counter[str] = Counter()
+    per_queue: Counter[str] = Counter()
+    for v in victims:
+        job = world.jobs[job_id(v)]
+        policy = world.policy(job.queue)
+        if job.bounds is None or job.priority > gang_prio:
+            return False
+        if job.cooling and not policy.preemptDuringCooldown:
+            return False
+        if not old_enough(v.scheduled_at, policy.minRuntimeSeconds, world.now):
+            return False
+        per_job[job.key] += 1
+        if job.running_workers - per_job[job.key] < job.bounds.min_replicas:
+            return False
+        per_queue[job.queue] += v.requests.get(world.dominant, 0)
+    dom = world.dominant
+    for q, amount in per_queue.items():
+        if q == pg.queue:
+            continue
+        share, mine = world.shares.get(q), world.shares.get(pg.queue)
+        if share is None or mine is None or not share.reclaimable:
+            return False
+        if mine.allocated.get(dom, 0) >= mine.deserved.get(dom, 0):
+            return False
+        if share.allocated.get(dom, 0) - amount < share.deserved.get(dom, 0):
+            return False
+    return True
+
+
+def optimum(world: World, gang_key: str, needed: list[PodView]) -> tuple[int | None, int]:
+    """(size of the smallest admissible victim set that makes ``needed`` fit or None, candidates)."""
+    cands = [p for ps in world.pods_by_group.values() for p in ps if is_candidate_role(p) and p.group_key != gang_key]
+    base = world.future_capacity()
+    for k in range(len(cands) + 1):
+        for subset in combinations(cands, k):
+            if not admissible(world, gang_key, subset):
+                continue
+            cap = base.copy()
+            for v in subset:
+                cap.give(v.node_name, pod_demand(v))
+            if place_all(needed, cap) is not None:
+                return k, len(cands)
+    return None, len(cands)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    rnd = random.Random(args.seed)
+    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64))
+    stats: Counter[str] = Counter()
+    ratios: list[float] = []
+    worst: list[tuple[float, int]] = []
+    t0 = time.perf_counter()
+    for i in range(args.instances):
+        objs = instance(rnd)
+        snap: Snapshot
+        snap, warnings = parse_objects(objs, cfg)
+        assert not [w for w in warnings if "not used" not in w], warnings
+        world = build_world(snap, cfg, NOW)
+        plan = plan_cycle(snap, cfg, NOW)
+        (decision,) = [d for d in plan.starving if d.pod_group == "ns/g"] or [None]
+        if decision is None:
+            stats["not starving (pods not all created?)"] += 1
+            continue
+        pods = {p.key: p for p in snap.pods}
+        needed = [pods[k] for k in decision.needed]
+        best, _ = optimum(world, "ns/g", needed)
+        stats["instances"] += 1
+        ours = len(decision.victims) if decision.decision == "evict" else None
+        if ours is not None and not admissible(world, "ns/g", tuple(pods[k] for k in decision.victims)):
+            stats["BUG: our victims break an admissibility rule"] += 1
+        if best is None:
+            stats["optimum: no set fits"] += 1
+            if ours is not None:
+                stats["BUG: we evict where the optimum says no set fits"] += 1
+        elif best == 0:
+            stats["fits without victims"] += 1
+            if ours is not None:
+                stats["BUG: we evict although it fits"] += 1
+        else:
+            stats["optimum: needs victims"] += 1
+            if ours is None:
+                stats["we wait although a plan exists"] += 1
+                stats[f"  wait reason: {decision.reason.split(';')[0][:60]}"] += 1
+            else:
+                ratios.append(ours / best)
+                stats["we match the optimum" if ours == best else "we evict more than the optimum"] += 1
+                worst.append((ours / best, i))
+                if ours < best:
+                    stats["BUG: fewer than the optimum (admissibility mismatch)"] += 1
+    elapsed = time.perf_counter() - t0
+    print(f"{args.instances} random instances (<= {MAX_CANDIDATES} candidate victims), seed {args.seed}, "
+          f"{elapsed:.1f} s")
+    for k, v in sorted(stats.items(), key=lambda kv: (kv[0].startswith("  "), kv[0])):
+        print(f"  {k:<60} {v}")
+    if ratios:
+        print(f"  our victims / optimum over {len(ratios)} plans: mean {sum(ratios) / len(ratios):.3f} "
+              f"(target <= 1.1), max {max(ratios):.2f}")
+    needs = stats["optimum: needs victims"]
+    if needs:
+        print(f"  wait where a plan exists: {stats['we wait although a plan exists'] / needs:.1%} of instances needing "
+              "victims")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
