@@ -239,7 +239,9 @@ class Planner:
 
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
-                          chosen: set[str]) -> list[PodView] | None:
+                          chosen: set[str], beat: _Score | None = None) -> list[PodView] | None:
+        """The fewest admissible victims on ``node`` that make room for ``pod`` (first in order among
+        equally small sets); None when there are none, or none that could beat the score ``beat``."""
         demand = pod_demand(pod)
         deficit = _deficit(demand, cap.free[node])
         if not deficit:
@@ -251,6 +253,8 @@ class Planner:
         cands.sort(key=self.preference)
         budget = _MAX_COMBINATIONS
         for k in range(1, len(cands) + 1):
+            if beat is not None and (k > beat[0] or (k == beat[0] and self.preference(cands[0]) > beat[1][0])):
+                return None  # more victims, or as many whose first is less preferred: cannot win
             feasible: list[tuple[PodView, ...]] = []
             for subset in combinations(cands, k):
                 budget -= 1
@@ -292,9 +296,9 @@ class Planner:
             cap.take(score[3], pod_demand(pod))
         return victims
 
-    def _score(self, gang: Gang, pod: PodView, name: str, cap: Capacity,
-               chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
-        subset = self._cheapest_on_node(gang, pod, name, cap, chosen)
+    def _score(self, gang: Gang, pod: PodView, name: str, cap: Capacity, chosen: set[str],
+               beat: _Score | None = None) -> tuple[_Score, list[PodView]] | None:
+        subset = self._cheapest_on_node(gang, pod, name, cap, chosen, beat)
         if subset is None:
             return None
         left = add(cap.free[name], _sum_demand(subset))
@@ -346,21 +350,20 @@ class Planner:
                     continue
                 low = self.pref_at_least[self.sizes[i]]
                 order, rank = self.order_at_least[self.sizes[i]]
-                names = {n for n in names if n in low}
             for name in self._ranked(names, order, rank):
                 if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
                     break
                 if not self._may_give(gang, self.kinds[name]) or not node_accepts(cap.nodes[name], pod):
                     continue
-                found = self._score(gang, pod, name, cap, chosen)
+                found = self._score(gang, pod, name, cap, chosen, best[0] if best is not None else None)
                 if found is not None and (best is None or found[0] < best[0]):
                     best = found
         return best
 
     @staticmethod
     def _ranked(names: set[str], order: list[str], rank: dict[str, int]) -> Iterable[str]:
-        if len(names) * 8 < len(order):
-            return sorted(names, key=rank.__getitem__)
+        if len(names) * 8 < len(order):  # (nodes missing from ``rank`` have no large enough candidate)
+            return sorted((n for n in names if n in rank), key=rank.__getitem__)
         return (n for n in order if n in names)
 
     def _scan(self, gang: Gang, pod: PodView, cap: Capacity, chosen: set[str],
