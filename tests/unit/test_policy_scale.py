@@ -1,5 +1,6 @@
 """The indexed victim search on synthetic clusters (bench/_synth.py) decides exactly what the
-exhaustive node scan decides; a small cluster keeps this quick (250 nodes catch the bucket-bound bugs seen while writing the index)."""
+exhaustive node scan decides (250 nodes: enough to catch the bucket-bound bugs met while writing
+the index, small enough to stay quick)."""
 
 from __future__ import annotations
 
