@@ -22,7 +22,8 @@ def cooldown_remaining(pg: PodGroupView | None, policy: QueuePolicy, now: dateti
     if last is None:
         return 0.0
     left = policy.cooldownSeconds - (now - last).total_seconds()
-    return max(0.0, left)
+    # A stamp from a clock ahead of ours (another agent replica) cools for at most cooldownSeconds.
+    return min(float(policy.cooldownSeconds), max(0.0, left))
 
 
 def in_cooldown(pg: PodGroupView | None, policy: QueuePolicy, now: datetime) -> bool:
