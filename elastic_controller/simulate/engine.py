@@ -205,10 +205,15 @@ class Simulator:
         wall = time.perf_counter()
         total = len(self.specs)
         next_report = 0.0
+        work = sum(s.work for s in self.specs)
+        horizon = (max((s.submit for s in self.specs), default=0.0) + 100 * work / self.cluster.total_gpus
+                   + 30 * 86400.0)
         while (self.events or (self.ticks and self.active)) and (self.finished < total or self.active):
             t_ev = self.events[0][0] if self.events else math.inf
             t_tick = self.ticks[0] if self.ticks else math.inf
             now = min(t_ev, t_tick)
+            if now > horizon:
+                break  # a planner that never lets jobs finish: report what finished
             self._advance(now)
             while self.events and self.events[0][0] == now:
                 _, kind, _, obj, version = heapq.heappop(self.events)

@@ -161,3 +161,45 @@ def test_skipping_idle_cycles_changes_nothing() -> None:
     assert fast.cycles_skipped > 0 and every.cycles_skipped == 0
     assert [(j.start, j.finish, j.scale_events) for j in fast.jobs] == [
         (j.start, j.finish, j.scale_events) for j in every.jobs]
+
+
+# --- the engine guards what it applies -----------------------------------------------------------
+
+EVERY_CYCLE = SimSettings(curve=ScalingCurve(1.0), prefilter=False)  # fake planners break its premises
+
+def test_a_plan_evicting_a_master_or_core_pod_is_refused() -> None:
+    from elastic_controller.policy.decisions import CyclePlan, Eviction
+
+    def evict_everything(snapshot, cfg, now):  # type: ignore[no-untyped-def]
+        running = [p for p in snapshot.pods if p.running]
+        return CyclePlan(evictions=tuple(Eviction(p.key, p.node_name, p.group_key, "default", "x", "test")
+                                         for p in running))
+
+    r = simulate([job("a", 0, 2, 2, 4, 8000)], cluster(), ElasticConfig(), "elastic", EVERY_CYCLE,
+                 planner=evict_everything)
+    assert r.evictions == 0 and times(r) == {"a": (0.0, 1000.0)}
+    assert any("role master is never evicted" in d for d in r.rejected_decisions)
+    assert any("role core is never evicted" in d for d in r.rejected_decisions)
+
+
+def test_cooldown_violations_are_counted() -> None:
+    """A planner that ignores cooldowns: grow at once, shrink 5 s later (the next cycle)."""
+    from elastic_controller.policy.decisions import CyclePlan, Eviction, GateRelease
+
+    calls = []
+
+    def flap(snapshot, cfg, now):  # type: ignore[no-untyped-def]
+        calls.append(now)
+        if len(calls) > 2:
+            return CyclePlan()
+        gated = [p for p in snapshot.pods if p.scheduling_gates]
+        if gated:
+            return CyclePlan(gate_releases=(GateRelease(gated[0].key, "ns/a", "n-00", "default", "t"),))
+        elastic = [p for p in snapshot.pods if p.running and p.role.value == "elastic"]
+        return CyclePlan(evictions=tuple(Eviction(p.key, p.node_name, "ns/a", "default", "x", "t")
+                                         for p in elastic))
+
+    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), ElasticConfig(), "elastic", EVERY_CYCLE,
+                 planner=flap)
+    assert r.cooldown_violations == 1
+    assert r.jobs[0].scale_events == ((0.0, "up"), (5.0, "down"))
