@@ -359,7 +359,22 @@ def parse_objects(
     pcs: dict[str, int] = {}
     ns_queues: dict[str, str] = {}
     warnings: list[str] = []
+    # The same object in several dumps (--from a.json --from b.json) counts once: the last copy wins.
+    items = list(items)
+    last: dict[tuple[object, object, object], int] = {}
     for i, obj in enumerate(items):
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            last[(obj.get("kind"), meta.get("namespace"), meta["name"])] = i
+    for i, obj in enumerate(items):
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            j = last[(obj.get("kind"), meta.get("namespace"), meta["name"])]
+            if j != i:
+                if items[j] != obj:
+                    warnings.append(f"item {i}: {obj.get('kind')} {_display_name(obj)} appears again as item {j}, "
+                                    "which is used")
+                continue
         if not isinstance(obj, Mapping):
             warnings.append(f"item {i}: not an object, skipped")
             continue

@@ -223,3 +223,9 @@ def test_malformed_objects_are_skipped_not_fatal(capsys: pytest.CaptureFixture[s
     assert code == 0, err
     json.loads(out)
     assert all(line.startswith("warning: ") for line in err.strip().splitlines() if line)
+
+
+def test_overlapping_dumps_count_each_object_once(capsys: pytest.CaptureFixture[str], snapshot: str) -> None:
+    _, one, _ = run(capsys, "--from", snapshot, "--now", ts(NOW), "-o", "json")
+    code, twice, err = run(capsys, "--from", snapshot, "--from", snapshot, "--now", ts(NOW), "-o", "json")
+    assert code == 0 and err == "" and json.loads(twice) == json.loads(one)

@@ -170,3 +170,20 @@ def test_parse_errors_are_value_errors() -> None:
         parse_pod({"metadata": {"name": "p"}, "spec": {"containers": "x"}})
     with pytest.raises(ValueError):
         parse_job({"metadata": {"name": "j"}, "spec": {"runPolicy": "x"}})
+
+
+def test_duplicates_count_once() -> None:
+    objs = [node("n"), pod("ns", "p", node_name="n"), podgroup("ns", "g", 1)]
+    snap, warnings = parse_objects([*objs, *objs])
+    assert (len(snap.nodes), len(snap.pods), len(snap.podgroups)) == (1, 1, 1) and warnings == []
+
+
+def test_differing_duplicate_last_wins_with_warning() -> None:
+    snap, warnings = parse_objects([pod("ns", "p"), pod("ns", "p", node_name="n")])
+    assert len(snap.pods) == 1 and snap.pods[0].node_name == "n"
+    assert len(warnings) == 1 and "ns/p" in warnings[0]
+
+
+def test_same_name_other_namespace_or_kind_is_not_a_duplicate() -> None:
+    snap, _ = parse_objects([pod("a", "p"), pod("b", "p"), podgroup("a", "p", 1)])
+    assert len(snap.pods) == 2 and len(snap.podgroups) == 1
