@@ -65,7 +65,8 @@ class Planner:
                     self.candidates_by_node.setdefault(pod.node_name, []).append(pod)
                     self.candidates_by_job.setdefault(job_id(pod), []).append(pod)
         # Search index: nodes holding candidates are tagged with their profile: the sizes (dominant
-        # resource) of the candidates that may ever be victims this cycle (old enough, job known),
+        # resource) of the candidates that may still be victims this cycle (old enough, job known, not
+        # taken yet: re-tagged as plans commit),
         # largest first as prefix sums, and the (queue, job priority, cooling) of their jobs. A node's
         # fewest possible victims for a gang is bounded from its profile without looking at its pods.
         # Nodes are also ranked by their most preferred candidate, a lower bound of the first key of
@@ -74,30 +75,15 @@ class Planner:
         tags: dict[str, int] = {}
         self.profiles: list[tuple[int, ...]] = []
         profile_ids: dict[tuple[int, ...], int] = {}
+        self._profile_ids = profile_ids
         self.kinds: dict[str, frozenset[tuple[str, int, bool]]] = {}
         self._kinds_ok: dict[frozenset[tuple[str, int, bool]], bool] = {}  # for the gang being planned
         self.start_pref: dict[str, tuple[float, int, int, str]] = {}
         for node, pods in self.candidates_by_node.items():
             self.start_pref[node] = min(self.preference(p) for p in pods)
-            sizes: list[int] = []
-            kinds: set[tuple[str, int, bool]] = set()
-            for p in pods:
-                job = world.jobs.get(job_id(p))
-                if job is None or job.bounds is None:
-                    continue
-                policy = world.policy(job.queue)
-                if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, world.now):
-                    continue
-                sizes.append(p.requests.get(dom, 0))
-                kinds.add((job.queue, job.priority, job.cooling and not policy.preemptDuringCooldown))
-            if not sizes:
-                continue
-            profile = tuple(itertools.accumulate(sorted(sizes, reverse=True)))
-            self.kinds[node] = frozenset(kinds)
-            if profile not in profile_ids:
-                profile_ids[profile] = len(self.profiles)
-                self.profiles.append(profile)
-            tags[node] = 1 + profile_ids[profile]
+            tag = self._profile_tag(node, profile_ids)
+            if tag:
+                tags[node] = tag
         self.node_order = sorted(self.start_pref, key=self.start_pref.__getitem__)
         self.rank = {n: i for i, n in enumerate(self.node_order)}
         # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
@@ -140,6 +126,29 @@ class Planner:
                              if p.key not in keys and self.w.jobs[job_id(p)].queue == job.queue)]
         after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in leaving)
         return after >= share.deserved.get(dom, 0)
+
+    def _profile_tag(self, node: str, profile_ids: dict[tuple[int, ...], int]) -> int:
+        """The search tag of ``node`` from its candidates not yet taken (0: none may be a victim)."""
+        w = self.w
+        sizes: list[int] = []
+        kinds: set[tuple[str, int, bool]] = set()
+        for p in self.candidates_by_node.get(node, ()):
+            job = w.jobs.get(job_id(p))
+            if p.key in self.taken or job is None or job.bounds is None:
+                continue
+            policy = w.policy(job.queue)
+            if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, w.now):
+                continue
+            sizes.append(p.requests.get(w.dominant, 0))
+            kinds.add((job.queue, job.priority, job.cooling and not policy.preemptDuringCooldown))
+        if not sizes:
+            return 0
+        profile = tuple(itertools.accumulate(sorted(sizes, reverse=True)))
+        self.kinds[node] = frozenset(kinds)
+        if profile not in profile_ids:
+            profile_ids[profile] = len(self.profiles)
+            self.profiles.append(profile)
+        return 1 + profile_ids[profile]
 
     def _may_give(self, gang: Gang, kinds: frozenset[tuple[str, int, bool]]) -> bool:
         """Whether a node whose candidates' jobs are ``kinds`` may hold a victim for ``gang``
@@ -505,6 +514,8 @@ class Planner:
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
             evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))
         self.alloc[gang.queue] = add(self.alloc.get(gang.queue, {}), _sum_requests(gang.needed))
+        for node in {v.node_name for v in victims}:  # their nodes have fewer candidates left
+            self.capacity.set_tag(node, self._profile_tag(node, self._profile_ids))
         decision = GangDecision(
             gang.key, gang.queue, "evict",
             f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit",

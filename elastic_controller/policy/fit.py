@@ -59,6 +59,7 @@ class Capacity:
     index: dict[tuple[int, int], set[str]] | None = None
     tags: dict[str, int] | None = None
     owned_buckets: set[tuple[int, int]] = field(default_factory=set)  # index sets this copy may change
+    owned_tags: bool = False  # whether ``tags`` is this copy's own map
 
     @classmethod
     def empty(cls, nodes: Iterable[NodeView]) -> Capacity:
@@ -73,11 +74,32 @@ class Capacity:
     def copy(self) -> Capacity:
         self.owned = set()  # both copies now share every node's dict (and index set) until they write
         self.owned_buckets = set()
+        self.owned_tags = False
         return Capacity(self.nodes, dict(self.free), set(), dict(self.gpu_index()), self.tags)
 
     def retag(self, tags: dict[str, int]) -> None:
         self.tags = tags
+        self.owned_tags = False
         self.index = None
+
+    def set_tag(self, node: str, tag: int) -> None:
+        """Change one node's tag (the tag map is shared with copies until changed)."""
+        old = (self.tags or {}).get(node, 0)
+        if old == tag or node not in self.free:
+            return
+        if not self.owned_tags:
+            self.tags = dict(self.tags or {})
+            self.owned_tags = True
+        assert self.tags is not None
+        self.tags[node] = tag
+        if self.index is not None:
+            free = self.free[node].get(GPU, 0)
+            if (free, old) in self.index:
+                bucket = self._bucket((free, old))
+                bucket.discard(node)
+                if not bucket:
+                    del self.index[(free, old)]
+            self._bucket((free, tag)).add(node)
 
     def gpu_index(self) -> dict[tuple[int, int], set[str]]:
         """(free GPUs, tag) -> nodes (built on first use, then kept up to date)."""
