@@ -13,7 +13,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from ..policy import keys
@@ -22,7 +22,7 @@ from ..policy.keys import Role
 from ..policy.model import NodeView, PodGroupView, PodView, QueueView, Snapshot
 from ..policy.parse import format_time
 from ..policy.roles import plan_role, task_priority
-from ..policy.settings import ElasticConfig
+from ..policy.settings import ElasticConfig, QueuePolicy
 from .cluster import ClusterSpec
 from .nodes import NodeTable
 from .scaling import ScalingCurve
@@ -42,6 +42,23 @@ _ARRIVAL, _GRACE_END, _COMPLETE = 0, 1, 2
 
 class SimulationError(RuntimeError):
     pass
+
+
+def batched_config(cfg: ElasticConfig, cycle_seconds: float) -> ElasticConfig:
+    """The config one simulated cycle plans with when it stands for several agent cycles.
+
+    With a cycle grid N times the agent's interval, the per-cycle caps (maxScaleUpPerCycle,
+    maxEvictionsPerCycle) are multiplied by N so that batching does not throttle the agent.
+    """
+    factor = int(cycle_seconds // cfg.agent.intervalSeconds)
+    if factor <= 1:
+        return cfg
+
+    def scaled(q: QueuePolicy) -> QueuePolicy:
+        return replace(q, maxScaleUpPerCycle=q.maxScaleUpPerCycle * factor,
+                       maxEvictionsPerCycle=q.maxEvictionsPerCycle * factor)
+
+    return replace(cfg, defaults=scaled(cfg.defaults), queues={k: scaled(v) for k, v in cfg.queues.items()})
 
 
 def default_planner() -> Planner:
@@ -131,6 +148,7 @@ class Simulator:
         self.progress = progress
         self.gate = cfg.gating.gateName
         self.interval = float(self.settings.cycle_seconds or cfg.agent.intervalSeconds)
+        self.plan_cfg = batched_config(cfg, self.interval)
         self.nodes = NodeTable(cluster)
         self.alloc = Allocator(self, cluster)
         self.now = 0.0
@@ -393,7 +411,7 @@ class Simulator:
         assert self.planner is not None
         snapshot = self.snapshot()
         started = time.perf_counter()
-        plan = self.planner(snapshot, self.cfg, self.dt(now))
+        plan = self.planner(snapshot, self.plan_cfg, self.dt(now))
         self.plan_seconds += time.perf_counter() - started
         self.plan_calls += 1
         acted = self._apply(plan, now)

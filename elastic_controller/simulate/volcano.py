@@ -38,6 +38,7 @@ class Allocator:
         self.cands: dict[str, list[tuple[tuple[int, float, int], int]]] = {q: [] for q in self.queues}
         self.in_cands: set[int] = set()
         self.waiting: dict[int, SimJob] = {}
+        self.des: dict[str, float] = {}
         self.gen = 0  # bumped whenever capacity frees up
         self.dirty = False
 
@@ -115,6 +116,7 @@ class Allocator:
             return
         self.dirty = False
         des = self.deserved()
+        self.des = des
         ptr = dict.fromkeys(self.queues, 0)
         done: list[SimJob] = []
         jobs = self.sim.jobs
@@ -147,6 +149,10 @@ class Allocator:
         spec = job.spec
         g, cpu, mem = spec.gpus, job.requests["cpu"], job.requests["memory"]
         nodes = self.nodes
+        headroom = self.des[job.queue] - self.allocated[job.queue] + 1e-6  # proportion's AllocatableFn
+        if not job.started and job.min_member * g > headroom:
+            self._unschedulable(job, None, now, capacity=False)
+            return False
         if not job.started and (job.min_member * g > nodes.free_gpus or nodes.slots(g) < job.min_member):
             self._unschedulable(job, None, now)
             return False
@@ -166,8 +172,11 @@ class Allocator:
             self.waiting.pop(job.id, None)
             pending = pending[len(chosen):]
             changed = True
-        left = False
+        left = room_fail = False
         for pod in pending:
+            if self.allocated[job.queue] + g > self.des[job.queue] + 1e-6:
+                left = room_fail = True  # its queue has no room left (retried next pass)
+                continue
             node = pod.pin if pod.pin >= 0 and nodes.fits(pod.pin, g, cpu, mem) else nodes.best_fit(g, cpu, mem)
             if node < 0:
                 left = True
@@ -179,8 +188,8 @@ class Allocator:
             changed = True
         if changed:
             self.sim.workers_changed(job, now)
-        if left:
-            job.fail_gen = self.gen
+        if left and not room_fail:
+            job.fail_gen = self.gen  # retried once capacity frees up
         return not left
 
     def _fit_gang(self, need: int, g: int, cpu: int, mem: int) -> list[int] | None:
@@ -200,8 +209,10 @@ class Allocator:
         self.sim.place_pod(pod, node)
         self.allocated[pod.job.queue] += pod.job.spec.gpus
 
-    def _unschedulable(self, job: SimJob, pending: list[SimPod] | None, now: float) -> None:
-        job.fail_gen = self.gen
+    def _unschedulable(self, job: SimJob, pending: list[SimPod] | None, now: float,
+                       capacity: bool = True) -> None:
+        if capacity:
+            job.fail_gen = self.gen  # retried once capacity frees up
         if job.marked:
             return
         job.marked = True
