@@ -102,6 +102,7 @@ class Planner:
             self.order_at_least[size] = (order, {n: i for i, n in enumerate(order)})
         self.capacity.retag(tags)
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
+        self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
         self._exclusion_cache: dict[tuple[int, str, int], dict[str, int]] = {}
@@ -275,6 +276,7 @@ class Planner:
                 best: tuple[PodView, ...] = min(feasible, key=self.order_key)
                 return list(best)
             if budget < 0:
+                self.used_greedy = True
                 return self._greedy(gang, deficit, cands)
         return None
 
@@ -476,6 +478,7 @@ class Planner:
 
         cap = self.capacity.copy()
         self._kinds_ok = {}
+        self.used_greedy = False
         self._job_verdicts = {}
         self._share_refusals = set()
         victims = self._assign(gang, cap)
@@ -488,7 +491,10 @@ class Planner:
             need = format_resources(_sum_requests(gang.needed))
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit; candidates excluded: {excluded}")
-        victims = self._minimize(gang, victims)
+        if len(gang.needed) > 1 or self.used_greedy:
+            # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
+            # its node do not make room, and no other node lost any.
+            victims = self._minimize(gang, victims)
         victims.sort(key=self.preference)
         left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
         if len(victims) > left:
