@@ -79,27 +79,25 @@ class Planner:
         self.kinds: dict[str, frozenset[tuple[str, int, bool]]] = {}
         self._kinds_ok: dict[frozenset[tuple[str, int, bool]], bool] = {}  # for the gang being planned
         self.start_pref: dict[str, tuple[float, int, int, str]] = {}
+        self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
+        self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         for node, pods in self.candidates_by_node.items():
             self.start_pref[node] = min(self.preference(p) for p in pods)
             tag = self._profile_tag(node, profile_ids)
             if tag:
                 tags[node] = tag
-        self.node_order = sorted(self.start_pref, key=self.start_pref.__getitem__)
-        self.rank = {n: i for i, n in enumerate(self.node_order)}
+                self.tag_members.setdefault(tag, []).append(node)
         # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
         # also ranked, per candidate size, by their most preferred candidate at least that large.
         self.sizes = sorted({p.requests.get(dom, 0) for ps in self.candidates_by_node.values() for p in ps})
         self.pref_at_least: dict[int, dict[str, tuple[float, int, int, str]]] = {}
-        self.order_at_least: dict[int, tuple[list[str], dict[str, int]]] = {}
         for size in self.sizes:
             best_pref = {}
             for node, pods in self.candidates_by_node.items():
                 prefs = [self.preference(p) for p in pods if p.requests.get(dom, 0) >= size]
                 if prefs:
                     best_pref[node] = min(prefs)
-            order = sorted(best_pref, key=best_pref.__getitem__)
             self.pref_at_least[size] = best_pref
-            self.order_at_least[size] = (order, {n: i for i, n in enumerate(order)})
         self.capacity.retag(tags)
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
         self.used_greedy = False  # the combination budget ran out while planning this gang
@@ -337,7 +335,7 @@ class Planner:
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
-        buckets: list[tuple[int, int, set[str]]] = []
+        buckets: list[tuple[int, int, int, set[str]]] = []
         for (free, tag), names in index.items():
             if tag == 0:
                 continue  # no candidate on these nodes may be a victim this cycle
@@ -348,20 +346,20 @@ class Planner:
                 bound = bisect.bisect_left(prefix, gpus - free) + 1
                 if bound > len(prefix):
                     continue  # not even every candidate there would free enough GPUs
-            buckets.append((bound, free, names))
-        buckets.sort(key=lambda b: (b[0], b[1]))
+            buckets.append((bound, free, tag, names))
+        buckets.sort(key=lambda b: (b[0], b[1], b[2]))
         best: tuple[_Score, list[PodView]] | None = None
-        for bound, free, names in buckets:
+        for bound, free, tag, names in buckets:
             if best is not None and bound > best[0][0]:
                 break
-            low, order, rank = self.start_pref, self.node_order, self.rank
+            size, low = 0, self.start_pref
             if bound == 1 and free < gpus:
                 i = bisect.bisect_left(self.sizes, gpus - free)
                 if i == len(self.sizes):
                     continue
-                low = self.pref_at_least[self.sizes[i]]
-                order, rank = self.order_at_least[self.sizes[i]]
-            for name in self._ranked(names, order, rank):
+                size = self.sizes[i]
+                low = self.pref_at_least[size]
+            for name in self._ranked(names, tag, size, low):
                 if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
                     break
                 if not self._may_give(gang, self.kinds[name]) or not node_accepts(cap.nodes[name], pod):
@@ -371,10 +369,17 @@ class Planner:
                     best = found
         return best
 
-    @staticmethod
-    def _ranked(names: set[str], order: list[str], rank: dict[str, int]) -> Iterable[str]:
-        if len(names) * 8 < len(order):  # (nodes missing from ``rank`` have no large enough candidate)
-            return sorted((n for n in names if n in rank), key=rank.__getitem__)
+    def _ranked(self, names: set[str], tag: int, size: int,
+                low: dict[str, tuple[float, int, int, str]]) -> Iterable[str]:
+        """``names`` (nodes of one tag) by ``low``, most preferred first; nodes missing from ``low``
+        have no large enough candidate. Each tag keeps its members sorted, so a large bucket is walked
+        from its best node without sorting it."""
+        order = self._tag_orders.get((tag, size))
+        if order is None:
+            members = dict.fromkeys(n for n in self.tag_members.get(tag, ()) if n in low)
+            order = self._tag_orders[(tag, size)] = sorted(members, key=low.__getitem__)
+        if len(names) * 8 < len(order):
+            return sorted((n for n in names if n in low), key=low.__getitem__)
         return (n for n in order if n in names)
 
     def _scan(self, gang: Gang, pod: PodView, cap: Capacity, chosen: set[str],
@@ -467,8 +472,8 @@ class Planner:
             return wait(f"{len(gang.releasing_for)} worker(s) evicted for it are still terminating; "
                         "no new victims until they are gone")
         if placement is not None:
-            strict = w.free_now.copy()
-            fits_now = place_all(gang.needed, strict) is not None
+            # Without terminating pods, capacity now is capacity then (only the reason differs).
+            fits_now = not w.releasing or place_all(gang.needed, w.free_now.copy()) is not None
             self.capacity = trial  # promise the room to this gang
             if fits_now:
                 return wait("its min set fits on free capacity now; waiting for the scheduler to place it")
@@ -520,8 +525,13 @@ class Planner:
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
             evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))
         self.alloc[gang.queue] = add(self.alloc.get(gang.queue, {}), _sum_requests(gang.needed))
-        for node in {v.node_name for v in victims}:  # their nodes have fewer candidates left
-            self.capacity.set_tag(node, self._profile_tag(node, self._profile_ids))
+        for node in sorted({v.node_name for v in victims}):  # their nodes have fewer candidates left
+            tag = self._profile_tag(node, self._profile_ids)
+            self.capacity.set_tag(node, tag)
+            if tag:
+                self.tag_members.setdefault(tag, []).append(node)
+                for key in [k for k in self._tag_orders if k[0] == tag]:
+                    del self._tag_orders[key]
         decision = GangDecision(
             gang.key, gang.queue, "evict",
             f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit",
