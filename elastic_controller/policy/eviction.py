@@ -81,8 +81,11 @@ class Planner:
         self.start_pref: dict[str, tuple[float, int, int, str]] = {}
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
+        job_key = {jid: (-job.fulfillment(), job.priority) for jid, job in world.jobs.items()}
+        pref = {p.key: (*job_key[job_id(p)], -p.replica_index, p.uid)  # = self.preference(p), at the start
+                for pods in self.candidates_by_node.values() for p in pods}
         for node, pods in self.candidates_by_node.items():
-            self.start_pref[node] = min(self.preference(p) for p in pods)
+            self.start_pref[node] = min(pref[p.key] for p in pods)
             tag = self._profile_tag(node, profile_ids)
             if tag:
                 tags[node] = tag
@@ -94,7 +97,7 @@ class Planner:
         for size in self.sizes:
             best_pref = {}
             for node, pods in self.candidates_by_node.items():
-                prefs = [self.preference(p) for p in pods if p.requests.get(dom, 0) >= size]
+                prefs = [pref[p.key] for p in pods if p.requests.get(dom, 0) >= size]
                 if prefs:
                     best_pref[node] = min(prefs)
             self.pref_at_least[size] = best_pref

@@ -19,10 +19,15 @@ from .world import Gang, World, job_id
 def blocking_gangs(world: World) -> list[Gang]:
     """Waiting gangs that would fit if every running elastic worker were gone."""
     cap = world.future_capacity()
+    freed: dict[str, dict[str, int]] = {}  # summed per node first: one update per node, not per pod
     for pods in world.pods_by_group.values():
         for pod in pods:
             if pod.role is Role.ELASTIC and pod.holds_resources and not pod.deleting:
-                cap.give(pod.node_name, pod_demand(pod))
+                acc = freed.setdefault(pod.node_name, {})
+                for k, v in pod_demand(pod).items():
+                    acc[k] = acc.get(k, 0) + v
+    for node, demand in freed.items():
+        cap.give(node, demand)
     # Gangs whose needed pods look alike (requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
     out = []

@@ -11,6 +11,7 @@ from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, PodGroupView, PodView, Snapshot
+from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
 from .shares import QueueShare, dominant_resource, plan_shares
 
@@ -111,11 +112,18 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
 
     cap = Capacity.empty(sorted(snapshot.nodes, key=lambda n: n.name))
     releasing: dict[str, list[PodView]] = {}
+    used: dict[str, Resources] = {}  # summed per node first: one update per node, not per pod
     for pod in pods:
         if pod.holds_resources:
-            cap.take(pod.node_name, pod_demand(pod))
+            acc = used.setdefault(pod.node_name, {})
+            for k, v in pod.requests.items():
+                if v > 0:
+                    acc[k] = acc.get(k, 0) + v
+            acc["pods"] = acc.get("pods", 0) + 1
             if pod.deleting:
                 releasing.setdefault(pod.node_name, []).append(pod)
+    for node_name, demand in used.items():
+        cap.take(node_name, demand)
 
     jobs: dict[str, JobState] = {}
     for pod in pods:
