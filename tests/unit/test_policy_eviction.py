@@ -479,3 +479,17 @@ def test_every_decision_has_a_reason() -> None:
     assert len(plan.starving) == 3
     assert all(d.reason for d in plan.starving) and all(e.reason for e in plan.evictions)
     assert {d.decision for d in plan.starving} == {"evict", "wait"}
+
+
+def test_gang_queue_reaching_its_share_stops_reclaiming() -> None:
+    # 16 GPUs; queue b's elastic job holds them all. Queue a asks for 3 x 4 GPUs: deserved a = b = 8. The
+    # first two gangs take a to its share; the third may not reclaim from b any more.
+    objs = [node("n0"), node("n1"), queue("a"), queue("b"),
+            *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"], queue="b"),
+            *gang("ns", "g1", members=1, gpus=4, queue="a", waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=4, queue="a", waiting_since=ago(800)),
+            *gang("ns", "g3", members=1, gpus=4, queue="a", waiting_since=ago(700))]
+    plan = plan_of(*objs)
+    assert [decision(plan, f"ns/g{i}")[0] for i in (1, 2, 3)] == ["evict", "evict", "wait"]
+    assert "queue share" in decision(plan, "ns/g3")[1]
+    assert len(plan.evictions) == 8
