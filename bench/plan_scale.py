@@ -42,6 +42,15 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+def calibrate() -> float:
+    """CPU seconds of a fixed pure-Python loop: compare runs on machines (or moments) of different load."""
+    c0 = time.process_time()
+    acc: dict[int, int] = {}
+    for i in range(2_000_000):
+        acc[i & 1023] = acc.get(i & 1023, 0) + i
+    return time.process_time() - c0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="200,2000,5000")
@@ -53,7 +62,7 @@ def main() -> int:
     cfg = ElasticConfig()
     results: dict[int, tuple[float, float, int]] = {}
     print(f"machine load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cpus "
-          "(wall times suffer; cpu = process time)")
+          f"(wall times suffer; cpu = process time); calibration loop {calibrate():.3f} cpu s")
     print(f"{'nodes':>6} {'pods':>7} {'p50 s':>8} {'p99 s':>8} {'cpu p50':>8} {'cpu p99':>8} {'max RSS MiB':>12}  "
           "decisions")
     for n in sizes:
