@@ -377,7 +377,12 @@ class Box:
                          f"(stop it with hack/local-down.sh --name {self.opts.name})")
             else:
                 self.say("start failed; stopping everything that was started")
+                kept = self._keep_logs()
                 self.down(quiet=True)
+                if kept is not None:
+                    self.say(f"the logs of the failed start are kept in {kept}")
+                    e = BoxError(str(e).replace(str(self.logs_dir), str(kept)))
+                    raise e from None
             if isinstance(e, (BoxError, KeyboardInterrupt)):
                 raise
             raise BoxError(f"box start failed: {e}") from e
@@ -386,6 +391,19 @@ class Box:
         self._save()
         self.say(f"box {self.opts.name!r} is up in {time.monotonic() - t0:.1f}s: {self.server}")
         return self.kubeconfig
+
+    def _keep_logs(self) -> Path | None:
+        """Move the logs of a failed start out of the box dir (which down() removes)."""
+        if not self.logs_dir.is_dir():
+            return None
+        dst = paths.boxes_dir() / ".failed-logs" / self.opts.name
+        shutil.rmtree(dst, ignore_errors=True)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.move(str(self.logs_dir), str(dst))
+        except OSError:
+            return None
+        return dst
 
     def _crd_files(self) -> list[Path]:
         d = paths.crd_dir()
