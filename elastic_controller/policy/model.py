@@ -88,14 +88,21 @@ class PodView:
     task_priority: int = 0
     annotations: dict[str, str] = field(default_factory=dict)
     preempted_by_scheduler: bool = False
+    # ``key`` and ``group_key`` are read on every planning step: computed once.
+    _key: str = field(default="", init=False, repr=False, compare=False)
+    _group_key: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "_group_key", f"{self.namespace}/{self.group}" if self.group else "")
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return self._key
 
     @property
     def group_key(self) -> str:
-        return f"{self.namespace}/{self.group}" if self.group else ""
+        return self._group_key
 
     @property
     def job_key(self) -> str:
