@@ -223,9 +223,13 @@ def test_elastic_job_makes_room_and_grows_back_after_cooldown(kc: KubeClient, bo
         t0 = sc.start_b()
         wait_until("B's gang runs", lambda: sc.obs.b_running_at is not None, COOLDOWN + 120)
         took = (sc.obs.b_running_at or 0) - t0
-        evicted = sc.events("EvictedForGang")
+        # Events are written right after each eviction; under load they may trail B's start a little.
+        evicted = wait_until("2 EvictedForGang events", lambda: (ev := sc.events("EvictedForGang")) and
+                             len(ev) >= 2 and ev, 30)
         names = sorted(e["involvedObject"]["name"] for e in evicted)
         assert len(evicted) == 2, names  # 2 elastic 4-GPU workers make room for 2 x 4 GPUs
+        wait_until("the victims gone", lambda: len(sc.obs.a_deleted) >= 2, 30)
+        assert sorted(sc.obs.a_deleted) == names  # and nothing else of A went away
         assert all(int(n.rsplit("-", 1)[1]) >= 2 for n in names), names  # elastic only
         assert sc.obs.a_running_min >= 2  # never below min
         assert len(sc.obs.master_uids) == 1  # worker-0 (the master) never evicted or restarted
