@@ -246,6 +246,11 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
         assert running + added[pg.key] <= p.bounds.max_replicas
     for q, n in per_queue.items():
         assert n <= cfg.queue_policy(q).maxScaleUpPerCycle
+    # Within a job, gates are lifted lowest index first.
+    by_job: dict[str, list[int]] = {}
+    for r in plan.gate_releases:
+        by_job.setdefault(r.job, []).append(pods[r.pod].replica_index)
+    assert all(idx == sorted(idx) for idx in by_job.values())
 
 
 @given(clusters(), st.randoms(use_true_random=False))
