@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     health = Health(caches, stale_after=max(60.0, 6 * cfg.agent.intervalSeconds))
     server = serve_http(args.http_address, args.http_port, health, metrics) if args.http_port else None
     caches.start()
-    identity = args.identity or f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     log.info("starting", extra={"identity": identity, "lease": f"{args.lease_namespace}/{args.lease_name}",
                                 "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)"})
     agent_thread: list[threading.Thread] = []
