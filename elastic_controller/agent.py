@@ -151,6 +151,10 @@ class Agent:
         self.last_report: CycleReport | None = None
         self.heartbeat = time.monotonic()
         self._wake = threading.Event()
+        # Volcano deletes the pods it preempts right after marking them: remember them from the
+        # watch events (group ns/name -> (condition time, pod ns/name)) so no cycle misses one.
+        self._preempted: dict[str, tuple[datetime, list[str]]] = {}
+        self._preempted_lock = threading.Lock()
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
@@ -468,15 +472,18 @@ class Agent:
         their job's PodGroup gets a cooldown stamp at the condition's time. Returns the pods newly counted."""
         seen: dict[str, list[str]] = {}
         latest: dict[str, datetime] = {}
+        with self._preempted_lock:
+            pending, self._preempted = self._preempted, {}
+        for group, (at, pods) in pending.items():
+            latest[group] = at
+            seen[group] = list(pods)
         for view in snapshot.pods:
             if not view.preempted_by_scheduler or not view.group_key:
                 continue
-            seen.setdefault(view.group_key, []).append(view.key)
             raw = self.store.get(PODS, view.name, view.namespace) or {}
-            at = now
-            for cond in (raw.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == "DisruptionTarget" and cond.get("reason") == "PreemptionByScheduler":
-                    at = parse_time(cond.get("lastTransitionTime")) or now
+            at = preemption_time(raw) or now
+            if view.key not in seen.get(view.group_key, []):
+                seen.setdefault(view.group_key, []).append(view.key)
             if view.group_key not in latest or at > latest[view.group_key]:
                 latest[view.group_key] = at
         if self.dry_run:
@@ -495,6 +502,8 @@ class Agent:
                                                          "(counted as a scale event)"})
             except KubeError as exc:
                 log.warning("scheduler preemption not stamped", extra={"job": key, "error": str(exc)})
+                with self._preempted_lock:
+                    self._preempted.setdefault(key, (at, seen.get(key, [])))  # next cycle tries again
                 continue
             stamped.append(key)
             pg = self.store.get(PODGROUPS, _split(key)[1], _split(key)[0]) or {}
@@ -507,7 +516,19 @@ class Agent:
 
     # ------------------------------------------------------------------ the loop
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
-        """Wake the loop early for changes that can start or end a wait."""
+        """Wake the loop early for changes that can start or end a wait; note Volcano's preemptions."""
+        if res is PODS and kind != "ADDED":
+            at = preemption_time(obj)
+            meta = obj.get("metadata") or {}
+            group = (meta.get("annotations") or {}).get(keys.GROUP_NAME) or \
+                (meta.get("labels") or {}).get(keys.GROUP_NAME)
+            if at is not None and group:
+                key = f"{meta.get('namespace')}/{group}"
+                with self._preempted_lock:
+                    prev = self._preempted.get(key)
+                    pods = (prev[1] if prev else []) + [_key(obj)]
+                    self._preempted[key] = (max(at, prev[0]) if prev else at, sorted(set(pods)))
+                self._wake.set()
         if res is PODS:
             if kind == "DELETED" or not (obj.get("spec") or {}).get("nodeName"):
                 self._wake.set()
@@ -532,6 +553,16 @@ class Agent:
             deadline = time.monotonic() + interval
             while not stop.is_set() and not self._wake.is_set() and time.monotonic() < deadline:
                 self._wake.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def preemption_time(pod: dict[str, Any]) -> datetime | None:
+    """When Volcano marked ``pod`` for preemption (condition DisruptionTarget, reason
+    PreemptionByScheduler), else None."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "DisruptionTarget" and cond.get("reason") == "PreemptionByScheduler" and \
+                cond.get("status", "True") == "True":
+            return parse_time(cond.get("lastTransitionTime")) or datetime.now(UTC)
+    return None
 
 
 def lift_gate(api: KubeAPI, pod_key: str, gate: str) -> dict[str, Any] | None:

@@ -239,3 +239,18 @@ def test_pdb_error_type_is_ours() -> None:
     kube.pdb_blocked.add("team-a/a-worker-4")
     with pytest.raises(TooManyRequestsError):
         kube.evict("team-a", "a-worker-4", dry_run=True)
+
+
+def test_a_preempted_pod_already_gone_still_counts() -> None:
+    objs = b.items(b.node("n1"), b.queue("default"),
+                   b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"]))
+    kube, agent = make(objs)
+    p = kube.get(PODS, "j-worker-3", "ns")
+    at = b.ago(10)
+    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                      "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(at)})
+    kube.delete(PODS, "j-worker-3", "ns")
+    kube.finish_terminations()
+    agent.on_event(PODS, "DELETED", p)  # the watch saw it on its way out
+    assert agent.run_cycle().preemptions == ["ns/j-worker-3"]
+    assert kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][LAST] == b.ts(at)
