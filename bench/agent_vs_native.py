@@ -29,7 +29,7 @@ from hack.localbox import Box, BoxOptions  # noqa: E402
 from tests.e2e.test_elastic_scaling import COOLDOWN, Scenario, config_text, start_stack  # noqa: E402
 
 
-def one_run(mode: str, window: float, native_conf: str = "native") -> dict[str, Any]:
+def one_run(mode: str, window: float, native_conf: str = "native", agent_on_native: bool = False) -> dict[str, Any]:
     box = Box(BoxOptions(name=f"bench-{mode}", profile="full", volcano_conf="ours" if mode == "agent" else native_conf,
                          quiet=True))
     box.up()
@@ -45,7 +45,7 @@ def one_run(mode: str, window: float, native_conf: str = "native") -> dict[str, 
         def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> Any:
             return box.spawn(name, argv, env)
 
-        start_stack(kc, box, spawn, str(box.kubeconfig), cfg, cert, ns, agent=mode == "agent")
+        start_stack(kc, box, spawn, str(box.kubeconfig), cfg, cert, ns, agent=mode == "agent" or agent_on_native)
         sc = Scenario(kc, ns, tag=mode)
         sc.queues()
         sc.fill_with_a(8, timeout=300)
@@ -60,7 +60,10 @@ def one_run(mode: str, window: float, native_conf: str = "native") -> dict[str, 
         sc.stop()
         deleted = sc.obs.a_deleted
         core = [n for n in deleted if int(n.rsplit("-", 1)[1]) < 2]
+        ann = sc.annotations("a")
         return {
+            "agentRunning": mode == "agent" or agent_on_native,
+            "aLastDecision": ann.get("volcano-elastic.io/last-decision", ""),
             "mode": mode, "volcanoConf": "ours" if mode == "agent" else native_conf,
             "bGangRunsAfterSeconds": b_after, "evictionsOfA": len(deleted),
             "evictionsOfMasterOrCore": len(core), "restartsOfA": len(deleted),
@@ -78,8 +81,11 @@ def main() -> int:
     ap.add_argument("--only", choices=("agent", "native"))
     ap.add_argument("--native-conf", default="native",
                     help="Volcano conf of the native run: native (hack/) or a path, e.g. one without overcommit")
+    ap.add_argument("--native-with-agent", action="store_true",
+                    help="also run our agent (gating off) in the native run: it must count Volcano's preemptions")
     a = ap.parse_args()
-    results = [one_run(m, a.window, a.native_conf) for m in ("agent", "native") if a.only in (None, m)]
+    results = [one_run(m, a.window, a.native_conf, a.native_with_agent)
+               for m in ("agent", "native") if a.only in (None, m)]
     text = json.dumps(results, indent=2)
     print(text)
     out = Path(a.out)
