@@ -125,3 +125,20 @@ def test_percentile() -> None:
     assert percentile([], 50) == 0.0
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+
+
+def test_progress_bar_only_on_a_terminal_and_after_a_delay() -> None:
+    import io
+
+    from elastic_controller.simulate.progress import ProgressBar
+
+    quiet = io.StringIO()
+    bar = ProgressBar("elastic", quiet)  # StringIO is not a terminal
+    bar(1, 2)
+    bar.close()
+    assert quiet.getvalue() == ""
+    drawn = io.StringIO()
+    bar = ProgressBar("elastic", drawn, delay=0, force=True)
+    bar(250, 500)
+    bar.close()
+    assert "50.0% 250/500 jobs" in drawn.getvalue() and drawn.getvalue().endswith("\n")
