@@ -362,7 +362,10 @@ class Planner:
                     continue
                 size = self.sizes[i]
                 low = self.pref_at_least[size]
-            for name in self._ranked(names, tag, size, low):
+            order = self._tag_order(tag, size, low)
+            if not order or (best is not None and bound == best[0][0] and low[order[0]] > best[0][1][0]):
+                continue  # even the tag's best node cannot beat the best plan found
+            for name in self._ranked(names, order, low):
                 if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
                     break
                 if not self._may_give(gang, self.kinds[name]) or not node_accepts(cap.nodes[name], pod):
@@ -372,15 +375,19 @@ class Planner:
                     best = found
         return best
 
-    def _ranked(self, names: set[str], tag: int, size: int,
-                low: dict[str, tuple[float, int, int, str]]) -> Iterable[str]:
-        """``names`` (nodes of one tag) by ``low``, most preferred first; nodes missing from ``low``
-        have no large enough candidate. Each tag keeps its members sorted, so a large bucket is walked
-        from its best node without sorting it."""
+    def _tag_order(self, tag: int, size: int, low: dict[str, tuple[float, int, int, str]]) -> list[str]:
+        """Every node given ``tag`` (some may have moved on) by ``low``, most preferred first; nodes
+        missing from ``low`` have no large enough candidate."""
         order = self._tag_orders.get((tag, size))
         if order is None:
             members = dict.fromkeys(n for n in self.tag_members.get(tag, ()) if n in low)
             order = self._tag_orders[(tag, size)] = sorted(members, key=low.__getitem__)
+        return order
+
+    @staticmethod
+    def _ranked(names: set[str], order: list[str], low: dict[str, tuple[float, int, int, str]]) -> Iterable[str]:
+        """``names`` (nodes of one tag, now in one bucket) in ``order``: a large bucket is walked along
+        the tag's order, a small one sorted."""
         if len(names) * 8 < len(order):
             return sorted((n for n in names if n in low), key=low.__getitem__)
         return (n for n in order if n in names)
