@@ -45,6 +45,9 @@ bench: venv ## benchmarks (numbers, not pass/fail)
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/plan_optimal.py
 	$(BIN)/python bench/webhook_load.py
+	$(BIN)/python bench/agent_cycle.py --gangs 1
+	$(BIN)/python bench/simulate_scale.py
+	@echo 'needs the box: bench/controller_burst.py --kubeconfig $$(hack/local-up.sh --profile core | tail -1); bench/agent_vs_native.py'
 
 clean: ## remove the virtualenv and caches (not the binary cache)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
