@@ -136,6 +136,9 @@ class Box:
         self.ports: dict[str, int] = {}
         self._popen: dict[str, subprocess.Popen] = {}
         self._kube: Kube | None = None
+        self._specs: dict[str, tuple[Callable[[], list[str]], Callable[[], bool], tuple[str, ...],
+                                     dict[str, str] | None]] = {}
+        self._log_offsets: dict[str, int] = {}
         self.created_fixed_cert_dir = False
         self.state: dict[str, Any] = {}
 
@@ -269,31 +272,45 @@ class Box:
     def _start(self, name: str, make_argv: Callable[[], list[str]], check: Callable[[], bool],
                port_keys: tuple[str, ...] = (), env: dict[str, str] | None = None,
                wait: bool = True) -> None:
-        """Start a component on fresh free ports; retry with other ports if one was taken."""
-        for attempt in range(3):
-            for k in port_keys:
+        """Start a component on fresh free ports; with wait=False, wait_started() later."""
+        self._specs[name] = (make_argv, check, port_keys, env)
+        t0 = time.monotonic()
+        self._launch(name)
+        if wait:
+            self.wait_started(name, check, t0)
+
+    def _launch(self, name: str) -> Proc:
+        make_argv, _check, port_keys, env = self._specs[name]
+        for k in port_keys:
+            p = free_port()
+            while p in self.ports.values():
                 p = free_port()
-                while p in self.ports.values():
-                    p = free_port()
-                self.ports[k] = p
-            t0 = time.monotonic()
-            proc = self._spawn(name, make_argv(), env)
-            if not wait:
-                return
-            try:
-                self._wait_healthy(name, check)
-                self.say(f"{name} healthy in {time.monotonic() - t0:.1f}s (pid {proc.pid})")
-                return
-            except BoxError:
-                tail = log_tail(proc.log, 60)
-                if "address already in use" in tail and attempt < 2:
-                    self.say(f"{name}: a port was taken meanwhile; retrying on other ports")
-                    self._kill(proc)
-                    continue
-                raise
+            self.ports[k] = p
+        log = self.logs_dir / f"{name}.log"
+        self._log_offsets[name] = log.stat().st_size if log.exists() else 0
+        return self._spawn(name, make_argv(), env)
+
+    def _port_conflict(self, name: str) -> bool:
+        try:
+            with open(self.logs_dir / f"{name}.log", "rb") as f:
+                f.seek(self._log_offsets.get(name, 0))
+                return b"address already in use" in f.read()
+        except OSError:
+            return False
 
     def wait_started(self, name: str, check: Callable[[], bool], t0: float) -> None:
-        self._wait_healthy(name, check)
+        """Wait for a component's health; if it lost a port race (another process took a
+        port between our probe and its bind), restart it on other ports (twice at most)."""
+        for attempt in range(3):
+            try:
+                self._wait_healthy(name, check)
+                break
+            except BoxError:
+                if attempt == 2 or name not in self._specs or not self._port_conflict(name):
+                    raise
+                self.say(f"{name}: a port was taken meanwhile; restarting it on other ports")
+                self._kill(self.procs[name])
+                self._launch(name)
         self.say(f"{name} healthy in {time.monotonic() - t0:.1f}s (pid {self.procs[name].pid})")
 
     def _kill(self, proc: Proc, grace: float = 10.0) -> None:
@@ -522,19 +539,23 @@ class Box:
         ], lambda: True, port_keys=("kwok",), env={"HOME": str(self.dir)}, wait=False)
         started["kwok"] = (t, lambda: http_ok(f"http://127.0.0.1:{self.ports['kwok']}/healthz"))
 
-        # training operator: certificates + webhook configuration first (see _operator_prereqs)
-        self.ports["operator_webhook"] = free_port()
-        self._operator_prereqs()
+        # training operator: certificates + webhook configuration (for the port just picked)
+        # first, see _operator_prereqs
+        def operator_argv() -> list[str]:
+            self._operator_prereqs()
+            return [
+                str(b("training-operator")), f"--kubeconfig={kc}",
+                "--enable-scheme=pytorchjob", "--leader-elect=false",
+                f"--webhook-server-port={self.ports['operator_webhook']}",
+                f"--metrics-bind-address=127.0.0.1:{self.ports['operator_metrics']}",
+                f"--health-probe-bind-address=127.0.0.1:{self.ports['operator_probe']}",
+                "--zap-devel=false", "--zap-log-level=info",
+            ]
+
         t = time.monotonic()
-        self._start("training-operator", lambda: [
-            str(b("training-operator")), f"--kubeconfig={kc}",
-            "--enable-scheme=pytorchjob", "--leader-elect=false",
-            f"--webhook-server-port={self.ports['operator_webhook']}",
-            f"--metrics-bind-address=127.0.0.1:{self.ports['operator_metrics']}",
-            f"--health-probe-bind-address=127.0.0.1:{self.ports['operator_probe']}",
-            "--zap-devel=false", "--zap-log-level=info",
-        ], lambda: True, port_keys=("operator_metrics", "operator_probe"),
-            env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "TMPDIR": str(self.dir / "tmp")}, wait=False)
+        self._start("training-operator", operator_argv, lambda: True,
+                    port_keys=("operator_webhook", "operator_metrics", "operator_probe"),
+                    env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "TMPDIR": str(self.dir / "tmp")}, wait=False)
         started["training-operator"] = (t, lambda: http_ok(
             f"http://127.0.0.1:{self.ports['operator_probe']}/readyz"))
 
