@@ -413,7 +413,12 @@ class Box:
         """Move the logs of a failed start out of the box dir (which down() removes)."""
         if not self.logs_dir.is_dir():
             return None
-        dst = paths.boxes_dir() / ".failed-logs" / self.opts.name
+        root = paths.boxes_dir() / ".failed-logs"
+        if root.is_dir():  # keep a day's worth
+            for old in root.iterdir():
+                if time.time() - old.stat().st_mtime > 86400:
+                    shutil.rmtree(old, ignore_errors=True)
+        dst = root / self.opts.name
         shutil.rmtree(dst, ignore_errors=True)
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
