@@ -759,6 +759,7 @@ class Box:
                 shutil.rmtree(OPERATOR_FIXED_CERT_DIR.parent, ignore_errors=True)
         if self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
+        (paths.boxes_dir() / f".{self.opts.name}.lock").unlink(missing_ok=True)
         self.procs = {}
         if not quiet:
             self.say(f"box {self.opts.name!r} stopped and removed in {time.monotonic() - t:.1f}s")
