@@ -15,13 +15,15 @@ from .world import build_world
 def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
     """Pure: the same snapshot, config and ``now`` always give the same plan."""
     world = build_world(snapshot, cfg, now)
-    planner = Planner(world)
     decisions: list[GangDecision] = []
     evictions: list[Eviction] = []
-    for gang in starving_gangs(world):
-        result = planner.plan_gang(gang)
-        decisions.append(result.decision)
-        evictions.extend(result.evictions)
+    starving = starving_gangs(world)
+    if starving:  # the planner's search index is only worth building when some gang starves
+        planner = Planner(world)
+        for gang in starving:
+            result = planner.plan_gang(gang)
+            decisions.append(result.decision)
+            evictions.extend(result.evictions)
     releases, blockers = plan_gate_releases(world)
     return CyclePlan(
         starving=tuple(decisions),

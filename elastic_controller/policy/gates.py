@@ -18,6 +18,9 @@ from .world import Gang, World, job_id
 
 def blocking_gangs(world: World) -> list[Gang]:
     """Waiting gangs that would fit if every running elastic worker were gone."""
+    complete = [g for g in world.waiting if len(g.needed) >= g.pg.min_member - g.placed]
+    if not complete:
+        return []  # no gang could be placed: the capacity below is not worth building
     cap = world.future_capacity()
     freed: dict[str, dict[str, int]] = {}  # summed per node first: one update per node, not per pod
     for pods in world.pods_by_group.values():
@@ -31,9 +34,7 @@ def blocking_gangs(world: World) -> list[Gang]:
     # Gangs whose needed pods look alike (requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
     out = []
-    for g in world.waiting:
-        if len(g.needed) < g.pg.min_member - g.placed:
-            continue
+    for g in complete:
         shape = tuple(sorted((tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
                               p.tolerations) for p in g.needed))
         if shape not in verdicts:
