@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.waiting import wait_until as _wait_until
+
 pytestmark = pytest.mark.e2e
 
 VC = ("scheduling.volcano.sh", "v1beta1")
@@ -18,14 +20,7 @@ KF = ("kubeflow.org", "v1")
 
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float = 90, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    return _wait_until(what, fn, timeout, interval)
 
 
 def test_kwok_gpu_nodes_are_ready(kube, box):

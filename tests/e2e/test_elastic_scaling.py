@@ -21,6 +21,7 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from tests.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.e2e
 WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
@@ -30,14 +31,7 @@ COOLDOWN = 30
 
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float = 120, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    return _wait_until(what, fn, timeout, interval)
 
 
 def free_port() -> int:

@@ -4,7 +4,6 @@ box, objects from tests/builders.py created for real, pods made Running without 
 from __future__ import annotations
 
 import copy
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,20 +19,14 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, Resource
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from tests import builders as b
+from tests.waiting import wait_until as _wait_until
 
 KINDS = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}
 FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
 
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float = 30, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    return _wait_until(what, fn, timeout, interval)
 
 
 def ts(t: datetime) -> str:

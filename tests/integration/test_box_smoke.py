@@ -13,19 +13,13 @@ from kubernetes import client
 
 from hack.localbox import paths
 from tests.boxfixtures import node_manifest
+from tests.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.integration
 
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float = 60, interval: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    return _wait_until(what, fn, timeout, interval)
 
 
 def test_version_is_the_pinned_kubernetes(kube):
