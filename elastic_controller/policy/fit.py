@@ -62,13 +62,19 @@ class Capacity:
     owned_tags: bool = False  # whether ``tags`` is this copy's own map
 
     @classmethod
-    def empty(cls, nodes: Iterable[NodeView]) -> Capacity:
+    def empty(cls, nodes: Iterable[NodeView], used: Mapping[str, Mapping[str, int]] | None = None) -> Capacity:
+        """Every node's allocatable, minus ``used`` (node -> resources taken; unknown nodes ignored)."""
         by_name = {n.name: n for n in nodes}
         free = {}
         for n in by_name.values():
             alloc = dict(n.allocatable)
             alloc.setdefault("pods", 110)
             free[n.name] = alloc
+        for name, demand in (used or {}).items():
+            node_free = free.get(name)
+            if node_free is not None:
+                for k, v in demand.items():
+                    node_free[k] = node_free.get(k, 0) - v
         return cls(by_name, free, set(free))
 
     def copy(self) -> Capacity:

@@ -49,12 +49,6 @@ def queue_usage(
     """(allocated, request) per queue. Terminating pods are leaving and count for neither."""
     allocated: dict[str, Resources] = {}
     request: dict[str, Resources] = {}
-
-    def charge(to: dict[str, Resources], queue: str, res: Resources) -> None:
-        acc = to.setdefault(queue, {})
-        for k, v in res.items():
-            acc[k] = acc.get(k, 0) + v
-
     for pod in pods:
         if not pod.group or pod.deleting or pod.terminal:
             continue
@@ -62,10 +56,17 @@ def queue_usage(
         if pg is None:
             continue
         if pod.node_name:
-            charge(allocated, pg.queue, pod.requests)
-            charge(request, pg.queue, pod.requests)
+            targets: tuple[dict[str, Resources], ...] = (allocated, request)
         elif not pod.scheduling_gates:
-            charge(request, pg.queue, pod.requests)
+            targets = (request,)
+        else:
+            continue
+        for to in targets:
+            acc = to.get(pg.queue)
+            if acc is None:
+                acc = to[pg.queue] = {}
+            for k, v in pod.requests.items():
+                acc[k] = acc.get(k, 0) + v
     return allocated, request
 
 

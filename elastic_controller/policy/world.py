@@ -105,28 +105,28 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
 def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
     pods = sorted(snapshot.pods, key=lambda p: (p.namespace, p.name, p.uid))
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
+    # One pass over the pods (sorted: every map below fills in a deterministic order).
     pods_by_group: dict[str, list[PodView]] = {}
-    for pod in pods:
-        if pod.group_key:
-            pods_by_group.setdefault(pod.group_key, []).append(pod)
-
-    cap = Capacity.empty(sorted(snapshot.nodes, key=lambda n: n.name))
     releasing: dict[str, list[PodView]] = {}
     used: dict[str, Resources] = {}  # summed per node first: one update per node, not per pod
+    jobs: dict[str, JobState] = {}
+    classes = snapshot.priority_classes
     for pod in pods:
+        if pod.group_key:
+            members = pods_by_group.get(pod.group_key)
+            if members is None:
+                members = pods_by_group[pod.group_key] = []
+            members.append(pod)
         if pod.holds_resources:
-            acc = used.setdefault(pod.node_name, {})
+            acc = used.get(pod.node_name)
+            if acc is None:
+                acc = used[pod.node_name] = {}
             for k, v in pod.requests.items():
                 if v > 0:
                     acc[k] = acc.get(k, 0) + v
             acc["pods"] = acc.get("pods", 0) + 1
             if pod.deleting:
                 releasing.setdefault(pod.node_name, []).append(pod)
-    for node_name, demand in used.items():
-        cap.take(node_name, demand)
-
-    jobs: dict[str, JobState] = {}
-    for pod in pods:
         if not pod.job_name:
             continue
         jid = job_id(pod)
@@ -134,13 +134,14 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
         if job is None:
             pg = podgroups.get(pod.group_key)
             queue = pg.queue if pg else cfg.defaultQueue
-            job = JobState(jid, pg, queue, group_priority(pg, snapshot.priority_classes), pod.bounds)
+            job = JobState(jid, pg, queue, group_priority(pg, classes), pod.bounds)
             job.cooling = in_cooldown(pg, cfg.queue_policy(queue), now)
             jobs[jid] = job
         if job.bounds is None and pod.bounds is not None:
             job.bounds = pod.bounds
         if pod.replica_type == "worker" and pod.running:
             job.running_workers += 1
+    cap = Capacity.empty(sorted(snapshot.nodes, key=lambda n: n.name), used)
 
     waiting: list[Gang] = []
     for key, pg in podgroups.items():
@@ -155,11 +156,12 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
         since = min(known) if known else None
         waiting.append(Gang(pg, group_priority(pg, snapshot.priority_classes), placed, pending, needed,
                             since))
-    for node_pods in releasing.values():
-        for pod in node_pods:
-            target = pod.annotations.get(keys.EVICTED_FOR, "")
-            for gang in waiting:
-                if gang.key == target:
+    if releasing and waiting:
+        waiting_by_key = {gang.key: gang for gang in waiting}
+        for node_pods in releasing.values():
+            for pod in node_pods:
+                gang = waiting_by_key.get(pod.annotations.get(keys.EVICTED_FOR, ""))
+                if gang is not None:
                     gang.releasing_for.append(pod)
 
     return World(
