@@ -184,14 +184,16 @@ class Capacity:
 
     def _best_of(self, pod: PodView, demand: Mapping[str, int], names: Iterable[str]) -> str | None:
         best: tuple[int, int, str] | None = None
+        gpus, cpu = demand.get(GPU, 0), demand.get("cpu", 0)
+        nodes, all_free = self.nodes, self.free
         for name in names:
-            node = self.nodes.get(name)
+            free = all_free.get(name)
+            if free is None or not _fits(demand, free):
+                continue  # cheaper than node_accepts, and a node without free resources is no choice
+            node = nodes.get(name)
             if node is None or not node_accepts(node, pod):
                 continue
-            free = self.free[name]
-            if not _fits(demand, free):
-                continue
-            score = (free.get(GPU, 0) - demand.get(GPU, 0), free.get("cpu", 0) - demand.get("cpu", 0), name)
+            score = (free.get(GPU, 0) - gpus, free.get("cpu", 0) - cpu, name)
             if best is None or score < best:
                 best = score
         return best[2] if best else None

@@ -26,9 +26,13 @@ def blocking_gangs(world: World) -> list[Gang]:
     for pods in world.pods_by_group.values():
         for pod in pods:
             if pod.role is Role.ELASTIC and pod.holds_resources and not pod.deleting:
-                acc = freed.setdefault(pod.node_name, {})
-                for k, v in pod_demand(pod).items():
-                    acc[k] = acc.get(k, 0) + v
+                acc = freed.get(pod.node_name)
+                if acc is None:
+                    acc = freed[pod.node_name] = {}
+                for k, v in pod.requests.items():  # pod_demand, summed without a dict per pod
+                    if v > 0:
+                        acc[k] = acc.get(k, 0) + v
+                acc["pods"] = acc.get("pods", 0) + 1
     for node, demand in freed.items():
         cap.give(node, demand)
     # Gangs whose needed pods look alike (requests, selector, tolerations) get the same answer.
@@ -58,12 +62,14 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None) -> tuple[
         pg = world.podgroups.get(key)
         if pg is None:
             continue
+        gated = [p for p in pods if p.role is Role.ELASTIC and p.pending and p.gated(gate)]
+        if not gated:
+            continue  # most groups: no need to count their placed pods
         running = sum(1 for p in pods if p.placed)
         if running < pg.min_member:
             continue
-        for pod in pods:
-            if pod.role is Role.ELASTIC and pod.pending and pod.gated(gate):
-                by_job.setdefault(job_id(pod), []).append(pod)
+        for pod in gated:
+            by_job.setdefault(job_id(pod), []).append(pod)
     heap: list[tuple[float, int, str, str]] = []
     queues: dict[str, list[PodView]] = {}
     for jid, pods in by_job.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 
 from . import keys
 from .cooldowns import fulfillment, in_cooldown
@@ -103,7 +104,7 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
 
 
 def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
-    pods = sorted(snapshot.pods, key=lambda p: (p.namespace, p.name, p.uid))
+    pods = sorted(snapshot.pods, key=attrgetter("namespace", "name", "uid"))
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
     # One pass over the pods (sorted: every map below fills in a deterministic order).
     pods_by_group: dict[str, list[PodView]] = {}
@@ -146,10 +147,13 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
     waiting: list[Gang] = []
     for key, pg in podgroups.items():
         members = pods_by_group.get(key, [])
+        pending = [p for p in members if p.pending and not p.scheduling_gates]
+        if not pending:
+            continue  # nothing to place (most groups): no need to count the placed ones
         placed = sum(1 for p in members if p.node_name and not p.deleting and p.phase != "Failed")
-        pending = sorted((p for p in members if p.pending and not p.scheduling_gates), key=_needed_order)
-        if placed >= pg.min_member or not pending:
+        if placed >= pg.min_member:
             continue
+        pending.sort(key=_needed_order)
         needed = pending[: pg.min_member - placed]
         times = [p.unschedulable_since or p.created for p in needed]
         known = [t for t in times if t is not None]
