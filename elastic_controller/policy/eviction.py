@@ -326,12 +326,13 @@ class Planner:
         index = cap.gpu_index()
         demand = pod_demand(pod)
         # No victims: the fewest free GPUs that fit, then name (what the scan's score prefers).
-        levels: dict[int, list[str]] = {}
+        levels: dict[int, list[set[str]]] = {}  # the buckets of each level (joined only when scanned)
         for (free, _), names in index.items():
             if free >= gpus:
-                levels.setdefault(free, []).extend(names)
+                levels.setdefault(free, []).append(names)
         for free in sorted(levels):
-            fitting = [n for n in levels[free] if node_accepts(cap.nodes[n], pod) and cap.fits(n, demand)]
+            fitting = [n for names in levels[free] for n in names
+                       if cap.fits(n, demand) and node_accepts(cap.nodes[n], pod)]
             if fitting:
                 name = min(fitting)
                 return (0, (), free, name), []
@@ -368,7 +369,11 @@ class Planner:
             for name in self._ranked(names, order, low):
                 if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
                     break
-                if not self._may_give(gang, self.kinds[name]) or not node_accepts(cap.nodes[name], pod):
+                kinds = self.kinds[name]
+                may_give = self._kinds_ok.get(kinds)  # _may_give's cache, read inline: a hot loop
+                if may_give is None:
+                    may_give = self._may_give(gang, kinds)
+                if not may_give or not node_accepts(cap.nodes[name], pod):
                     continue
                 found = self._score(gang, pod, name, cap, chosen, best[0] if best is not None else None)
                 if found is not None and (best is None or found[0] < best[0]):
