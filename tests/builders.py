@@ -168,6 +168,21 @@ def gang(ns: str, name: str, *, members: int, gpus: int, queue: str = "default",
     return objs
 
 
+def elastic_policy(min_r: int | None, max_r: int | None, max_restarts: int | None = None,
+                   metrics: bool = False) -> dict[str, Any]:
+    """``spec.elasticPolicy`` with only the fields given (stored jobs often lack min or max)."""
+    ep: dict[str, Any] = {}
+    if min_r is not None:
+        ep["minReplicas"] = min_r
+    if max_r is not None:
+        ep["maxReplicas"] = max_r
+    if max_restarts is not None:
+        ep["maxRestarts"] = max_restarts
+    if metrics:
+        ep["metrics"] = [{"type": "Resource", "resource": {"name": "cpu"}}]
+    return ep
+
+
 def pytorchjob(ns: str, name: str, *, workers: int, min_r: int | None = None, max_r: int | None = None,
                master: bool = False, gpus: int = 1, queue: str = "", priority_class: str = "",
                restart_policy: str = "OnFailure", elastic: bool = True, max_restarts: int | None = 10,
@@ -187,16 +202,7 @@ def pytorchjob(ns: str, name: str, *, workers: int, min_r: int | None = None, ma
         replicas["Worker"] = {"replicas": workers, "restartPolicy": restart_policy, "template": template()}
     spec: dict[str, Any] = {"pytorchReplicaSpecs": replicas, "runPolicy": {}}
     if elastic:
-        ep: dict[str, Any] = {}
-        if min_r is not None:
-            ep["minReplicas"] = min_r
-        if max_r is not None:
-            ep["maxReplicas"] = max_r
-        if max_restarts is not None:
-            ep["maxRestarts"] = max_restarts
-        if metrics:
-            ep["metrics"] = [{"type": "Resource", "resource": {"name": "cpu"}}]
-        spec["elasticPolicy"] = ep
+        spec["elasticPolicy"] = elastic_policy(min_r, max_r, max_restarts, metrics)
     if queue or priority_class:
         spec["runPolicy"]["schedulingPolicy"] = {k: v for k, v in
                                                  (("queue", queue), ("priorityClass", priority_class)) if v}

@@ -9,6 +9,8 @@ from typing import Any
 
 import jsonpatch
 
+from tests.builders import elastic_policy
+
 OPERATOR = {"training.kubeflow.org/operator-name": "pytorchjob-controller"}
 
 
@@ -70,16 +72,7 @@ def job(
         specs["Worker"] = {"replicas": workers, "restartPolicy": restart_policy, "template": copy.deepcopy(template)}
     spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
     if elastic:
-        policy: dict[str, Any] = {}
-        if min_replicas is not None:
-            policy["minReplicas"] = min_replicas
-        if max_replicas is not None:
-            policy["maxReplicas"] = max_replicas
-        if max_restarts is not None:
-            policy["maxRestarts"] = max_restarts
-        if metrics:
-            policy["metrics"] = [{"type": "Resource", "resource": {"name": "cpu"}}]
-        spec["elasticPolicy"] = policy
+        spec["elasticPolicy"] = elastic_policy(min_replicas, max_replicas, max_restarts, metrics)
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}
 
