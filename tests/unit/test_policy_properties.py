@@ -10,7 +10,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic_controller.policy import eviction
 from elastic_controller.policy.cooldowns import in_cooldown
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import Capacity, node_accepts, place_all, pod_demand
@@ -18,7 +17,7 @@ from elastic_controller.policy.keys import Role
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.builders import NOW, ago, job_pod, node, pod, podgroup, priority_class, queue
+from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
 GATE = "volcano-elastic.io/scale-up"
@@ -277,11 +276,5 @@ def test_plan_is_pure(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> No
 @SETTINGS
 def test_indexed_node_search_matches_the_exhaustive_scan(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
     objs, cfg = cluster
-    snap = parse(objs, cfg)
-    fast = plan_cycle(snap, cfg, NOW)
-    eviction.EXHAUSTIVE_NODE_SCAN = True
-    try:
-        slow = plan_cycle(snap, cfg, NOW)
-    finally:
-        eviction.EXHAUSTIVE_NODE_SCAN = False
+    fast, slow = plan_fast_and_exhaustive(parse(objs, cfg), cfg, NOW)
     assert fast == slow

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from elastic_controller.policy import eviction
-from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from _synth import NOW, synth_cluster
+
+from tests.builders import plan_fast_and_exhaustive
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -23,12 +23,6 @@ from _synth import NOW, synth_cluster
                                                                                  minRuntimeSeconds=0)),
                                               id="generous")])
 def test_indexed_search_equals_exhaustive_scan(seed: int, cfg: ElasticConfig) -> None:
-    snap = synth_cluster(250, seed=seed)
-    fast = plan_cycle(snap, cfg, NOW)
-    eviction.EXHAUSTIVE_NODE_SCAN = True
-    try:
-        slow = plan_cycle(snap, cfg, NOW)
-    finally:
-        eviction.EXHAUSTIVE_NODE_SCAN = False
+    fast, slow = plan_fast_and_exhaustive(synth_cluster(250, seed=seed), cfg, NOW)
     assert fast == slow
     assert fast.evictions, "the synthetic cluster should need evictions"
