@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from hack.localbox import Box, BoxOptions  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
+from hack.localbox.box import free_port  # noqa: E402
 
 COOLDOWN = 20
 GPUS = 4
@@ -51,12 +52,6 @@ def say(msg: str) -> None:
 
 def banner(msg: str) -> None:
     print(f"\n=== {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float, every: float = 1.0,
