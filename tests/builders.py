@@ -168,6 +168,17 @@ def gang(ns: str, name: str, *, members: int, gpus: int, queue: str = "default",
     return objs
 
 
+def over_share(a_last_scale: datetime | None = None, a_elastic: bool = True) -> list[dict[str, Any]]:
+    """16 GPUs, queues qa and qb of equal weight, each requesting 8 (b's 4 gated pods count, as in
+    Volcano): qa deserves 8 and already holds 8, so its gang g (2 GPUs) is not admitted although
+    n1 has 4 GPUs free."""
+    a = (elastic_job("ns", "a", min_r=2, max_r=8, nodes=["n0"], queue="qa", last_scale=a_last_scale)
+         if a_elastic else elastic_job("ns", "a", min_r=8, max_r=8, nodes=["n0"], queue="qa"))
+    return [node("n0"), node("n1"), queue("qa"), queue("qb"), *a,
+            *elastic_job("ns", "b", min_r=2, max_r=8, running=4, nodes=["n1"], queue="qb"),
+            *gang("ns", "g", members=1, gpus=2, queue="qa")]
+
+
 def elastic_policy(min_r: int | None, max_r: int | None, max_restarts: int | None = None,
                    metrics: bool = False) -> dict[str, Any]:
     """``spec.elasticPolicy`` with only the fields given (stored jobs often lack min or max)."""

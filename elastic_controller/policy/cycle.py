@@ -24,7 +24,7 @@ def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePl
             result = planner.plan_gang(gang)
             decisions.append(result.decision)
             evictions.extend(result.evictions)
-    releases, blockers = plan_gate_releases(world)
+    releases, blockers = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),

@@ -5,6 +5,11 @@ older): if its needed pods fit once terminating pods are gone, ``wait``; else ch
 among admissible candidates so that every needed pod fits on a real node, taking on each node
 the smallest set of victims that makes room (ties: most fulfilled job, lower job priority,
 highest replica index, UID), then drop every victim the plan can do without.
+
+A gang must also fit in its queue's deserved share as Volcano's proportion plugin counts it
+(allocated + needed <= deserved, dominant resource), or Volcano will not place it however much is
+free: when it would be above, victims of its *own* queue (the only ones that bring it under) are
+added until it is not, fewest first, and the plan is minimized against both conditions.
 """
 
 from __future__ import annotations
@@ -457,17 +462,68 @@ class Planner:
             self._exclusion_cache[key] = reasons
         return reasons
 
-    def _minimize(self, gang: Gang, victims: list[PodView]) -> list[PodView]:
-        """Drop every victim the gang can do without (least preferred victims tried first)."""
+    def _minimize(self, gang: Gang, victims: list[PodView], excess: int = 0) -> list[PodView]:
+        """Drop every victim the gang can do without (least preferred victims tried first): it must
+        still fit, and its own queue's victims still cover its share ``excess``."""
         kept = list(victims)
         for v in sorted(victims, key=self.preference, reverse=True):
             trial = [k for k in kept if k.key != v.key]
+            if excess and self._own_share(gang, trial) < excess:
+                continue
             cap = self.capacity.copy()
             for k in trial:
                 cap.give(k.node_name, pod_demand(k))
             if place_all(gang.needed, cap) is not None:
                 kept = trial
         return kept
+
+    def _own_share(self, gang: Gang, victims: Sequence[PodView]) -> int:
+        """The dominant resource that ``victims`` from ``gang``'s own queue give back to it."""
+        dom = self.w.dominant
+        return sum(v.requests.get(dom, 0) for v in victims if self.w.jobs[job_id(v)].queue == gang.queue)
+
+    def _excess_text(self, gang: Gang, excess: int) -> str:
+        dom = self.w.dominant
+        need = sum(p.requests.get(dom, 0) for p in gang.needed)
+        return (f"queue {gang.queue} would be above its deserved share (allocated {self._dom(gang.queue)} + "
+                f"needed {need} > deserved {self.w.volcano_deserved(gang.queue)} {dom}, as Volcano's "
+                f"proportion plugin counts it)")
+
+    def _share_victims(self, gang: Gang, excess: int, chosen: Sequence[PodView]) -> list[PodView] | None:
+        """The fewest admissible elastic workers of ``gang``'s own queue (not in ``chosen``, whose
+        picks the jobs' ``taken`` counts already hold) giving back at least ``excess`` of the
+        dominant resource, first in preference order among equally few; None when they cannot."""
+        if excess <= 0:
+            return []
+        dom = self.w.dominant
+        taken = {c.key for c in chosen}
+        cands = [c for jid, pods in self.candidates_by_job.items() if self.w.jobs[jid].queue == gang.queue
+                 for c in pods if c.key not in taken and c.requests.get(dom, 0) > 0
+                 and self._why_not(gang, c) is None]
+        cands.sort(key=self.preference)
+        sizes = sorted((c.requests.get(dom, 0) for c in cands), reverse=True)
+        fewest = next((k for k in range(1, len(sizes) + 1) if sum(sizes[:k]) >= excess), None)
+        if fewest is None:
+            return None
+        budget = _MAX_COMBINATIONS
+        feasible: list[tuple[PodView, ...]] = []
+        for subset in combinations(cands, fewest):
+            budget -= 1
+            if budget < 0:
+                break
+            if (sum(c.requests.get(dom, 0) for c in subset) >= excess
+                    and self._subset_ok(gang, subset)):
+                feasible.append(subset)
+        if feasible:
+            best: tuple[PodView, ...] = min(feasible, key=self.order_key)
+            return list(best)
+        picked: list[PodView] = []  # greedy: most preferred first, while the jobs stay at or above min
+        for c in cands:
+            if self._subset_ok(gang, [*picked, c]):
+                picked.append(c)
+                if sum(p.requests.get(dom, 0) for p in picked) >= excess:
+                    return picked
+        return None
 
     # -- one gang ------------------------------------------------------------------------
     def plan_gang(self, gang: Gang) -> GangPlan:
@@ -483,10 +539,12 @@ class Planner:
                         "ungated; waiting for the rest to be created")
         trial = self.capacity.copy()
         placement = place_all(gang.needed, trial)
-        if placement is None and gang.releasing_for:
+        # Volcano's proportion plugin places the gang only within its queue's deserved share.
+        excess = w.share_excess(gang, self._dom(gang.queue))
+        if (placement is None or excess) and gang.releasing_for:
             return wait(f"{len(gang.releasing_for)} worker(s) evicted for it are still terminating; "
                         "no new victims until they are gone")
-        if placement is not None:
+        if placement is not None and not excess:
             # Without terminating pods, capacity now is capacity then (only the reason differs).
             fits_now = not w.releasing or place_all(gang.needed, w.free_now.copy()) is not None
             self.capacity = trial  # promise the room to this gang
@@ -501,7 +559,11 @@ class Planner:
         self.used_greedy = False
         self._job_verdicts = {}
         self._share_refusals = set()
-        victims = self._assign(gang, cap)
+        victims = [] if placement is not None else self._assign(gang, cap)
+        if victims is not None and excess:
+            # Its own queue's elastic workers make room in the queue's share (others' cannot).
+            extra = self._share_victims(gang, excess - self._own_share(gang, victims), victims)
+            victims = None if extra is None else victims + extra
         for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
             w.jobs[job_id(v)].taken -= 1
         self.inflight = []
@@ -509,17 +571,25 @@ class Planner:
             reasons = self.exclusions(gang)
             excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
             need = format_resources(_sum_requests(gang.needed))
+            if placement is not None:
+                return wait(f"its min set fits on free capacity, but {self._excess_text(gang, excess)}, and not "
+                            f"enough of the queue's own elastic workers are admissible to bring it under; "
+                            f"candidates excluded: {excluded}")
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
-                        f"({need}) fit; candidates excluded: {excluded}")
+                        f"({need}) fit{' within its queue share' if excess else ''}; "
+                        f"candidates excluded: {excluded}")
+        if excess:
+            self.used_greedy = True  # share victims are chosen greedily: always minimize
         if len(gang.needed) > 1 or self.used_greedy:
             # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
             # its node do not make room, and no other node lost any.
-            victims = self._minimize(gang, victims)
+            victims = self._minimize(gang, victims, excess)
         victims.sort(key=self.preference)
         left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
         if len(victims) > left:
             return wait(f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle "
                         "(maxEvictionsPerCycle)")
+        share_note = self._excess_text(gang, excess) if excess else ""
         # Commit: victims free their room, the gang's pods take it.
         cap = self.capacity.copy()
         for v in victims:
@@ -547,11 +617,10 @@ class Planner:
                 self.tag_members.setdefault(tag, []).append(node)
                 for key in [k for k in self._tag_orders if k[0] == tag]:
                     del self._tag_orders[key]
-        decision = GangDecision(
-            gang.key, gang.queue, "evict",
-            f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit",
-            needed_keys, tuple(v.key for v in victims),
-        )
+        why = f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit"
+        if excess:
+            why += f" and brings its queue within its share ({share_note} before)"
+        decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
 
 

@@ -1,6 +1,8 @@
 """Gate releases (scale up): lift the scale-up gate of elastic pods when capacity is free.
 
-Per DESIGN step 5: nothing while a waiting gang could be placed by evicting elastic workers;
+Per DESIGN step 5: nothing while a waiting gang could be placed by evicting elastic workers
+(``blocking_gangs`` says which), except that the room of such a gang that fits on free capacity now
+is set aside and growth goes on around it;
 only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only
 where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
 """
@@ -8,6 +10,7 @@ where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Collection
 
 from .decisions import GateRelease
 from .fit import Capacity, place_all, pod_demand
@@ -16,47 +19,95 @@ from .model import PodView
 from .world import Gang, World, job_id
 
 
+def queue_may_give(world: World, gang_queue: str, queue: str) -> bool:
+    """Whether elastic workers of ``queue`` may ever be victims for a gang of ``gang_queue``
+    (DESIGN step 3: the same queue, or a reclaimable queue above its deserved share while the
+    gang's queue is below its own). Cooldowns and minimum runtimes pass: they are not checked."""
+    if queue == gang_queue:
+        return True
+    share, gang_share = world.shares.get(queue), world.shares.get(gang_queue)
+    if share is None or gang_share is None or not share.reclaimable:
+        return False
+    dom = world.dominant
+    return (gang_share.allocated.get(dom, 0) < gang_share.deserved.get(dom, 0)
+            and share.allocated.get(dom, 0) > share.deserved.get(dom, 0))
+
+
 def blocking_gangs(world: World) -> list[Gang]:
-    """Waiting gangs that would fit if every running elastic worker were gone."""
+    """Waiting gangs that evicting elastic workers could get placed: they would fit if every
+    running elastic worker that may ever be a victim for them (a job of no higher priority, from a
+    queue the gang may take from) were gone, and Volcano's proportion plugin would then admit them
+    (their queue's allocation within its deserved share once its own such workers are gone).
+
+    A gang that cannot be placed even then does not hold back scale-up: growing other jobs into
+    idle capacity takes nothing from it (what grows is elastic, and reclaimable later)."""
     complete = [g for g in world.waiting if len(g.needed) >= g.pg.min_member - g.placed]
     if not complete:
         return []  # no gang could be placed: the capacity below is not worth building
-    cap = world.future_capacity()
-    freed: dict[str, dict[str, int]] = {}  # summed per node first: one update per node, not per pod
+    dom = world.dominant
+    # Running elastic workers summed per (queue, job priority, node): one update per node, not per pod.
+    freed: dict[tuple[str, int], dict[str, dict[str, int]]] = {}
     for pods in world.pods_by_group.values():
         for pod in pods:
             if pod.role is Role.ELASTIC and pod.holds_resources and not pod.deleting:
-                acc = freed.get(pod.node_name)
+                job = world.jobs.get(job_id(pod))
+                kind = (job.queue, job.priority) if job is not None else (world.cfg.defaultQueue, 0)
+                per_node = freed.setdefault(kind, {})
+                acc = per_node.get(pod.node_name)
                 if acc is None:
-                    acc = freed[pod.node_name] = {}
+                    acc = per_node[pod.node_name] = {}
                 for k, v in pod.requests.items():  # pod_demand, summed without a dict per pod
                     if v > 0:
                         acc[k] = acc.get(k, 0) + v
                 acc["pods"] = acc.get("pods", 0) + 1
-    for node, demand in freed.items():
-        cap.give(node, demand)
-    # Gangs whose needed pods look alike (requests, selector, tolerations) get the same answer.
+    base: Capacity | None = None
+    capacities: dict[tuple[str, int], Capacity] = {}  # per (gang queue, gang priority)
+    # Gangs alike (queue, priority, needed pods' requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
     out = []
     for g in complete:
-        shape = tuple(sorted((tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
-                              p.tolerations) for p in g.needed))
+        excess = world.share_excess(g)
+        if excess > 0:
+            own = sum(acc.get(dom, 0) for (queue, prio), per_node in freed.items()
+                      if queue == g.queue and prio <= g.priority for acc in per_node.values())
+            if own < excess:
+                continue  # proportion keeps it out until its queue's own jobs shrink or finish
+        shape = (g.queue, g.priority, tuple(sorted(
+            (tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())), p.tolerations)
+            for p in g.needed)))
         if shape not in verdicts:
+            cap = capacities.get((g.queue, g.priority))
+            if cap is None:
+                if base is None:
+                    base = world.future_capacity()
+                cap = base.copy()
+                for (queue, prio), per_node in freed.items():
+                    if prio <= g.priority and queue_may_give(world, g.queue, queue):
+                        for node, demand in per_node.items():
+                            cap.give(node, demand)
+                capacities[(g.queue, g.priority)] = cap
             verdicts[shape] = place_all(g.needed, cap.copy()) is not None
         if verdicts[shape]:
             out.append(g)
     return out
 
 
-def plan_gate_releases(world: World, capacity: Capacity | None = None) -> tuple[list[GateRelease], list[str]]:
-    """(releases in decision order, keys of the gangs that block scale-up)."""
+def plan_gate_releases(world: World, capacity: Capacity | None = None,
+                       evicted_for: Collection[str] = ()) -> tuple[list[GateRelease], list[str]]:
+    """(releases in decision order, keys of the gangs that block scale-up).
+
+    A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
+    it, or it waits for room in its queue's share) has that room reserved, and growth goes on
+    around it; any other blocking gang holds back all growth. Gangs in ``evicted_for`` (victims
+    were chosen for them this cycle) count as blocking."""
     if not world.cfg.gating.enabled:
         return [], []
-    blockers = blocking_gangs(world)
-    if blockers:
-        return [], [g.key for g in blockers]
-    gate = world.cfg.gating.gateName
     cap = (capacity or world.free_now).copy()
+    blocking = {g.key for g in blocking_gangs(world)} | set(evicted_for)
+    blocked = [g.key for g in world.waiting if g.key in blocking and place_all(g.needed, cap) is None]
+    if blocked:
+        return [], blocked
+    gate = world.cfg.gating.gateName
     by_job: dict[str, list[PodView]] = {}
     for key, pods in world.pods_by_group.items():
         pg = world.podgroups.get(key)

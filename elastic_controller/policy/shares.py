@@ -10,7 +10,8 @@ the other children, never above a child's request or ``capability`` and never be
 pod is an elastic worker that has not been allowed to run: counting its appetite would let a
 queue that is growing opportunistically claim a larger share and so shield its running elastic
 workers from reclaim by a queue that needs its min. Running (bound) pods and pending ungated
-pods count.
+pods count. Whether Volcano will place a gang at all is judged on Volcano's own view
+(``volcano_view``: gated pods requested, deserved rounded down), see ``World.volcano_deserved``.
 
 Over/under share is judged on one dominant resource: ``nvidia.com/gpu`` when the cluster has
 GPUs, else ``cpu``.
@@ -18,7 +19,8 @@ GPUs, else ``cpu``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .keys import GPU
@@ -44,9 +46,10 @@ def cluster_capacity(nodes: Iterable[NodeView]) -> Resources:
 
 
 def queue_usage(
-    pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView], gate: str | None = None
+    pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView], count_gated: bool = False
 ) -> tuple[dict[str, Resources], dict[str, Resources]]:
-    """(allocated, request) per queue. Terminating pods are leaving and count for neither."""
+    """(allocated, request) per queue. Terminating pods are leaving and count for neither; pending
+    gated pods count in the request only with ``count_gated`` (as Volcano counts them)."""
     allocated: dict[str, Resources] = {}
     request: dict[str, Resources] = {}
     for pod in pods:
@@ -57,7 +60,7 @@ def queue_usage(
             continue
         if pod.node_name:
             targets: tuple[dict[str, Resources], ...] = (allocated, request)
-        elif not pod.scheduling_gates:
+        elif count_gated or not pod.scheduling_gates:
             targets = (request,)
         else:
             continue
@@ -68,6 +71,10 @@ def queue_usage(
             for k, v in pod.requests.items():
                 acc[k] = acc.get(k, 0) + v
     return allocated, request
+
+
+def _floor(v: float) -> int:
+    return math.floor(v + 1e-6)  # water-filling's float error must not cost a whole unit
 
 
 def _water_fill(bounds: list[tuple[float, float, float]], pool: float) -> list[float]:
@@ -92,7 +99,8 @@ def _water_fill(bounds: list[tuple[float, float, float]], pool: float) -> list[f
 
 
 def _fill(
-    capacity: Mapping[str, int], children: list[QueueView], request: Mapping[str, Resources]
+    capacity: Mapping[str, int], children: list[QueueView], request: Mapping[str, Resources],
+    rounding: Callable[[float], int] = round,
 ) -> dict[str, Resources]:
     dims = set(capacity)
     for c in children:
@@ -129,7 +137,7 @@ def _fill(
             share[c.name] = v
         for name, v in share.items():
             out[name][r] = v
-    return {name: {r: round(v) for r, v in res.items() if v > 0} for name, res in out.items()}
+    return {name: {r: rounding(v) for r, v in res.items() if v > 0} for name, res in out.items()}
 
 
 def plan_shares(
@@ -137,11 +145,18 @@ def plan_shares(
     nodes: Iterable[NodeView],
     pods: Iterable[PodView],
     podgroups: Mapping[str, PodGroupView],
+    volcano_view: bool = False,
 ) -> dict[str, QueueShare]:
     """Deserved, allocated and requested resources of every queue (queues referenced by
-    PodGroups but not listed are treated as weight-1 children of root)."""
+    PodGroups but not listed are treated as weight-1 children of root).
+
+    ``volcano_view``: the shares Volcano's proportion plugin computes, which decide whether it
+    places a gang at all: gated pods count in requests, and deserved shares are rounded down (a
+    queue is admitted work only while allocated + request <= deserved).
+    """
     nodes = list(nodes)
-    allocated, request = queue_usage(pods, podgroups)
+    allocated, request = queue_usage(pods, podgroups, count_gated=volcano_view)
+    rounding: Callable[[float], int] = _floor if volcano_view else round
     by_name = {q.name: q for q in queues}
     for name in set(request) | set(allocated):
         by_name.setdefault(name, QueueView(name=name))
@@ -170,7 +185,7 @@ def plan_shares(
         kids = children.get(parent, [])
         if not kids:
             continue
-        filled = _fill(cap, kids, all_request)
+        filled = _fill(cap, kids, all_request, rounding)
         for k in kids:
             deserved[k.name] = filled[k.name]
             stack.append((k.name, filled[k.name]))

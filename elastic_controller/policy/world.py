@@ -76,6 +76,28 @@ class World:
     shares: dict[str, QueueShare]
     dominant: str
     waiting: list[Gang]
+    _volcano_shares: dict[str, QueueShare] | None = None
+
+    def volcano_deserved(self, queue: str) -> int:
+        """``queue``'s deserved share of the dominant resource as Volcano's proportion plugin
+        computes it (gated pods requested, rounded down): it places a gang only while the queue's
+        allocated plus the gang's needed pods stay within it. Computed on first use."""
+        if self._volcano_shares is None:
+            snap = self.snapshot
+            self._volcano_shares = plan_shares(snap.queues, snap.nodes, snap.pods, self.podgroups,
+                                               volcano_view=True)
+        share = self._volcano_shares.get(queue)
+        return share.deserved.get(self.dominant, 0) if share is not None else 0
+
+    def share_excess(self, gang: Gang, allocated: int | None = None) -> int:
+        """How much of the dominant resource ``gang``'s queue would be above its deserved share
+        (Volcano's view) with the gang's needed pods placed: 0 when proportion admits the gang.
+        ``allocated``: the queue's allocation to assume (default: what the snapshot shows)."""
+        if allocated is None:
+            share = self.shares.get(gang.queue)
+            allocated = share.allocated.get(self.dominant, 0) if share is not None else 0
+        need = sum(p.requests.get(self.dominant, 0) for p in gang.needed)
+        return max(0, allocated + need - self.volcano_deserved(gang.queue))
 
     def policy(self, queue: str) -> QueuePolicy:
         return self.cfg.queue_policy(queue)

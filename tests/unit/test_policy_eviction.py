@@ -16,6 +16,7 @@ from tests.builders import (
     gang,
     job_pod,
     node,
+    over_share,
     plan_of,
     pod,
     podgroup,
@@ -493,3 +494,28 @@ def test_gang_queue_reaching_its_share_stops_reclaiming() -> None:
     assert [decision(plan, f"ns/g{i}")[0] for i in (1, 2, 3)] == ["evict", "evict", "wait"]
     assert "queue share" in decision(plan, "ns/g3")[1]
     assert len(plan.evictions) == 8
+
+
+# -- the gang's queue share, as Volcano's proportion plugin admits work ----------------------------
+def test_own_queue_workers_make_room_in_its_share() -> None:
+    plan = plan_of(*over_share())
+    assert names(plan) == ["a-worker-7", "a-worker-6"]
+    action, reason = decision(plan)
+    assert action == "evict"
+    assert "queue qa would be above its deserved share (allocated 8 + needed 2 > deserved 8" in reason
+
+
+def test_share_victims_are_admissible_ones_only() -> None:
+    plan = plan_of(*over_share(a_last_scale=ago(60)))  # a is cooling down
+    assert names(plan) == []
+    action, reason = decision(plan)
+    assert action == "wait"
+    assert reason.startswith("its min set fits on free capacity, but queue qa would be above its deserved share")
+    assert "6 cooldown" in reason
+
+
+def test_gang_within_its_share_waits_for_the_scheduler() -> None:
+    objs = [o for o in over_share() if not (o["kind"] == "Pod" and o["metadata"]["name"].startswith("b-"))]
+    plan = plan_of(*objs)  # without b's requests qa deserves all 16 GPUs
+    assert names(plan) == [] and decision(plan) == (
+        "wait", "its min set fits on free capacity now; waiting for the scheduler to place it")

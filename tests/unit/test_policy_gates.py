@@ -8,7 +8,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, plan_of, pod
+from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod
 
 GATE = "volcano-elastic.io/scale-up"
 
@@ -111,8 +111,18 @@ def test_blocked_while_a_waiting_gang_could_be_placed_by_evicting() -> None:
     assert plan.gate_releases == () and plan.scale_up_blocked_by == ("ns/g",)
 
 
-def test_blocked_while_a_waiting_gang_fits_now() -> None:
-    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=2, waiting_since=ago(10)))
+def test_room_of_a_waiting_gang_that_fits_now_is_set_aside() -> None:
+    # 5 GPUs free; the gang's pod takes 4 of them: one gate is lifted around it, nothing blocks.
+    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=4, waiting_since=ago(10)))
+    assert released(plan) == ["j-worker-3"] and plan.scale_up_blocked_by == ()
+
+
+def test_blocked_while_a_waiting_gang_fits_only_once_terminating_pods_are_gone() -> None:
+    objs = [node("n0"), *job(running=5), *gang("ns", "g", members=1, gpus=4, waiting_since=ago(10))]
+    for o in objs:
+        if o["metadata"]["name"] in ("j-worker-3", "j-worker-4"):  # 3 GPUs free now, 5 once they are gone
+            o["metadata"]["deletionTimestamp"] = ago(5)
+    plan = plan_of(*objs)
     assert plan.gate_releases == () and plan.scale_up_blocked_by == ("ns/g",)
 
 
@@ -157,3 +167,20 @@ def test_job_that_lost_victims_this_cycle_is_not_scaled_up() -> None:
     objs = [node("n0"), *job(running=5), *gang("ns", "g", members=1, gpus=4)]
     plan = plan_of(*objs)
     assert plan.evictions and plan.gate_releases == ()
+
+
+def test_gang_its_queue_share_keeps_out_does_not_block() -> None:
+    # qa holds its whole deserved share with a fixed-size job: Volcano will not place g (whatever is
+    # evicted elsewhere) until a finishes, so b grows into the idle GPUs meanwhile.
+    plan = plan_of(*over_share(a_elastic=False))
+    assert plan.scale_up_blocked_by == ()
+    assert released(plan) == ["b-worker-4", "b-worker-5", "b-worker-6", "b-worker-7"]
+    assert [d.decision for d in plan.starving] == ["wait"]
+
+
+def test_gang_its_own_queue_can_make_room_for_has_its_room_set_aside() -> None:
+    # a (qa) is cooling down: g waits for its victims; its 2 GPUs on n1 are kept free for it.
+    plan = plan_of(*over_share(a_last_scale=ago(60)))
+    assert plan.scale_up_blocked_by == ()
+    assert released(plan) == ["b-worker-4", "b-worker-5"]
+

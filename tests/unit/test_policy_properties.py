@@ -14,9 +14,10 @@ from elastic_controller.policy.cooldowns import in_cooldown
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import Capacity, node_accepts, place_all, pod_demand
 from elastic_controller.policy.keys import Role
-from elastic_controller.policy.model import Snapshot
+from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.shares import plan_shares
 from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
@@ -186,30 +187,55 @@ def test_victims_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConf
 @given(clusters())
 @SETTINGS
 def test_every_plan_fits_and_is_minimal(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    """Every plan makes its gang fit on the nodes *and* within its queue's deserved share as
+    Volcano's proportion plugin computes it (allocated + needed <= deserved, GPUs); it evicts only
+    when the gang did not already satisfy both; dropping any victim breaks one of them."""
     objs, cfg = cluster
     snap = parse(objs, cfg)
     plan = plan_cycle(snap, cfg, NOW)
     pods = {p.key: p for p in snap.pods}
+    pgs = {pg.key: pg for pg in snap.podgroups}
+    deserved = {q: s.deserved.get(GPU, 0)
+                for q, s in plan_shares(snap.queues, snap.nodes, snap.pods, pgs, volcano_view=True).items()}
+    alloc: dict[str, int] = {}
+    for p in snap.pods:
+        if p.group_key in pgs and p.node_name and not p.deleting and not p.terminal:
+            q = pgs[p.group_key].queue
+            alloc[q] = alloc.get(q, 0) + p.requests.get(GPU, 0)
     cap = future_capacity(snap)  # promises to earlier gangs are taken from it in decision order
+
+    def queue_of(p: PodView) -> str:
+        return pgs[p.group_key].queue
+
     for d in plan.starving:
         needed = [pods[k] for k in d.needed]
         assert all(p.pending and not p.scheduling_gates and p.group_key == d.pod_group for p in needed)
+        need = sum(p.requests.get(GPU, 0) for p in needed)
+        excess = max(0, alloc.get(d.queue, 0) + need - deserved.get(d.queue, 0))
         if d.decision == "wait":
             trial = cap.copy()
-            if place_all(needed, trial) is not None:
+            if place_all(needed, trial) is not None and not excess:
                 cap = trial  # it fits without victims: the room is promised to it
             continue
         victims = [pods[k] for k in d.victims]
-        before = cap.copy()
+
+        def ok(chosen: list[PodView], base: Capacity, queue: str, excess: int, needed: list[PodView]) -> bool:
+            trial = base.copy()
+            for v in chosen:
+                trial.give(v.node_name, pod_demand(v))
+            own = sum(v.requests.get(GPU, 0) for v in chosen if queue_of(v) == queue)
+            return own >= excess and place_all(needed, trial) is not None
+
+        gang = (cap, d.queue, excess, needed)
+        assert ok(victims, *gang), f"{d.pod_group}: victims do not make it fit (on the nodes and in its share)"
+        assert not ok([], *gang), f"{d.pod_group}: evicts although it fits"
+        for drop in victims:
+            assert not ok([v for v in victims if v is not drop], *gang), f"{d.pod_group}: {drop.key} is not needed"
         for v in victims:
             cap.give(v.node_name, pod_demand(v))
-        after = cap.copy()
-        assert place_all(needed, cap) is not None, f"{d.pod_group}: victims do not make it fit"
-        assert place_all(needed, before.copy()) is None, f"{d.pod_group}: evicts although it fits"
-        for drop in victims:
-            trial = after.copy()
-            trial.take(drop.node_name, pod_demand(drop))
-            assert place_all(needed, trial) is None, f"{d.pod_group}: {drop.key} is not needed"
+            alloc[queue_of(v)] = alloc.get(queue_of(v), 0) - v.requests.get(GPU, 0)
+        assert place_all(needed, cap) is not None
+        alloc[d.queue] = alloc.get(d.queue, 0) + need
 
 
 @given(clusters())
@@ -220,11 +246,16 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
     plan = plan_cycle(snap, cfg, NOW)
     if plan.scale_up_blocked_by:
         assert plan.gate_releases == ()
-    if plan.gate_releases:
-        assert not any(d.decision == "evict" for d in plan.starving)
     pods = {p.key: p for p in snap.pods}
     pgs = {pg.key: pg for pg in snap.podgroups}
     cap = free_now(snap)
+    if plan.gate_releases:
+        # Growth goes on only around gangs that fit on free capacity now: an eviction beside it only
+        # makes room in the gang's own queue share (its victims are of its own queue).
+        for d in plan.starving:
+            if d.decision == "evict":
+                assert place_all([pods[k] for k in d.needed], cap.copy()) is not None, d
+                assert all(pgs[pods[v].group_key].queue == d.queue for v in d.victims), d
     per_queue: dict[str, int] = {}
     added: dict[str, int] = {}
     for r in plan.gate_releases:
@@ -245,6 +276,9 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
         assert running + added[pg.key] <= p.bounds.max_replicas
     for q, n in per_queue.items():
         assert n <= cfg.queue_policy(q).maxScaleUpPerCycle
+    for d in plan.starving if plan.gate_releases else ():  # ... never into the room of a gang about to be placed
+        if d.decision == "evict" or d.reason.startswith("its min set fits on free capacity"):
+            assert place_all([pods[k] for k in d.needed], cap.copy()) is not None, d
     # Within a job, gates are lifted lowest index first.
     by_job: dict[str, list[int]] = {}
     for r in plan.gate_releases:

@@ -37,10 +37,10 @@ NODES = [node("n0", gpus=8, cpu="1000", memory="10000Gi", pods=1000),
          node("n1", gpus=8, cpu="1000", memory="10000Gi", pods=1000)]
 
 
-def deserved_gpus(*groups: Any) -> dict[str, int]:
+def deserved_gpus(*groups: Any, volcano_view: bool = False) -> dict[str, int]:
     snap = snapshot_of(*NODES, *groups)
     pgs = {pg.key: pg for pg in snap.podgroups}
-    shares = plan_shares(snap.queues, snap.nodes, snap.pods, pgs)
+    shares = plan_shares(snap.queues, snap.nodes, snap.pods, pgs, volcano_view=volcano_view)
     return {name: s.deserved.get(GPU, 0) for name, s in sorted(shares.items())}
 
 
@@ -84,6 +84,23 @@ def test_deserved(groups: list[Any], expected: dict[str, int]) -> None:
     got = deserved_gpus(*groups)
     assert {k: got.get(k, 0) for k in expected} == expected
     assert sum(v for k, v in got.items() if k in ("a", "b", "d") or (k == "p")) <= 16
+
+
+@pytest.mark.parametrize(
+    ("groups", "ours", "volcano"),
+    [
+        pytest.param([queue("a", 1), queue("b", 1), usage("a", 2, gated=14), usage("b", 16)],
+                     {"a": 2, "b": 14}, {"a": 8, "b": 8}, id="gated-pods-requested-by-volcano"),
+        pytest.param([queue("a", 1), queue("b", 1), queue("c", 1), usage("a", 16), usage("b", 16), usage("c", 16)],
+                     {"a": 5, "b": 5, "c": 5}, {"a": 5, "b": 5, "c": 5}, id="thirds-round-down"),
+        pytest.param([queue("a", 2), queue("b", 1), usage("a", 16), usage("b", 16)],
+                     {"a": 11, "b": 5}, {"a": 10, "b": 5}, id="two-thirds-rounded-down-not-to-nearest"),
+    ],
+)
+def test_volcano_view(groups: list[Any], ours: dict[str, int], volcano: dict[str, int]) -> None:
+    """What proportion admits work against: gated pods requested, deserved rounded down."""
+    assert deserved_gpus(*groups) == ours
+    assert deserved_gpus(*groups, volcano_view=True) == volcano
 
 
 def test_deserved_never_exceeds_cluster_sum() -> None:
