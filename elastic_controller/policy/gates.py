@@ -98,13 +98,31 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
 
     A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
     it, or it waits for room in its queue's share) has that room reserved, and growth goes on
-    around it; any other blocking gang holds back all growth. Gangs in ``evicted_for`` (victims
+    around it; any other blocking gang holds back all growth. A pod is released only while its
+    queue stays within its deserved share as Volcano's proportion plugin counts it (beyond, Volcano
+    would leave it pending and the job would have spent a scale event for nothing). Gangs in ``evicted_for`` (victims
     were chosen for them this cycle) count as blocking."""
     if not world.cfg.gating.enabled:
         return [], []
     cap = (capacity or world.free_now).copy()
     blocking = {g.key for g in blocking_gangs(world)} | set(evicted_for)
-    blocked = [g.key for g in world.waiting if g.key in blocking and place_all(g.needed, cap) is None]
+    blocked: list[str] = []
+    dom = world.dominant
+    room: dict[str, int] = {}  # per queue: what proportion still admits (Volcano's view)
+
+    def room_of(queue: str) -> int:
+        if queue not in room:
+            share = world.shares.get(queue)
+            room[queue] = world.volcano_deserved(queue) - (share.allocated.get(dom, 0) if share else 0)
+        return room[queue]
+
+    for g in world.waiting:
+        if g.key not in blocking:
+            continue
+        if place_all(g.needed, cap) is None:
+            blocked.append(g.key)
+        else:  # its room is set aside, on the nodes and in its queue's share
+            room[g.queue] = room_of(g.queue) - sum(p.requests.get(dom, 0) for p in g.needed)
     if blocked:
         return [], blocked
     gate = world.cfg.gating.gateName
@@ -143,8 +161,12 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         assert job.bounds is not None
         if job.current_workers() >= job.bounds.max_replicas:
             continue
+        size = pod.requests.get(dom, 0)
+        if size > room_of(job.queue):
+            continue  # Volcano would leave it pending: its queue is at its deserved share
         node = cap.choose_node(pod)
         if node is not None:
+            room[job.queue] -= size
             cap.take(node, pod_demand(pod))
             job.added += 1
             per_queue[job.queue] = per_queue.get(job.queue, 0) + 1

@@ -8,7 +8,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod
+from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, queue
 
 GATE = "volcano-elastic.io/scale-up"
 
@@ -184,3 +184,15 @@ def test_gang_its_own_queue_can_make_room_for_has_its_room_set_aside() -> None:
     assert plan.scale_up_blocked_by == ()
     assert released(plan) == ["b-worker-4", "b-worker-5"]
 
+
+
+def test_released_only_within_the_queue_share_volcano_admits() -> None:
+    # Volcano's view: qa requests 14 (a2's gated pods count), qb 6 -> qb deserves 6, qa 10, which it
+    # holds: a2's pods would stay pending, so only b grows (into n1's 4 free GPUs).
+    objs = [node("n0"), node("n1"), queue("qa"), queue("qb"),
+            *elastic_job("ns", "a", min_r=8, max_r=8, nodes=["n0"], queue="qa"),
+            *elastic_job("ns", "a2", min_r=2, max_r=6, running=2, nodes=["n1"], queue="qa"),
+            *elastic_job("ns", "b", min_r=2, max_r=6, running=2, nodes=["n1"], queue="qb")]
+    assert released(plan_of(*objs)) == ["b-worker-2", "b-worker-3", "b-worker-4", "b-worker-5"]
+    without_b = [o for o in objs if not o["metadata"]["name"].startswith("b")]
+    assert released(plan_of(*without_b)) == ["a2-worker-2", "a2-worker-3", "a2-worker-4", "a2-worker-5"]

@@ -276,6 +276,13 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
         assert running + added[pg.key] <= p.bounds.max_replicas
     for q, n in per_queue.items():
         assert n <= cfg.queue_policy(q).maxScaleUpPerCycle
+    # A queue grows only within the share Volcano's proportion plugin admits.
+    volcano = plan_shares(snap.queues, snap.nodes, snap.pods, pgs, volcano_view=True)
+    grown: dict[str, int] = {}
+    for r in plan.gate_releases:
+        grown[r.queue] = grown.get(r.queue, 0) + pods[r.pod].requests.get(GPU, 0)
+    for q, g in grown.items():
+        assert volcano[q].allocated.get(GPU, 0) + g <= volcano[q].deserved.get(GPU, 0), q
     for d in plan.starving if plan.gate_releases else ():  # ... never into the room of a gang about to be placed
         if d.decision == "evict" or d.reason.startswith("its min set fits on free capacity"):
             assert place_all([pods[k] for k in d.needed], cap.copy()) is not None, d
