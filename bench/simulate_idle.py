@@ -34,13 +34,14 @@ from elastic_controller.simulate.trace import parse_own_csv
 
 def breakdown(sim: Simulator) -> tuple[float, Counter[str]]:
     """Run ``sim``; (GPU allocation, idle GPU-seconds per cause)."""
-    idle: Counter[str] = Counter()
-    state = {"t": 0.0, "cause": "", "free": 0}
+    idle: Counter[str] = Counter()  # GPU-seconds
+    last_t, last_cause, last_free = 0.0, "", 0
     advance = sim._advance
 
     def hooked(t: float) -> None:
-        if t > state["t"] and state["free"]:
-            idle[str(state["cause"])] += (t - float(state["t"])) * int(state["free"])
+        nonlocal last_t, last_cause, last_free
+        if t > last_t and last_free:
+            idle[last_cause] += round((t - last_t) * last_free)
         advance(t)
         gated = list(sim.gated.values())
         if gated:
@@ -50,7 +51,7 @@ def breakdown(sim: Simulator) -> tuple[float, Counter[str]]:
             cause = "waiting gang, nothing gated"
         else:
             cause = "no demand"
-        state.update(t=t, cause=cause, free=sim.nodes.free_gpus)
+        last_t, last_cause, last_free = t, cause, sim.nodes.free_gpus
 
     sim._advance = hooked  # type: ignore[method-assign]
     result = sim.run()
