@@ -489,6 +489,44 @@ class Planner:
                 f"needed {need} > deserved {self.w.volcano_deserved(gang.queue)} {dom}, as Volcano's "
                 f"proportion plugin counts it)")
 
+    def _first_in_order(self, cands: Sequence[PodView], k: int, excess: int) -> list[PodView] | None:
+        """The ``k`` victims among ``cands`` giving back at least ``excess`` of the dominant resource
+        whose ``order_key`` is smallest, no job taken below min: what ``min(feasible subsets,
+        key=order_key)`` gives, built one victim at a time (the most preferred, preferences
+        recomputed as victims are taken, that the largest others left can still complete).
+        None when per-job minimums make that construction fail (the caller then enumerates)."""
+        dom = self.w.dominant
+        picked: list[PodView] = []
+        extra: dict[str, int] = {}
+        left = list(cands)
+        need = excess
+        while len(picked) < k:
+            slots = k - len(picked) - 1
+            top = sorted((c.requests.get(dom, 0) for c in left), reverse=True)
+            with_c, without_c = sum(top[:slots + 1]), sum(top[:slots])
+            edge = top[slots] if slots < len(top) else 0
+            best: tuple[tuple[float, int, int, str], int] | None = None
+            for i, c in enumerate(left):
+                jid = job_id(c)
+                job = self.w.jobs[jid]
+                assert job.bounds is not None
+                if job.current_workers() - extra.get(jid, 0) - 1 < job.bounds.min_replicas:
+                    continue
+                size = c.requests.get(dom, 0)
+                others = with_c - size if size >= edge else without_c  # the largest `slots` besides c
+                if size + others < need:
+                    continue
+                key = self.preference(c, extra.get(jid, 0))
+                if best is None or key < best[0]:
+                    best = (key, i)
+            if best is None:
+                return None
+            chosen = left.pop(best[1])
+            picked.append(chosen)
+            need -= chosen.requests.get(dom, 0)
+            extra[job_id(chosen)] = extra.get(job_id(chosen), 0) + 1
+        return picked if need <= 0 else None
+
     def _share_victims(self, gang: Gang, excess: int, chosen: Sequence[PodView]) -> list[PodView] | None:
         """The fewest admissible elastic workers of ``gang``'s own queue (not in ``chosen``, whose
         picks the jobs' ``taken`` counts already hold) giving back at least ``excess`` of the
@@ -505,6 +543,9 @@ class Planner:
         fewest = next((k for k in range(1, len(sizes) + 1) if sum(sizes[:k]) >= excess), None)
         if fewest is None:
             return None
+        first = self._first_in_order(cands, fewest, excess)
+        if first is not None:
+            return first
         budget = _MAX_COMBINATIONS
         feasible: list[tuple[PodView, ...]] = []
         for subset in combinations(cands, fewest):

@@ -45,32 +45,49 @@ def cluster_capacity(nodes: Iterable[NodeView]) -> Resources:
     return total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
 
 
-def queue_usage(
-    pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView], count_gated: bool = False
-) -> tuple[dict[str, Resources], dict[str, Resources]]:
-    """(allocated, request) per queue. Terminating pods are leaving and count for neither; pending
-    gated pods count in the request only with ``count_gated`` (as Volcano counts them)."""
-    allocated: dict[str, Resources] = {}
-    request: dict[str, Resources] = {}
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Resources per queue: ``allocated`` (placed pods), ``pending`` (ungated pending pods) and
+    ``gated`` (pending gated pods). Terminating pods are leaving and count for none."""
+
+    allocated: dict[str, Resources]
+    pending: dict[str, Resources]
+    gated: dict[str, Resources]
+
+    def request(self, count_gated: bool = False) -> dict[str, Resources]:
+        """Placed plus pending pods per queue; gated ones too with ``count_gated`` (as Volcano)."""
+        out: dict[str, Resources] = {}
+        for part in (self.allocated, self.pending, self.gated) if count_gated else (self.allocated, self.pending):
+            for queue, res in part.items():
+                out[queue] = add(out.get(queue, {}), res)
+        return out
+
+
+def usage_of(pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView]) -> Usage:
+    """One pass over the pods: what each queue holds, waits for, and keeps gated."""
+    parts: tuple[dict[str, Resources], dict[str, Resources], dict[str, Resources]] = ({}, {}, {})
     for pod in pods:
         if not pod.group or pod.deleting or pod.terminal:
             continue
         pg = podgroups.get(pod.group_key)
         if pg is None:
             continue
-        if pod.node_name:
-            targets: tuple[dict[str, Resources], ...] = (allocated, request)
-        elif count_gated or not pod.scheduling_gates:
-            targets = (request,)
-        else:
-            continue
-        for to in targets:
-            acc = to.get(pg.queue)
-            if acc is None:
-                acc = to[pg.queue] = {}
-            for k, v in pod.requests.items():
-                acc[k] = acc.get(k, 0) + v
-    return allocated, request
+        to = parts[0] if pod.node_name else parts[2] if pod.scheduling_gates else parts[1]
+        acc = to.get(pg.queue)
+        if acc is None:
+            acc = to[pg.queue] = {}
+        for k, v in pod.requests.items():
+            acc[k] = acc.get(k, 0) + v
+    return Usage(*parts)
+
+
+def queue_usage(
+    pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView], count_gated: bool = False
+) -> tuple[dict[str, Resources], dict[str, Resources]]:
+    """(allocated, request) per queue. Terminating pods are leaving and count for neither; pending
+    gated pods count in the request only with ``count_gated`` (as Volcano counts them)."""
+    usage = usage_of(pods, podgroups)
+    return usage.allocated, usage.request(count_gated)
 
 
 def _floor(v: float) -> int:
@@ -146,6 +163,8 @@ def plan_shares(
     pods: Iterable[PodView],
     podgroups: Mapping[str, PodGroupView],
     volcano_view: bool = False,
+    usage: Usage | None = None,
+    capacity: Resources | None = None,
 ) -> dict[str, QueueShare]:
     """Deserved, allocated and requested resources of every queue (queues referenced by
     PodGroups but not listed are treated as weight-1 children of root).
@@ -153,9 +172,11 @@ def plan_shares(
     ``volcano_view``: the shares Volcano's proportion plugin computes, which decide whether it
     places a gang at all: gated pods count in requests, and deserved shares are rounded down (a
     queue is admitted work only while allocated + request <= deserved).
+    ``usage`` and ``capacity`` (the cluster's): computed from the pods and nodes when not given.
     """
-    nodes = list(nodes)
-    allocated, request = queue_usage(pods, podgroups, count_gated=volcano_view)
+    if usage is None:
+        usage = usage_of(pods, podgroups)
+    allocated, request = usage.allocated, usage.request(volcano_view)
     rounding: Callable[[float], int] = _floor if volcano_view else round
     by_name = {q.name: q for q in queues}
     for name in set(request) | set(allocated):
@@ -175,7 +196,7 @@ def plan_shares(
 
     all_request = {name: subtree_request(name) for name in by_name}
     deserved: dict[str, Resources] = {}
-    stack = [("root", cluster_capacity(nodes))]
+    stack = [("root", capacity if capacity is not None else cluster_capacity(nodes))]
     visited = set()
     while stack:
         parent, cap = stack.pop()

@@ -14,7 +14,7 @@ from .keys import Role
 from .model import ElasticBounds, PodGroupView, PodView, Snapshot
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
-from .shares import QueueShare, dominant_resource, plan_shares
+from .shares import QueueShare, Usage, cluster_capacity, dominant_resource, plan_shares, usage_of
 
 
 @dataclass(slots=True)
@@ -76,6 +76,8 @@ class World:
     shares: dict[str, QueueShare]
     dominant: str
     waiting: list[Gang]
+    usage: Usage | None = None  # per queue, as counted for the shares (reused for Volcano's view)
+    cluster: Resources | None = None  # the schedulable nodes' allocatable
     _volcano_shares: dict[str, QueueShare] | None = None
 
     def volcano_deserved(self, queue: str) -> int:
@@ -85,7 +87,7 @@ class World:
         if self._volcano_shares is None:
             snap = self.snapshot
             self._volcano_shares = plan_shares(snap.queues, snap.nodes, snap.pods, self.podgroups,
-                                               volcano_view=True)
+                                               volcano_view=True, usage=self.usage, capacity=self.cluster)
         share = self._volcano_shares.get(queue)
         return share.deserved.get(self.dominant, 0) if share is not None else 0
 
@@ -190,6 +192,8 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
                 if gang is not None:
                     gang.releasing_for.append(pod)
 
+    usage = usage_of(pods, podgroups)
+    cluster = cluster_capacity(snapshot.nodes)
     return World(
         snapshot=snapshot,
         cfg=cfg,
@@ -199,9 +203,11 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
         jobs=jobs,
         free_now=cap,
         releasing=releasing,
-        shares=plan_shares(snapshot.queues, snapshot.nodes, pods, podgroups),
+        shares=plan_shares(snapshot.queues, snapshot.nodes, pods, podgroups, usage=usage, capacity=cluster),
         dominant=dominant_resource(snapshot.nodes),
         waiting=waiting,
+        usage=usage,
+        cluster=cluster,
     )
 
 

@@ -3,12 +3,17 @@ queue shares, cooldowns, fewest-then-order, the per-queue cap, and a reason for 
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_controller.policy.decisions import CyclePlan
+from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.world import build_world
 from tests.builders import (
     NOW,
     ago,
@@ -22,6 +27,7 @@ from tests.builders import (
     podgroup,
     priority_class,
     queue,
+    snapshot_of,
 )
 
 GPU = "nvidia.com/gpu"
@@ -519,3 +525,34 @@ def test_gang_within_its_share_waits_for_the_scheduler() -> None:
     plan = plan_of(*objs)  # without b's requests qa deserves all 16 GPUs
     assert names(plan) == [] and decision(plan) == (
         "wait", "its min set fits on free capacity now; waiting for the scheduler to place it")
+
+
+@given(st.lists(st.tuples(st.integers(1, 4), st.sampled_from([1, 2, 4, 8]), st.integers(0, 3)), min_size=1, max_size=4),
+       st.integers(1, 24))
+@settings(max_examples=60, deadline=None)
+def test_share_victims_are_the_first_in_order_of_all_fewest_sets(jobs: list[tuple[int, int, int]], excess: int) -> None:
+    """Built one victim at a time, they are what enumerating every covering set of the fewest
+    victims and keeping the one first in order gives (as sets; the plan sorts them afterwards)."""
+    objs: list[Any] = [node(f"n{i}", gpus=64) for i in range(4)]
+    for j, (extra, gpus, min_r) in enumerate(jobs):
+        objs += elastic_job("ns", f"j{j}", min_r=min_r + 1, max_r=min_r + 1 + extra, gpus=gpus,
+                            nodes=[f"n{j}"], queue="qa")
+    objs += gang("ns", "g", members=1, gpus=1, queue="qa")
+    world = build_world(snapshot_of(*objs), ElasticConfig(), NOW)
+    planner = Planner(world)
+    g = world.waiting[0]
+    got = planner._share_victims(g, excess, [])
+    cands = sorted((c for pods in planner.candidates_by_job.values() for c in pods), key=planner.preference)
+    best: tuple[Any, ...] | None = None
+    for k in range(1, len(cands) + 1):
+        feasible = [s for s in combinations(cands, k)
+                    if sum(c.requests[GPU] for c in s) >= excess and planner._subset_ok(g, s)]
+        if feasible:
+            best = min(feasible, key=planner.order_key)
+            break
+    assert (got is None) == (best is None)
+    if got is not None and best is not None:
+        assert sorted(p.key for p in got) == sorted(p.key for p in best)
+        # Built directly (no fallback to enumeration): elastic workers never take a job below min here.
+        direct = planner._first_in_order(cands, len(best), excess)
+        assert direct is not None and sorted(p.key for p in direct) == sorted(p.key for p in best)
