@@ -111,7 +111,10 @@ class Planner:
         self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
-        self._exclusion_cache: dict[tuple[int, str, int], dict[str, int]] = {}
+        self._exclusion_cache: dict[tuple[int, str, int, bool], dict[str, int]] = {}
+        self._by_queue: dict[str, list[str]] | None = None  # queue -> jobs with candidates
+        self._old: dict[str, list[PodView]] = {}  # job -> candidates past minRuntimeSeconds
+        self._supply: dict[str, int] = {}  # see _queue_supply
 
     # -- admissibility ------------------------------------------------------------------
     def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:
@@ -417,10 +420,34 @@ class Planner:
                     break  # exact fit without victims: cannot do better
         return best
 
-    def exclusions(self, gang: Gang) -> dict[str, int]:
-        """How many candidates are not admissible for ``gang``, by reason (``_why_not``'s order),
-        counted per job rather than per pod; cached until the next committed plan."""
-        key = (gang.priority, gang.queue, self.version)
+    def _queue_supply(self, queue: str) -> int:
+        """An upper bound of what victims of ``queue`` can give back this cycle (dominant resource):
+        each job's largest candidates, as many as it has workers above min."""
+        supply = self._supply.get(queue)
+        if supply is None:
+            supply = 0
+            dom = self.w.dominant
+            for jid in self._jobs_of_queue(queue):
+                job = self.w.jobs[jid]
+                spare = job.running_workers - job.bounds.min_replicas if job.bounds is not None else 0
+                sizes = sorted((p.requests.get(dom, 0) for p in self.candidates_by_job[jid]), reverse=True)
+                supply += sum(sizes[:max(0, spare)])
+            self._supply[queue] = supply
+        return supply
+
+    def _jobs_of_queue(self, queue: str) -> list[str]:
+        """Keys of the jobs of ``queue`` that have candidates (indexed on first use)."""
+        if self._by_queue is None:
+            self._by_queue = {}
+            for jid in self.candidates_by_job:
+                self._by_queue.setdefault(self.w.jobs[jid].queue, []).append(jid)
+        return self._by_queue.get(queue, [])
+
+    def exclusions(self, gang: Gang, own_queue: bool = False) -> dict[str, int]:
+        """How many candidates (of the gang's own queue only, with ``own_queue``) are not admissible
+        for ``gang``, by reason (``_why_not``'s order), counted per job rather than per pod; cached
+        until the next committed plan."""
+        key = (gang.priority, gang.queue, self.version, own_queue)
         cacheable = gang.key not in self.candidates_by_job
         if cacheable and key in self._exclusion_cache:
             return self._exclusion_cache[key]
@@ -430,7 +457,9 @@ class Planner:
             if n > 0:
                 reasons[why] = reasons.get(why, 0) + n
 
-        for jid, pods in self.candidates_by_job.items():
+        jids = self._jobs_of_queue(gang.queue) if own_queue else self.candidates_by_job
+        for jid in jids:
+            pods = self.candidates_by_job[jid]
             if jid == gang.key:
                 continue
             job = self.w.jobs.get(jid)
@@ -445,7 +474,12 @@ class Planner:
             if job.cooling and not policy.preemptDuringCooldown:
                 count("cooldown", len(live))
                 continue
-            old = [p for p in live if old_enough(p.scheduled_at, policy.minRuntimeSeconds, self.w.now)]
+            old = self._old.get(jid)
+            if old is None:  # fixed for the cycle (policy and now do not change): computed once per job
+                old = self._old[jid] = [p for p in pods if old_enough(p.scheduled_at, policy.minRuntimeSeconds,
+                                                                        self.w.now)]
+            if live is not pods:
+                old = [p for p in old if p.key not in self.taken]
             count("min runtime", len(live) - len(old))
             if not job.can_lose():
                 count("at min", len(old))
@@ -500,11 +534,12 @@ class Planner:
         extra: dict[str, int] = {}
         left = list(cands)
         need = excess
+        ascending = sorted(c.requests.get(dom, 0) for c in left)  # sizes of `left`
         while len(picked) < k:
             slots = k - len(picked) - 1
-            top = sorted((c.requests.get(dom, 0) for c in left), reverse=True)
-            with_c, without_c = sum(top[:slots + 1]), sum(top[:slots])
-            edge = top[slots] if slots < len(top) else 0
+            with_c = sum(ascending[max(0, len(ascending) - slots - 1):])  # the largest slots + 1
+            without_c = sum(ascending[max(0, len(ascending) - slots):]) if slots else 0  # the largest slots
+            edge = ascending[len(ascending) - slots - 1] if slots < len(ascending) else 0
             best: tuple[tuple[float, int, int, str], int] | None = None
             for i, c in enumerate(left):
                 jid = job_id(c)
@@ -522,8 +557,10 @@ class Planner:
             if best is None:
                 return None
             chosen = left.pop(best[1])
+            size = chosen.requests.get(dom, 0)
+            del ascending[bisect.bisect_left(ascending, size)]
             picked.append(chosen)
-            need -= chosen.requests.get(dom, 0)
+            need -= size
             extra[job_id(chosen)] = extra.get(job_id(chosen), 0) + 1
         return picked if need <= 0 else None
 
@@ -534,10 +571,11 @@ class Planner:
         if excess <= 0:
             return []
         dom = self.w.dominant
+        if self._queue_supply(gang.queue) < excess:
+            return None  # even every elastic worker of the queue could not bring it under
         taken = {c.key for c in chosen}
-        cands = [c for jid, pods in self.candidates_by_job.items() if self.w.jobs[jid].queue == gang.queue
-                 for c in pods if c.key not in taken and c.requests.get(dom, 0) > 0
-                 and self._why_not(gang, c) is None]
+        cands = [c for jid in self._jobs_of_queue(gang.queue) for c in self.candidates_by_job[jid]
+                 if c.key not in taken and c.requests.get(dom, 0) > 0 and self._why_not(gang, c) is None]
         cands.sort(key=self.preference)
         sizes = sorted((c.requests.get(dom, 0) for c in cands), reverse=True)
         fewest = next((k for k in range(1, len(sizes) + 1) if sum(sizes[:k]) >= excess), None)
@@ -601,21 +639,27 @@ class Planner:
         self._job_verdicts = {}
         self._share_refusals = set()
         victims = [] if placement is not None else self._assign(gang, cap)
+        share_failed = False
         if victims is not None and excess:
             # Its own queue's elastic workers make room in the queue's share (others' cannot).
             extra = self._share_victims(gang, excess - self._own_share(gang, victims), victims)
+            share_failed = extra is None
             victims = None if extra is None else victims + extra
         for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
             w.jobs[job_id(v)].taken -= 1
         self.inflight = []
         if victims is None:
-            reasons = self.exclusions(gang)
+            reasons = self.exclusions(gang, own_queue=share_failed)
             excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
             need = format_resources(_sum_requests(gang.needed))
-            if placement is not None:
+            if share_failed and placement is None:
+                return wait(f"evicting elastic workers would make room on the nodes, but "
+                            f"{self._excess_text(gang, excess)}, and not enough of the queue's own elastic "
+                            f"workers are admissible to bring it under; its queue's candidates excluded: {excluded}")
+            if share_failed:
                 return wait(f"its min set fits on free capacity, but {self._excess_text(gang, excess)}, and not "
                             f"enough of the queue's own elastic workers are admissible to bring it under; "
-                            f"candidates excluded: {excluded}")
+                            f"its queue's candidates excluded: {excluded}")
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
                         f"candidates excluded: {excluded}")

@@ -19,18 +19,24 @@ from .model import PodView
 from .world import Gang, World, job_id
 
 
+def _below_share(world: World, queue: str) -> bool:
+    share = world.shares.get(queue)
+    dom = world.dominant
+    return share is not None and share.allocated.get(dom, 0) < share.deserved.get(dom, 0)
+
+
 def queue_may_give(world: World, gang_queue: str, queue: str) -> bool:
     """Whether elastic workers of ``queue`` may ever be victims for a gang of ``gang_queue``
     (DESIGN step 3: the same queue, or a reclaimable queue above its deserved share while the
-    gang's queue is below its own). Cooldowns and minimum runtimes pass: they are not checked."""
+    gang's queue is below its own; ``gang_queue`` "" takes the latter as given). Cooldowns and
+    minimum runtimes pass: they are not checked."""
     if queue == gang_queue:
         return True
-    share, gang_share = world.shares.get(queue), world.shares.get(gang_queue)
-    if share is None or gang_share is None or not share.reclaimable:
+    share = world.shares.get(queue)
+    if share is None or not share.reclaimable or (gang_queue and not _below_share(world, gang_queue)):
         return False
     dom = world.dominant
-    return (gang_share.allocated.get(dom, 0) < gang_share.deserved.get(dom, 0)
-            and share.allocated.get(dom, 0) > share.deserved.get(dom, 0))
+    return share.allocated.get(dom, 0) > share.deserved.get(dom, 0)
 
 
 def blocking_gangs(world: World) -> list[Gang]:
@@ -62,6 +68,7 @@ def blocking_gangs(world: World) -> list[Gang]:
                 acc["pods"] = acc.get("pods", 0) + 1
     base: Capacity | None = None
     capacities: dict[tuple[str, int], Capacity] = {}  # per (gang queue, gang priority)
+    others: dict[tuple[bool, int], Capacity] = {}  # what other queues give, per (below share, priority)
     # Gangs alike (queue, priority, needed pods' requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
     out = []
@@ -78,14 +85,23 @@ def blocking_gangs(world: World) -> list[Gang]:
         if shape not in verdicts:
             cap = capacities.get((g.queue, g.priority))
             if cap is None:
-                if base is None:
-                    base = world.future_capacity()
-                cap = base.copy()
+                # Other queues give only to a gang whose queue is below its share, and then every one
+                # of them that may give does: that part is shared by all such gangs of one priority.
+                below = _below_share(world, g.queue)
+                shared = others.get((below, g.priority))
+                if shared is None:
+                    if base is None:
+                        base = world.future_capacity()
+                    shared = others[(below, g.priority)] = base.copy()
+                    for (queue, prio), per_node in freed.items():
+                        if below and prio <= g.priority and queue_may_give(world, "", queue):
+                            for node, demand in per_node.items():
+                                shared.give(node, demand)
+                cap = capacities[(g.queue, g.priority)] = shared.copy()
                 for (queue, prio), per_node in freed.items():
-                    if prio <= g.priority and queue_may_give(world, g.queue, queue):
+                    if queue == g.queue and prio <= g.priority:
                         for node, demand in per_node.items():
                             cap.give(node, demand)
-                capacities[(g.queue, g.priority)] = cap
             verdicts[shape] = place_all(g.needed, cap.copy()) is not None
         if verdicts[shape]:
             out.append(g)
