@@ -519,9 +519,8 @@ class Planner:
     def _excess_text(self, gang: Gang, excess: int) -> str:
         dom = self.w.dominant
         need = sum(p.requests.get(dom, 0) for p in gang.needed)
-        return (f"queue {gang.queue} would be above its deserved share (allocated {self._dom(gang.queue)} + "
-                f"needed {need} > deserved {self.w.volcano_deserved(gang.queue)} {dom}, as Volcano's "
-                f"proportion plugin counts it)")
+        return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
+                f"{self.w.volcano_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
 
     def _first_in_order(self, cands: Sequence[PodView], k: int, excess: int) -> list[PodView] | None:
         """The ``k`` victims among ``cands`` giving back at least ``excess`` of the dominant resource
@@ -652,14 +651,12 @@ class Planner:
             reasons = self.exclusions(gang, own_queue=share_failed)
             excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
             need = format_resources(_sum_requests(gang.needed))
-            if share_failed and placement is None:
-                return wait(f"evicting elastic workers would make room on the nodes, but "
-                            f"{self._excess_text(gang, excess)}, and not enough of the queue's own elastic "
-                            f"workers are admissible to bring it under; its queue's candidates excluded: {excluded}")
             if share_failed:
-                return wait(f"its min set fits on free capacity, but {self._excess_text(gang, excess)}, and not "
-                            f"enough of the queue's own elastic workers are admissible to bring it under; "
-                            f"its queue's candidates excluded: {excluded}")
+                fits = "its min set fits on free capacity" if placement is not None else (
+                    "evicting elastic workers would make room on the nodes")
+                return wait(f"{fits}, but queue {gang.queue} would be above its deserved share "
+                            f"({self._excess_text(gang, excess)}), and not enough of the queue's own elastic "
+                            f"workers are admissible to bring it under; its queue's candidates excluded: {excluded}")
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
                         f"candidates excluded: {excluded}")
@@ -704,7 +701,7 @@ class Planner:
                     del self._tag_orders[key]
         why = f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit"
         if excess:
-            why += f" and brings its queue within its share ({share_note} before)"
+            why += f" and brings queue {gang.queue} back within its deserved share (before: {share_note})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
 

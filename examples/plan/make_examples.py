@@ -70,6 +70,20 @@ def examples() -> dict[str, dict[str, object]]:
             meta["deletionTimestamp"] = "2026-01-01T12:59:50Z"
             meta["annotations"]["volcano-elastic.io/evicted-for"] = "team-nlp/bert"
     out["evictions-in-flight"] = dump(base(), victims, b)
+    # 6. Vision grew past its deserved share (16 of 32 GPUs, as Volcano counts it with nlp's gated
+    #    pods requested): its new gang vit fits on free GPUs, but Volcano's proportion plugin would
+    #    not place it. Four of vision's own elastic workers make room in its share; nlp's gated pods
+    #    grow around vit's room.
+    vit_since = ago(120)
+    vit = [podgroup("team-vision", "vit", 2, "vision", created=vit_since)]
+    vit += [job_pod("team-vision", "vit", "worker", i, nnodes="2", gpus=2, created=vit_since,
+                    unschedulable_since=vit_since) for i in range(2)]
+    out["own-queue-over-share"] = dump(
+        base(),
+        elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2, nodes=NODES, queue="vision", running=10),
+        elastic_job("team-nlp", "gpt", min_r=1, max_r=4, gpus=4, nodes=NODES[3:], queue="nlp", running=1),
+        vit,
+    )
     return out
 
 

@@ -508,7 +508,7 @@ def test_own_queue_workers_make_room_in_its_share() -> None:
     assert names(plan) == ["a-worker-7", "a-worker-6"]
     action, reason = decision(plan)
     assert action == "evict"
-    assert "queue qa would be above its deserved share (allocated 8 + needed 2 > deserved 8" in reason
+    assert "brings queue qa back within its deserved share (before: allocated 8 + needed 2 > deserved 8" in reason
 
 
 def test_share_victims_are_admissible_ones_only() -> None:
