@@ -67,6 +67,7 @@ def blocking_gangs(world: World) -> list[Gang]:
                         acc[k] = acc.get(k, 0) + v
                 acc["pods"] = acc.get("pods", 0) + 1
     base: Capacity | None = None
+    maximal: Capacity | None = None
     capacities: dict[tuple[str, int], Capacity] = {}  # per (gang queue, gang priority)
     others: dict[tuple[bool, int], Capacity] = {}  # what other queues give, per (below share, priority)
     # Gangs alike (queue, priority, needed pods' requests, selector, tolerations) get the same answer.
@@ -79,10 +80,31 @@ def blocking_gangs(world: World) -> list[Gang]:
                       if queue == g.queue and prio <= g.priority for acc in per_node.values())
             if own < excess:
                 continue  # proportion keeps it out until its queue's own jobs shrink or finish
-        shape = (g.queue, g.priority, tuple(sorted(
+        pods_shape = tuple(sorted(
             (tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())), p.tolerations)
-            for p in g.needed)))
+            for p in g.needed))
+        shape = (g.queue, g.priority, pods_shape)
         if shape not in verdicts:
+            # Quick answers first: every capacity below lies between the base (nothing freed) and the
+            # maximal one (every running elastic worker freed), whatever the queue and priority.
+            if base is None:
+                base = world.future_capacity()
+            if ("base", pods_shape) not in verdicts:
+                verdicts[("base", pods_shape)] = place_all(g.needed, base.copy()) is not None
+            if verdicts[("base", pods_shape)]:
+                verdicts[shape] = True
+                out.append(g)
+                continue
+            if ("max", pods_shape) not in verdicts:
+                if maximal is None:
+                    maximal = base.copy()
+                    for per_node in freed.values():
+                        for node, demand in per_node.items():
+                            maximal.give(node, demand)
+                verdicts[("max", pods_shape)] = place_all(g.needed, maximal.copy()) is not None
+            if not verdicts[("max", pods_shape)]:
+                verdicts[shape] = False
+                continue
             cap = capacities.get((g.queue, g.priority))
             if cap is None:
                 # Other queues give only to a gang whose queue is below its share, and then every one
