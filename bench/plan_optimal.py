@@ -3,8 +3,10 @@
 Each instance has one starving gang and at most 12 candidate victims. The optimum is the smallest
 victim set, among sets obeying the same admissibility rules (priority, cooldown, minimum runtime,
 never below min, queue shares), that makes every needed pod fit according to the same fit function
-(``fit.place_all``). Prints how often we match it, our count over the optimum on average, how often we
-``wait`` where a plan exists, and (must be 0) how often we evict where the optimum says no set fits.
+(``fit.place_all``) and keeps the gang's queue within its deserved share as Volcano counts it (its own
+queue's victims cover ``World.share_excess``). Prints how often we match it, our count over the
+optimum on average, how often we ``wait`` where a plan exists, and (must be 0) how often we evict where
+the optimum says no set fits.
 
     .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7]
 """
@@ -120,9 +122,15 @@ def optimum(world: World, gang_key: str, needed: list[PodView]) -> tuple[int | N
     """(size of the smallest admissible victim set that makes ``needed`` fit or None, candidates)."""
     cands = [p for ps in world.pods_by_group.values() for p in ps if is_candidate_role(p) and p.group_key != gang_key]
     base = world.future_capacity()
+    gang = next(g for g in world.waiting if g.key == gang_key)
+    excess = world.share_excess(gang)  # Volcano places it only within its queue's deserved share
+    dom = world.dominant
     for k in range(len(cands) + 1):
         for subset in combinations(cands, k):
             if not admissible(world, gang_key, subset):
+                continue
+            own = sum(v.requests.get(dom, 0) for v in subset if world.jobs[job_id(v)].queue == gang.queue)
+            if own < excess:
                 continue
             cap = base.copy()
             for v in subset:
