@@ -284,7 +284,7 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
     for q, g in grown.items():
         assert volcano[q].allocated.get(GPU, 0) + g <= volcano[q].deserved.get(GPU, 0), q
     for d in plan.starving if plan.gate_releases else ():  # ... never into the room of a gang about to be placed
-        if d.decision == "evict" or d.reason.startswith("its min set fits on free capacity"):
+        if d.decision == "evict" or d.reason.startswith("its min set fits on free capacity now"):
             assert place_all([pods[k] for k in d.needed], cap.copy()) is not None, d
     # Within a job, gates are lifted lowest index first.
     by_job: dict[str, list[int]] = {}
