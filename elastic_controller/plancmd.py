@@ -77,7 +77,8 @@ def render_table(plan: dict[str, Any]) -> str:
         lines.append(f"RELEASE   {g['pod']:<32} node={g['node']:<12} {g['reason']}")
     if not plan["gateReleases"]:
         blocked = plan.get("scaleUpBlockedBy") or []
-        why = f"held back by waiting gang(s) {', '.join(blocked)}" if blocked else "nothing gated fits now"
+        why = f"held back by waiting gang(s) {', '.join(blocked)}" if blocked else (
+            "nothing gated fits now (on the nodes and in its queue's share)")
         lines.append(f"RELEASE   none: {why}")
     return "\n".join(lines)
 
