@@ -82,9 +82,20 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refresh(obj: Any) -> Any:
+    """Rebuild a pickled view with the current class from its constructor fields: unpickling restores
+    the old ``__dict__`` and skips ``__post_init__``, so derived fields added since recording would be
+    missing (or stale)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return type(obj)(**{f.name: _refresh(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init})
+    if isinstance(obj, tuple):
+        return tuple(_refresh(x) for x in obj)
+    return obj
+
+
 def replay(args: argparse.Namespace) -> int:
     with open(args.inputs, "rb") as f:
-        records: list[Record] = pickle.load(f)
+        records: list[Record] = [(label, _refresh(snap), cfg, now) for label, snap, cfg, now in pickle.load(f)]
     started = time.process_time()
     with open(args.out, "w") as out:
         for label, snap, cfg, now in records:
@@ -110,10 +121,22 @@ def trajectory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _without_reasons(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_reasons(v) for k, v in value.items() if k != "reason"}
+    if isinstance(value, list):
+        return [_without_reasons(v) for v in value]
+    return value
+
+
 def compare(args: argparse.Namespace) -> int:
     a = Path(args.a).read_text().splitlines()
     b = Path(args.b).read_text().splitlines()
     diffs = [i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y]
+    if args.ignore_reasons:  # a change that rewords reasons: the decisions themselves must still agree
+        worded = len(diffs)
+        diffs = [i for i in diffs if _without_reasons(json.loads(a[i])) != _without_reasons(json.loads(b[i]))]
+        print(f"{worded - len(diffs)} plans differ only in their reasons' wording")
     if len(a) != len(b):
         print(f"different lengths: {len(a)} vs {len(b)}")
     for i in diffs[:5]:
@@ -141,6 +164,7 @@ def main() -> int:
     c = sub.add_parser("compare")
     c.add_argument("a")
     c.add_argument("b")
+    c.add_argument("--ignore-reasons", action="store_true", help="compare decisions, not how reasons are worded")
     args = ap.parse_args()
     return {"record": record, "replay": replay, "trajectory": trajectory, "compare": compare}[args.cmd](args)
 

@@ -64,11 +64,19 @@ class Planner:
         self.inflight: list[PodView] = []  # victims chosen so far for the gang being planned
         self.candidates_by_node: dict[str, list[PodView]] = {}
         self.candidates_by_job: dict[str, list[PodView]] = {}
-        for pods in world.pods_by_group.values():
-            for pod in pods:
-                if is_candidate_role(pod):
-                    self.candidates_by_node.setdefault(pod.node_name, []).append(pod)
-                    self.candidates_by_job.setdefault(job_id(pod), []).append(pod)
+        # Candidates are among the elastic pods holding resources; taken in ``pods_by_group`` order
+        # (group by group) so that every map below fills in the same order as a walk over the groups.
+        rank = {key: i for i, key in enumerate(world.pods_by_group)}
+        by_node, by_job = self.candidates_by_node, self.candidates_by_job
+        for pod in sorted((p for p in world.elastic_holding if is_candidate_role(p)), key=lambda p: rank[p.group_key]):
+            pods = by_node.get(pod.node_name)
+            if pods is None:
+                pods = by_node[pod.node_name] = []
+            pods.append(pod)
+            pods = by_job.get(pod.job_id)
+            if pods is None:
+                pods = by_job[pod.job_id] = []
+            pods.append(pod)
         # Search index: nodes holding candidates are tagged with their profile: the sizes (dominant
         # resource) of the candidates that may still be victims this cycle (old enough, job known, not
         # taken yet: re-tagged as plans commit),
@@ -111,10 +119,14 @@ class Planner:
         self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
+        # Per queue: bumped by every committed plan taking a victim from it (what the own-queue
+        # caches depend on: a plan taking victims elsewhere leaves them valid).
+        self.queue_versions: dict[str, int] = {}
         self._exclusion_cache: dict[tuple[int, str, int, bool], dict[str, int]] = {}
         self._by_queue: dict[str, list[str]] | None = None  # queue -> jobs with candidates
         self._old: dict[str, list[PodView]] = {}  # job -> candidates past minRuntimeSeconds
         self._supply: dict[str, int] = {}  # see _queue_supply
+        self._admissible: dict[tuple[str, int, int], int] = {}  # see _admissible_supply
 
     # -- admissibility ------------------------------------------------------------------
     def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:
@@ -142,14 +154,15 @@ class Planner:
         w = self.w
         sizes: list[int] = []
         kinds: set[tuple[str, int, bool]] = set()
+        jobs, taken, dom, now = w.jobs, self.taken, w.dominant, w.now
         for p in self.candidates_by_node.get(node, ()):
-            job = w.jobs.get(job_id(p))
-            if p.key in self.taken or job is None or job.bounds is None:
+            job = jobs.get(p.job_id)
+            if job is None or job.bounds is None or p.key in taken:
                 continue
             policy = w.policy(job.queue)
-            if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, w.now):
+            if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, now):
                 continue
-            sizes.append(p.requests.get(w.dominant, 0))
+            sizes.append(p.requests.get(dom, 0))
             kinds.add((job.queue, job.priority, job.cooling and not policy.preemptDuringCooldown))
         if not sizes:
             return 0
@@ -338,11 +351,22 @@ class Planner:
         for (free, _), names in index.items():
             if free >= gpus:
                 levels.setdefault(free, []).append(names)
+        wants = tuple(demand.items())
+        all_free, nodes = cap.free, cap.nodes
         for free in sorted(levels):
-            fitting = [n for names in levels[free] for n in names
-                       if cap.fits(n, demand) and node_accepts(cap.nodes[n], pod)]
-            if fitting:
-                name = min(fitting)
+            name = None  # the smallest name that fits: a name compare first skips most checks
+            for names in levels[free]:
+                for n in names:
+                    if name is not None and n >= name:
+                        continue
+                    node_free = all_free[n]
+                    for k, v in wants:
+                        if node_free.get(k, 0) < v:
+                            break
+                    else:
+                        if node_accepts(nodes[n], pod):
+                            name = n
+            if name is not None:
                 return (0, (), free, name), []
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
@@ -435,6 +459,38 @@ class Planner:
             self._supply[queue] = supply
         return supply
 
+    def _admissible_supply(self, gang: Gang) -> int:
+        """What admissible victims of ``gang``'s own queue can give back at most (dominant resource):
+        each job's largest admissible candidates, as many as it has workers above min (``_why_not``'s
+        rules for the own queue, job by job; cached per gang priority until the next committed plan)."""
+        key = (gang.queue, gang.priority, self.queue_versions.get(gang.queue, 0))
+        cacheable = gang.key not in self.candidates_by_job
+        if cacheable and key in self._admissible:
+            return self._admissible[key]
+        dom = self.w.dominant
+        total = 0
+        for jid in self._jobs_of_queue(gang.queue):
+            job = self.w.jobs.get(jid)
+            if jid == gang.key or job is None or job.bounds is None or job.priority > gang.priority:
+                continue
+            if (job.cooling and not self.w.policy(job.queue).preemptDuringCooldown) or not job.can_lose():
+                continue
+            sizes = sorted((p.requests.get(dom, 0) for p in self._old_candidates(jid) if p.key not in self.taken),
+                           reverse=True)
+            total += sum(sizes[:max(0, job.current_workers() - job.bounds.min_replicas)])
+        if cacheable:
+            self._admissible[key] = total
+        return total
+
+    def _old_candidates(self, jid: str) -> list[PodView]:
+        """The job's candidates past their queue's minRuntimeSeconds (fixed for the cycle: computed once)."""
+        old = self._old.get(jid)
+        if old is None:
+            minimum = self.w.policy(self.w.jobs[jid].queue).minRuntimeSeconds
+            old = self._old[jid] = [p for p in self.candidates_by_job[jid]
+                                    if old_enough(p.scheduled_at, minimum, self.w.now)]
+        return old
+
     def _jobs_of_queue(self, queue: str) -> list[str]:
         """Keys of the jobs of ``queue`` that have candidates (indexed on first use)."""
         if self._by_queue is None:
@@ -447,7 +503,8 @@ class Planner:
         """How many candidates (of the gang's own queue only, with ``own_queue``) are not admissible
         for ``gang``, by reason (``_why_not``'s order), counted per job rather than per pod; cached
         until the next committed plan."""
-        key = (gang.priority, gang.queue, self.version, own_queue)
+        key = (gang.priority, gang.queue, self.queue_versions.get(gang.queue, 0) if own_queue else self.version,
+               own_queue)
         cacheable = gang.key not in self.candidates_by_job
         if cacheable and key in self._exclusion_cache:
             return self._exclusion_cache[key]
@@ -474,10 +531,7 @@ class Planner:
             if job.cooling and not policy.preemptDuringCooldown:
                 count("cooldown", len(live))
                 continue
-            old = self._old.get(jid)
-            if old is None:  # fixed for the cycle (policy and now do not change): computed once per job
-                old = self._old[jid] = [p for p in pods if old_enough(p.scheduled_at, policy.minRuntimeSeconds,
-                                                                        self.w.now)]
+            old = self._old_candidates(jid)
             if live is not pods:
                 old = [p for p in old if p.key not in self.taken]
             count("min runtime", len(live) - len(old))
@@ -521,6 +575,18 @@ class Planner:
         need = sum(p.requests.get(dom, 0) for p in gang.needed)
         return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
                 f"{self.w.volcano_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
+
+    def _share_wait_reason(self, gang: Gang, excess: int, fits: str, supply: bool = False) -> str:
+        """Why ``gang`` waits when its queue would be above its Volcano share and its own queue's
+        elastic workers cannot bring it under (``supply``: not even all of them, admissible or not)."""
+        reasons = self.exclusions(gang, own_queue=True)
+        excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
+        why = (f"even all of the queue's own elastic workers above their jobs' min "
+               f"({self._queue_supply(gang.queue)} {self.w.dominant}) could not" if supply else
+               "not enough of the queue's own elastic workers are admissible to")
+        return (f"{fits}, but queue {gang.queue} would be above its deserved share "
+                f"({self._excess_text(gang, excess)}), and {why} bring it under; "
+                f"its queue's candidates excluded: {excluded}")
 
     def _first_in_order(self, cands: Sequence[PodView], k: int, excess: int) -> list[PodView] | None:
         """The ``k`` victims among ``cands`` giving back at least ``excess`` of the dominant resource
@@ -632,11 +698,23 @@ class Planner:
             return wait(f"fits once {n} terminating pod(s) release their resources "
                         f"({len(gang.releasing_for)} evicted for it); no further victims")
 
-        cap = self.capacity.copy()
+        left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
+        if left == 0:  # any plan needs a victim: nothing to search for
+            return wait(f"needs evictions but queue {gang.queue} has none left this cycle (maxEvictionsPerCycle)")
         self._kinds_ok = {}
         self.used_greedy = False
         self._job_verdicts = {}
         self._share_refusals = set()
+        if excess:
+            # Victims of its own queue must give back ``excess``: when even every one of them above its
+            # job's min (or every admissible one) would not, no plan exists; the node search is skipped.
+            fits = "its min set fits on free capacity" if placement else "its min set does not fit on free capacity"
+            if self._queue_supply(gang.queue) < excess:
+                return wait(self._share_wait_reason(gang, excess, fits, supply=True))
+            if self._admissible_supply(gang) < excess:
+                return wait(self._share_wait_reason(gang, excess, fits))
+
+        cap = self.capacity.copy()
         victims = [] if placement is not None else self._assign(gang, cap)
         share_failed = False
         if victims is not None and excess:
@@ -648,15 +726,13 @@ class Planner:
             w.jobs[job_id(v)].taken -= 1
         self.inflight = []
         if victims is None:
-            reasons = self.exclusions(gang, own_queue=share_failed)
+            if share_failed:
+                return wait(self._share_wait_reason(gang, excess, "its min set fits on free capacity"
+                                                    if placement is not None else
+                                                    "evicting elastic workers would make room on the nodes"))
+            reasons = self.exclusions(gang)
             excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
             need = format_resources(_sum_requests(gang.needed))
-            if share_failed:
-                fits = "its min set fits on free capacity" if placement is not None else (
-                    "evicting elastic workers would make room on the nodes")
-                return wait(f"{fits}, but queue {gang.queue} would be above its deserved share "
-                            f"({self._excess_text(gang, excess)}), and not enough of the queue's own elastic "
-                            f"workers are admissible to bring it under; its queue's candidates excluded: {excluded}")
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
                         f"candidates excluded: {excluded}")
@@ -667,7 +743,6 @@ class Planner:
             # its node do not make room, and no other node lost any.
             victims = self._minimize(gang, victims, excess)
         victims.sort(key=self.preference)
-        left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
         if len(victims) > left:
             return wait(f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle "
                         "(maxEvictionsPerCycle)")
@@ -681,6 +756,8 @@ class Planner:
         self.capacity = cap
         self.version += 1
         self.evictions_left[gang.queue] = left - len(victims)
+        for queue in {w.jobs[job_id(v)].queue for v in victims}:
+            self.queue_versions[queue] = self.queue_versions.get(queue, 0) + 1
         evictions = []
         for v in victims:
             job = w.jobs[job_id(v)]

@@ -30,10 +30,8 @@ def node_accepts(node: NodeView, pod: PodView) -> bool:
 
 
 def pod_demand(pod: PodView) -> Resources:
-    """Requests plus the pod slot it occupies."""
-    demand = {k: v for k, v in pod.requests.items() if v > 0}
-    demand["pods"] = 1
-    return demand
+    """Requests plus the pod slot it occupies (computed with the view: do not change it)."""
+    return pod.demand
 
 
 def _fits(demand: Mapping[str, int], free: Mapping[str, int]) -> bool:
@@ -156,6 +154,27 @@ class Capacity:
     def give(self, node: str, demand: Mapping[str, int]) -> None:
         self._change(node, demand, 1)
 
+    def give_many(self, freed: Mapping[str, Mapping[str, int]]) -> None:
+        """``give`` for many nodes at once (node -> resources freed): past a quarter of the nodes, the
+        GPU index is rebuilt on next use instead of being updated node by node."""
+        if self.index is not None and 4 * len(freed) < len(self.free):
+            for node, demand in freed.items():
+                self._change(node, demand, 1)
+            return
+        all_free, owned = self.free, self.owned
+        for node, demand in freed.items():
+            free = all_free.get(node)
+            if free is None:
+                continue
+            if node not in owned:
+                free = all_free[node] = dict(free)
+                owned.add(node)
+            for k, v in demand.items():
+                free[k] = free.get(k, 0) + v
+        if self.index is not None:
+            self.index = None
+            self.owned_buckets = set()
+
     def fits(self, node: str, demand: Mapping[str, int]) -> bool:
         free = self.free.get(node)
         return free is not None and _fits(demand, free)
@@ -183,20 +202,32 @@ class Capacity:
         return self._best_of(pod, demand, candidates if candidates is not None else self.nodes)
 
     def _best_of(self, pod: PodView, demand: Mapping[str, int], names: Iterable[str]) -> str | None:
-        best: tuple[int, int, str] | None = None
+        """The feasible node among ``names`` with the least GPU, then cpu, then name left (the hot loop
+        of every planner: checks inlined, cheapest first)."""
+        best: str | None = None
+        best_gpu = best_cpu = 0
         gpus, cpu = demand.get(GPU, 0), demand.get("cpu", 0)
+        wants = tuple(demand.items())
+        plain = not pod.node_selector  # then an untainted, ready, schedulable node always accepts it
         nodes, all_free = self.nodes, self.free
         for name in names:
             free = all_free.get(name)
-            if free is None or not _fits(demand, free):
-                continue  # cheaper than node_accepts, and a node without free resources is no choice
-            node = nodes.get(name)
-            if node is None or not node_accepts(node, pod):
+            if free is None:
                 continue
-            score = (free.get(GPU, 0) - gpus, free.get("cpu", 0) - cpu, name)
-            if best is None or score < best:
-                best = score
-        return best[2] if best else None
+            for k, v in wants:
+                if free.get(k, 0) < v:
+                    break
+            else:
+                node = nodes.get(name)
+                if node is None:
+                    continue
+                if not (plain and not node.taints and node.ready and not node.unschedulable) and (
+                        not node_accepts(node, pod)):
+                    continue
+                left_gpu, left_cpu = free.get(GPU, 0) - gpus, free.get("cpu", 0) - cpu
+                if best is None or (left_gpu, left_cpu, name) < (best_gpu, best_cpu, best):
+                    best, best_gpu, best_cpu = name, left_gpu, left_cpu
+        return best
 
 
 def size_key(pod: PodView) -> tuple[int, int, int, str]:

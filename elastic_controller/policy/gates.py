@@ -10,7 +10,7 @@ where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 
 from .decisions import GateRelease
 from .fit import Capacity, place_all, pod_demand
@@ -39,6 +39,20 @@ def queue_may_give(world: World, gang_queue: str, queue: str) -> bool:
     return share.allocated.get(dom, 0) > share.deserved.get(dom, 0)
 
 
+def _merged(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """node -> resources, summed over ``parts`` (one capacity update per node, not per part)."""
+    out: dict[str, dict[str, int]] = {}
+    for part in parts:
+        for node, demand in part.items():
+            acc = out.get(node)
+            if acc is None:
+                out[node] = dict(demand)
+            else:
+                for k, v in demand.items():
+                    acc[k] = acc.get(k, 0) + v
+    return out
+
+
 def blocking_gangs(world: World) -> list[Gang]:
     """Waiting gangs that evicting elastic workers could get placed: they would fit if every
     running elastic worker that may ever be a victim for them (a job of no higher priority, from a
@@ -53,19 +67,17 @@ def blocking_gangs(world: World) -> list[Gang]:
     dom = world.dominant
     # Running elastic workers summed per (queue, job priority, node): one update per node, not per pod.
     freed: dict[tuple[str, int], dict[str, dict[str, int]]] = {}
-    for pods in world.pods_by_group.values():
-        for pod in pods:
-            if pod.role is Role.ELASTIC and pod.holds_resources and not pod.deleting:
-                job = world.jobs.get(job_id(pod))
-                kind = (job.queue, job.priority) if job is not None else (world.cfg.defaultQueue, 0)
-                per_node = freed.setdefault(kind, {})
-                acc = per_node.get(pod.node_name)
-                if acc is None:
-                    acc = per_node[pod.node_name] = {}
-                for k, v in pod.requests.items():  # pod_demand, summed without a dict per pod
-                    if v > 0:
-                        acc[k] = acc.get(k, 0) + v
-                acc["pods"] = acc.get("pods", 0) + 1
+    for pod in world.elastic_holding:
+        job = world.jobs.get(pod.job_id)
+        kind = (job.queue, job.priority) if job is not None else (world.cfg.defaultQueue, 0)
+        per_node = freed.get(kind)
+        if per_node is None:
+            per_node = freed[kind] = {}
+        acc = per_node.get(pod.node_name)
+        if acc is None:
+            acc = per_node[pod.node_name] = {}
+        for k, v in pod.demand.items():
+            acc[k] = acc.get(k, 0) + v
     base: Capacity | None = None
     maximal: Capacity | None = None
     capacities: dict[tuple[str, int], Capacity] = {}  # per (gang queue, gang priority)
@@ -98,9 +110,7 @@ def blocking_gangs(world: World) -> list[Gang]:
             if ("max", pods_shape) not in verdicts:
                 if maximal is None:
                     maximal = base.copy()
-                    for per_node in freed.values():
-                        for node, demand in per_node.items():
-                            maximal.give(node, demand)
+                    maximal.give_many(_merged(freed.values()))
                 verdicts[("max", pods_shape)] = place_all(g.needed, maximal.copy()) is not None
             if not verdicts[("max", pods_shape)]:
                 verdicts[shape] = False
@@ -115,15 +125,11 @@ def blocking_gangs(world: World) -> list[Gang]:
                     if base is None:
                         base = world.future_capacity()
                     shared = others[(below, g.priority)] = base.copy()
-                    for (queue, prio), per_node in freed.items():
-                        if below and prio <= g.priority and queue_may_give(world, "", queue):
-                            for node, demand in per_node.items():
-                                shared.give(node, demand)
+                    shared.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
+                                             if below and prio <= g.priority and queue_may_give(world, "", queue)))
                 cap = capacities[(g.queue, g.priority)] = shared.copy()
-                for (queue, prio), per_node in freed.items():
-                    if queue == g.queue and prio <= g.priority:
-                        for node, demand in per_node.items():
-                            cap.give(node, demand)
+                cap.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
+                                      if queue == g.queue and prio <= g.priority))
             verdicts[shape] = place_all(g.needed, cap.copy()) is not None
         if verdicts[shape]:
             out.append(g)

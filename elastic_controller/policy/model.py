@@ -88,46 +88,40 @@ class PodView:
     task_priority: int = 0
     annotations: dict[str, str] = field(default_factory=dict)
     preempted_by_scheduler: bool = False
-    # ``key`` and ``group_key`` are read on every planning step: computed once.
-    _key: str = field(default="", init=False, repr=False, compare=False)
-    _group_key: str = field(default="", init=False, repr=False, compare=False)
+    # Derived once at construction (the planners read them for every pod, every cycle; the view is
+    # frozen, so they cannot go stale): plain attributes, not properties.
+    key: str = field(default="", init=False, repr=False, compare=False)  # ns/name
+    group_key: str = field(default="", init=False, repr=False, compare=False)  # ns/group ("" when none)
+    job_id: str = field(default="", init=False, repr=False, compare=False)  # group_key, else ns/job-name
+    terminal: bool = field(default=False, init=False, repr=False, compare=False)  # Succeeded or Failed
+    # Bound to a node and still holding it (Pending-with-node counts: it was scheduled).
+    placed: bool = field(default=False, init=False, repr=False, compare=False)
+    running: bool = field(default=False, init=False, repr=False, compare=False)  # Running, bound, not deleting
+    holds_resources: bool = field(default=False, init=False, repr=False, compare=False)  # bound, not terminal
+    pending: bool = field(default=False, init=False, repr=False, compare=False)  # unbound Pending, not deleting
+    # Requests plus the pod slot it occupies (read-only: shared by every caller).
+    demand: Resources = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
-        object.__setattr__(self, "_group_key", f"{self.namespace}/{self.group}" if self.group else "")
-
-    @property
-    def key(self) -> str:
-        return self._key
-
-    @property
-    def group_key(self) -> str:
-        return self._group_key
+        put = object.__setattr__
+        put(self, "key", f"{self.namespace}/{self.name}")
+        group_key = f"{self.namespace}/{self.group}" if self.group else ""
+        put(self, "group_key", group_key)
+        put(self, "job_id", group_key or self.job_key)
+        terminal = self.phase in ("Succeeded", "Failed")
+        bound = bool(self.node_name)
+        put(self, "terminal", terminal)
+        put(self, "placed", bound and not terminal and not self.deleting)
+        put(self, "running", self.phase == "Running" and bound and not self.deleting)
+        put(self, "holds_resources", bound and not terminal)
+        put(self, "pending", not bound and self.phase == "Pending" and not self.deleting)
+        demand = {k: v for k, v in self.requests.items() if v > 0}
+        demand["pods"] = 1
+        put(self, "demand", demand)
 
     @property
     def job_key(self) -> str:
         return f"{self.namespace}/{self.job_name}" if self.job_name else ""
-
-    @property
-    def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
-
-    @property
-    def placed(self) -> bool:
-        """Bound to a node and still holding it (Pending-with-node counts: it was scheduled)."""
-        return bool(self.node_name) and not self.terminal and not self.deleting
-
-    @property
-    def running(self) -> bool:
-        return self.phase == "Running" and bool(self.node_name) and not self.deleting
-
-    @property
-    def holds_resources(self) -> bool:
-        return bool(self.node_name) and not self.terminal
-
-    @property
-    def pending(self) -> bool:
-        return not self.node_name and self.phase == "Pending" and not self.deleting
 
     def gated(self, gate: str | None = None) -> bool:
         if gate is None:

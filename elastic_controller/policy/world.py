@@ -14,7 +14,7 @@ from .keys import Role
 from .model import ElasticBounds, PodGroupView, PodView, Snapshot
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
-from .shares import QueueShare, Usage, cluster_capacity, dominant_resource, plan_shares, usage_of
+from .shares import QueueShare, Usage, cluster_capacity, dominant_resource, plan_shares
 
 
 @dataclass(slots=True)
@@ -76,6 +76,7 @@ class World:
     shares: dict[str, QueueShare]
     dominant: str
     waiting: list[Gang]
+    elastic_holding: list[PodView]  # elastic pods of a group holding resources, not terminating
     usage: Usage | None = None  # per queue, as counted for the shares (reused for Volcano's view)
     cluster: Resources | None = None  # the schedulable nodes' allocatable
     _volcano_shares: dict[str, QueueShare] | None = None
@@ -120,7 +121,7 @@ def group_priority(pg: PodGroupView | None, classes: Mapping[str, int]) -> int:
 
 
 def job_id(pod: PodView) -> str:
-    return pod.group_key or pod.job_key
+    return pod.job_id
 
 
 def _needed_order(pod: PodView) -> tuple[int, str]:
@@ -135,6 +136,10 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
     releasing: dict[str, list[PodView]] = {}
     used: dict[str, Resources] = {}  # summed per node first: one update per node, not per pod
     jobs: dict[str, JobState] = {}
+    elastic_holding: list[PodView] = []
+    allocated: dict[str, Resources] = {}  # per queue, as usage_of counts (same pass)
+    pending_use: dict[str, Resources] = {}
+    gated: dict[str, Resources] = {}
     classes = snapshot.priority_classes
     for pod in pods:
         if pod.group_key:
@@ -146,12 +151,21 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
             acc = used.get(pod.node_name)
             if acc is None:
                 acc = used[pod.node_name] = {}
-            for k, v in pod.requests.items():
-                if v > 0:
-                    acc[k] = acc.get(k, 0) + v
-            acc["pods"] = acc.get("pods", 0) + 1
+            for k, v in pod.demand.items():
+                acc[k] = acc.get(k, 0) + v
             if pod.deleting:
                 releasing.setdefault(pod.node_name, []).append(pod)
+            elif pod.role is Role.ELASTIC and pod.group_key:
+                elastic_holding.append(pod)
+        if pod.group_key and not pod.deleting and not pod.terminal:  # what ``usage_of`` counts
+            upg = podgroups.get(pod.group_key)
+            if upg is not None:
+                to = allocated if pod.node_name else gated if pod.scheduling_gates else pending_use
+                qacc = to.get(upg.queue)
+                if qacc is None:
+                    qacc = to[upg.queue] = {}
+                for k, v in pod.requests.items():
+                    qacc[k] = qacc.get(k, 0) + v
         if not pod.job_name:
             continue
         jid = job_id(pod)
@@ -192,7 +206,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
                 if gang is not None:
                     gang.releasing_for.append(pod)
 
-    usage = usage_of(pods, podgroups)
+    usage = Usage(allocated, pending_use, gated)
     cluster = cluster_capacity(snapshot.nodes)
     return World(
         snapshot=snapshot,
@@ -206,6 +220,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
         shares=plan_shares(snapshot.queues, snapshot.nodes, pods, podgroups, usage=usage, capacity=cluster),
         dominant=dominant_resource(snapshot.nodes),
         waiting=waiting,
+        elastic_holding=elastic_holding,
         usage=usage,
         cluster=cluster,
     )

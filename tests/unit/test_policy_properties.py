@@ -17,7 +17,8 @@ from elastic_controller.policy.keys import Role
 from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from elastic_controller.policy.shares import plan_shares
+from elastic_controller.policy.shares import plan_shares, usage_of
+from elastic_controller.policy.world import build_world
 from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
@@ -311,6 +312,21 @@ def test_plan_is_pure(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> No
     assert plan_cycle(snap, cfg, NOW) == plan_cycle(snap, cfg, NOW)
 
 
+
+
+@given(clusters())
+@SETTINGS
+def test_world_indexes_agree_with_their_definitions(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    # build_world fills its indexes in one pass over the pods: each must equal what its own
+    # definition computes on its own.
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    world = build_world(snap, cfg, NOW)
+    assert world.usage == usage_of(snap.pods, world.podgroups)
+    assert world.free_now.free == free_now(snap).free
+    assert sorted(p.key for p in world.elastic_holding) == sorted(
+        p.key for p in snap.pods if p.role is Role.ELASTIC and p.group and p.node_name and not p.terminal
+        and not p.deleting)
 
 
 @given(clusters())
