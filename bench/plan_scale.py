@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (another checkout) wins
 
 from _synth import NOW, describe, synth_cluster
 
@@ -63,6 +63,7 @@ def main() -> int:
     results: dict[int, tuple[float, float, int]] = {}
     print(f"machine load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cpus "
           f"(wall times suffer; cpu = process time); calibration loop {calibrate():.3f} cpu s")
+    print(f"policy code: {Path(sys.modules[plan_cycle.__module__].__file__ or '?').parent}")
     print(f"{'nodes':>6} {'pods':>7} {'p50 s':>8} {'p99 s':>8} {'cpu p50':>8} {'cpu p99':>8} {'max RSS MiB':>12}  "
           "decisions")
     for n in sizes:

@@ -20,7 +20,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (another checkout) wins
 
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.decisions import CyclePlan

@@ -101,6 +101,8 @@ class PodView:
     pending: bool = field(default=False, init=False, repr=False, compare=False)  # unbound Pending, not deleting
     # Requests plus the pod slot it occupies (read-only: shared by every caller).
     demand: Resources = field(default_factory=dict, init=False, repr=False, compare=False)
+    # (namespace, name, uid) as one string that sorts the same way (names hold no NUL): cheaper to sort by.
+    order: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -118,6 +120,7 @@ class PodView:
         demand = {k: v for k, v in self.requests.items() if v > 0}
         demand["pods"] = 1
         put(self, "demand", demand)
+        put(self, "order", f"{self.namespace}\0{self.name}\0{self.uid}")
 
     @property
     def job_key(self) -> str:

@@ -129,7 +129,7 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
 
 
 def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
-    pods = sorted(snapshot.pods, key=attrgetter("namespace", "name", "uid"))
+    pods = sorted(snapshot.pods, key=attrgetter("order"))  # = by (namespace, name, uid)
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
     # One pass over the pods (sorted: every map below fills in a deterministic order).
     pods_by_group: dict[str, list[PodView]] = {}

@@ -335,3 +335,14 @@ def test_indexed_node_search_matches_the_exhaustive_scan(cluster: tuple[list[dic
     objs, cfg = cluster
     fast, slow = plan_fast_and_exhaustive(parse(objs, cfg), cfg, NOW)
     assert fast == slow
+
+
+_NAME = st.text(st.characters(blacklist_characters="\0", codec="utf-8"), max_size=6)
+
+
+@given(st.lists(st.tuples(_NAME, _NAME, _NAME), max_size=12))
+def test_pod_order_string_sorts_like_the_tuple(ids: list[tuple[str, str, str]]) -> None:
+    pods = [PodView(namespace=ns, name=name, uid=uid) for ns, name, uid in ids]
+    by_tuple = sorted(pods, key=lambda p: (p.namespace, p.name, p.uid))
+    assert [(p.namespace, p.name, p.uid) for p in sorted(pods, key=lambda p: p.order)] == \
+        [(p.namespace, p.name, p.uid) for p in by_tuple]
