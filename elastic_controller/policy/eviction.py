@@ -95,25 +95,32 @@ class Planner:
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         job_key = {jid: (-job.fulfillment(), job.priority) for jid, job in world.jobs.items()}
-        pref = {p.key: (*job_key[job_id(p)], -p.replica_index, p.uid)  # = self.preference(p), at the start
-                for pods in self.candidates_by_node.values() for p in pods}
+        # Per node: its candidates as (size, preference at the start = self.preference(p)).
+        keyed: dict[str, list[tuple[int, tuple[float, int, int, str]]]] = {}
+        sizes: set[int] = set()
         for node, pods in self.candidates_by_node.items():
-            self.start_pref[node] = min(pref[p.key] for p in pods)
+            pairs = keyed[node] = [(p.requests.get(dom, 0), (*job_key[p.job_id], -p.replica_index, p.uid))
+                                   for p in pods]
+            sizes.update(size for size, _ in pairs)
+            self.start_pref[node] = min(pref for _, pref in pairs)
             tag = self._profile_tag(node, profile_ids)
             if tag:
                 tags[node] = tag
                 self.tag_members.setdefault(tag, []).append(node)
         # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
         # also ranked, per candidate size, by their most preferred candidate at least that large.
-        self.sizes = sorted({p.requests.get(dom, 0) for ps in self.candidates_by_node.values() for p in ps})
-        self.pref_at_least: dict[int, dict[str, tuple[float, int, int, str]]] = {}
-        for size in self.sizes:
-            best_pref = {}
-            for node, pods in self.candidates_by_node.items():
-                prefs = [pref[p.key] for p in pods if p.requests.get(dom, 0) >= size]
-                if prefs:
-                    best_pref[node] = min(prefs)
-            self.pref_at_least[size] = best_pref
+        self.sizes = sorted(sizes)
+        self.pref_at_least: dict[int, dict[str, tuple[float, int, int, str]]] = {size: {} for size in self.sizes}
+        for node, pairs in keyed.items():
+            pairs.sort(key=lambda sp: sp[0], reverse=True)  # largest first: a running minimum per size
+            i, best = 0, None
+            for size in reversed(self.sizes):
+                while i < len(pairs) and pairs[i][0] >= size:
+                    if best is None or pairs[i][1] < best:
+                        best = pairs[i][1]
+                    i += 1
+                if best is not None:
+                    self.pref_at_least[size][node] = best
         self.capacity.retag(tags)
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
         self.used_greedy = False  # the combination budget ran out while planning this gang

@@ -155,9 +155,9 @@ class Capacity:
         self._change(node, demand, 1)
 
     def give_many(self, freed: Mapping[str, Mapping[str, int]]) -> None:
-        """``give`` for many nodes at once (node -> resources freed): past a quarter of the nodes, the
+        """``give`` for many nodes at once (node -> resources freed): past an eighth of the nodes, the
         GPU index is rebuilt on next use instead of being updated node by node."""
-        if self.index is not None and 4 * len(freed) < len(self.free):
+        if self.index is not None and 8 * len(freed) < len(self.free):
             for node, demand in freed.items():
                 self._change(node, demand, 1)
             return
