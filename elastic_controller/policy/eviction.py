@@ -22,7 +22,7 @@ from itertools import combinations
 
 from .cooldowns import old_enough
 from .decisions import Eviction, GangDecision
-from .fit import Capacity, node_accepts, place_all, pod_demand, size_key
+from .fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from .keys import GPU
 from .model import PodView
 from .quantity import add, format_resources, sub
@@ -568,7 +568,7 @@ class Planner:
             cap = self.capacity.copy()
             for k in trial:
                 cap.give(k.node_name, pod_demand(k))
-            if place_all(gang.needed, cap) is not None:
+            if fits_all(gang.needed, cap):
                 kept = trial
         return kept
 
@@ -697,7 +697,7 @@ class Planner:
                         "no new victims until they are gone")
         if placement is not None and not excess:
             # Without terminating pods, capacity now is capacity then (only the reason differs).
-            fits_now = not w.releasing or place_all(gang.needed, w.free_now.copy()) is not None
+            fits_now = not w.releasing or fits_all(gang.needed, w.free_now)
             self.capacity = trial  # promise the room to this gang
             if fits_now:
                 return wait("its min set fits on free capacity now; waiting for the scheduler to place it")

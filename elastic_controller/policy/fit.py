@@ -201,6 +201,37 @@ class Capacity:
             return None
         return self._best_of(pod, demand, candidates if candidates is not None else self.nodes)
 
+    def room_for(self, pod: PodView, enough: int) -> int:
+        """How many pods like ``pod`` the nodes have room for, counting stops at ``enough`` (GPU pods:
+        nodes with the most free GPUs first, so a few nodes usually answer)."""
+        demand = pod.demand
+        wants = tuple(demand.items())
+        gpus = demand.get(GPU, 0)
+        names: Iterable[str]
+        if gpus > 0:
+            index = self.gpu_index()
+            names = (n for key in sorted((k for k in index if k[0] >= gpus), reverse=True) for n in index[key])
+        else:
+            names = self.nodes
+        plain = not pod.node_selector
+        nodes, all_free = self.nodes, self.free
+        total = 0
+        for name in names:
+            free = all_free.get(name)
+            if free is None:
+                continue
+            room = min(free.get(k, 0) // v for k, v in wants)
+            if room <= 0:
+                continue
+            node = nodes.get(name)
+            if node is None or (not (plain and not node.taints and node.ready and not node.unschedulable) and (
+                    not node_accepts(node, pod))):
+                continue
+            total += room
+            if total >= enough:
+                break
+        return total
+
     def _best_of(self, pod: PodView, demand: Mapping[str, int], names: Iterable[str]) -> str | None:
         """The feasible node among ``names`` with the least GPU, then cpu, then name left (the hot loop
         of every planner: checks inlined, cheapest first)."""
@@ -253,4 +284,16 @@ def place_all(pods: Sequence[PodView], capacity: Capacity) -> dict[str, str] | N
 
 
 def fits_all(pods: Sequence[PodView], capacity: Capacity) -> bool:
-    return place_all(pods, capacity.copy()) is not None
+    """Whether ``place_all`` would place every pod (``capacity`` is left unchanged).
+
+    Pods alike (same demand, selector and tolerations: a gang's needed pods, mostly) are counted
+    instead of placed: best fit places identical pods while any node has room for one more, and a
+    node with room for ``k`` of them still has room for ``k - 1`` after taking one, so every pod is
+    placed exactly when the nodes' room adds up to their number."""
+    if not pods:
+        return True
+    first = pods[0]
+    if any(p.demand != first.demand or p.node_selector != first.node_selector or p.tolerations != first.tolerations
+           for p in pods[1:]):
+        return place_all(pods, capacity.copy()) is not None
+    return capacity.room_for(first, len(pods)) >= len(pods)

@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Collection, Iterable, Mapping
 
 from .decisions import GateRelease
-from .fit import Capacity, place_all, pod_demand
+from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import Role
 from .model import PodView
 from .world import Gang, World, job_id
@@ -102,7 +102,7 @@ def blocking_gangs(world: World) -> list[Gang]:
             if base is None:
                 base = world.future_capacity()
             if ("base", pods_shape) not in verdicts:
-                verdicts[("base", pods_shape)] = place_all(g.needed, base.copy()) is not None
+                verdicts[("base", pods_shape)] = fits_all(g.needed, base)
             if verdicts[("base", pods_shape)]:
                 verdicts[shape] = True
                 out.append(g)
@@ -111,7 +111,7 @@ def blocking_gangs(world: World) -> list[Gang]:
                 if maximal is None:
                     maximal = base.copy()
                     maximal.give_many(_merged(freed.values()))
-                verdicts[("max", pods_shape)] = place_all(g.needed, maximal.copy()) is not None
+                verdicts[("max", pods_shape)] = fits_all(g.needed, maximal)
             if not verdicts[("max", pods_shape)]:
                 verdicts[shape] = False
                 continue
@@ -130,7 +130,7 @@ def blocking_gangs(world: World) -> list[Gang]:
                 cap = capacities[(g.queue, g.priority)] = shared.copy()
                 cap.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
                                       if queue == g.queue and prio <= g.priority))
-            verdicts[shape] = place_all(g.needed, cap.copy()) is not None
+            verdicts[shape] = fits_all(g.needed, cap)
         if verdicts[shape]:
             out.append(g)
     return out

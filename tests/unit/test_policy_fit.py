@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand
 from elastic_controller.policy.model import Taint, Toleration
@@ -127,6 +129,41 @@ def test_fits_all_does_not_mutate() -> None:
     before = dict(cap.free["n"])
     assert fits_all([P(gpus=8)], cap)
     assert cap.free["n"] == before
+
+
+@pytest.mark.parametrize(
+    ("pod_kw", "copies", "ok"),
+    [
+        # Nodes a..e below: room for 4-GPU pods is 2 + 1 + 0 + 0 (tainted) + 0 (cpu-bound) = 3.
+        pytest.param({"gpus": 4}, 3, True, id="gpu-room-3-of-3"),
+        pytest.param({"gpus": 4}, 4, False, id="gpu-room-3-of-4"),
+        pytest.param({"gpus": 4, "tolerations": [NO_SCHED]}, 4, True, id="toleration-opens-the-tainted-node"),
+        # 1 GPU and 16 of 64 cpus: a 4 (cpu-bound) + b 4 + c 2 (GPU-bound) + d 0 + e 0 = 10.
+        pytest.param({"gpus": 1, "cpu": "16"}, 10, True, id="cpu-bound-room-10"),
+        pytest.param({"gpus": 1, "cpu": "16"}, 11, False, id="cpu-bound-room-10-of-11"),
+        # No GPU, 60 cpus: one each on a, b, c.
+        pytest.param({"gpus": 0, "cpu": "60"}, 3, True, id="cpu-only-one-per-node"),
+        pytest.param({"gpus": 0, "cpu": "60"}, 4, False, id="cpu-only-four-of-three"),
+    ],
+)
+def test_fits_all_counts_pods_alike(pod_kw: dict[str, Any], copies: int, ok: bool) -> None:
+    cap = cap_of(N("a", gpus=8), N("b", gpus=6), N("c", gpus=2), N("d", gpus=8, taints=[NO_SCHED]),
+                 N("e", gpus=8, cpu="3"))
+    pods = [P(f"p{i}", **pod_kw) for i in range(copies)]
+    assert fits_all(pods, cap) is ok
+    assert (place_all(pods, cap.copy()) is not None) is ok  # the placing path agrees
+
+
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(1, 64), st.sampled_from(["", "t"])), min_size=1, max_size=8),
+       st.integers(0, 8), st.integers(1, 32), st.booleans(), st.integers(1, 12))
+@settings(max_examples=300, deadline=None)
+def test_fits_all_agrees_with_placing_pods_alike(nodes: list[tuple[int, int, str]], gpus: int, cpu: int,
+                                                 tolerate: bool, copies: int) -> None:
+    cap = cap_of(*(N(f"n{i}", gpus=g, cpu=str(c), taints=[NO_SCHED] if t else [])
+                   for i, (g, c, t) in enumerate(nodes)))
+    pods = [P(f"p{i}", gpus=gpus, cpu=str(cpu), tolerations=[NO_SCHED] if tolerate else [])
+            for i in range(copies)]
+    assert fits_all(pods, cap) == (place_all(pods, cap.copy()) is not None)
 
 
 def test_place_all_largest_first_across_nodes() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from elastic_controller.policy.cooldowns import in_cooldown
 from elastic_controller.policy.cycle import plan_cycle
-from elastic_controller.policy.fit import Capacity, node_accepts, place_all, pod_demand
+from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand
 from elastic_controller.policy.keys import Role
 from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
@@ -327,6 +327,23 @@ def test_world_indexes_agree_with_their_definitions(cluster: tuple[list[dict[str
     assert sorted(p.key for p in world.elastic_holding) == sorted(
         p.key for p in snap.pods if p.role is Role.ELASTIC and p.group and p.node_name and not p.terminal
         and not p.deleting)
+
+
+@given(clusters(), st.integers(1, 24))
+@SETTINGS
+def test_counting_pods_alike_agrees_with_placing_them(cluster: tuple[list[dict[str, Any]], ElasticConfig],
+                                                      copies: int) -> None:
+    # fits_all counts the room for pods alike instead of placing them one by one: same verdict.
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    cap = free_now(snap)
+    for unplaced in snap.pods:
+        if unplaced.node_name:
+            continue
+        pods = [unplaced] * copies
+        assert fits_all(pods, cap) == (place_all(pods, cap.copy()) is not None), (unplaced.key, copies)
+    for gang in build_world(snap, cfg, NOW).waiting:
+        assert fits_all(gang.needed, cap) == (place_all(gang.needed, cap.copy()) is not None), gang.key
 
 
 @given(clusters())
