@@ -274,12 +274,20 @@ def place_all(pods: Sequence[PodView], capacity: Capacity) -> dict[str, str] | N
     callers pass a copy).
     """
     placement: dict[str, str] = {}
+    last: PodView | None = None
+    node: str | None = None
     for pod in sorted(pods, key=size_key):
-        node = capacity.choose_node(pod)
-        if node is None:
-            return None
+        # A pod like the one just placed goes where it went while it fits there: taking it left that
+        # node with less of everything and no other node changed, so it is still the best fit.
+        if not (last is not None and node is not None and pod.demand == last.demand
+                and pod.node_selector == last.node_selector and pod.tolerations == last.tolerations
+                and capacity.fits(node, pod.demand)):
+            node = capacity.choose_node(pod)
+            if node is None:
+                return None
         capacity.take(node, pod_demand(pod))
         placement[pod.key] = node
+        last = pod
     return placement
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand
+from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from elastic_controller.policy.model import Taint, Toleration
 from elastic_controller.policy.parse import parse_node, parse_pod
 from tests.builders import node, pod
@@ -164,6 +164,33 @@ def test_fits_all_agrees_with_placing_pods_alike(nodes: list[tuple[int, int, str
     pods = [P(f"p{i}", gpus=gpus, cpu=str(cpu), tolerations=[NO_SCHED] if tolerate else [])
             for i in range(copies)]
     assert fits_all(pods, cap) == (place_all(pods, cap.copy()) is not None)
+
+
+def _place_one_by_one(pods: list[Any], cap: Capacity) -> dict[str, str] | None:
+    """place_all's definition: best fit for every pod, largest first."""
+    placement = {}
+    for p in sorted(pods, key=size_key):
+        node = cap.choose_node(p)
+        if node is None:
+            return None
+        cap.take(node, pod_demand(p))
+        placement[p.key] = node
+    return placement
+
+
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(1, 64)), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 8), st.integers(1, 32)), min_size=1, max_size=3), st.integers(1, 10))
+@settings(max_examples=300, deadline=None)
+def test_place_all_equals_placing_one_by_one(nodes: list[tuple[int, int]], kinds: list[tuple[int, int]],
+                                             copies: int) -> None:
+    # place_all puts a pod like the previous one on the same node while it fits (no search): the
+    # placement, and the capacity left (also when it fails part way), are those of a search per pod.
+    def cap() -> Capacity:
+        return cap_of(*(N(f"n{i}", gpus=g, cpu=str(c)) for i, (g, c) in enumerate(nodes)))
+    pods = [P(f"p{k}-{i}", gpus=g, cpu=str(c)) for k, (g, c) in enumerate(kinds) for i in range(copies)]
+    fast, slow = cap(), cap()
+    assert place_all(pods, fast) == _place_one_by_one(pods, slow)
+    assert fast.free == slow.free
 
 
 def test_place_all_largest_first_across_nodes() -> None:
