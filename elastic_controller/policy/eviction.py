@@ -215,16 +215,12 @@ class Planner:
         if known is not None:
             return known
         job = self.w.jobs.get(jid)
-        if job is None or job.bounds is None:
-            self._job_verdicts[jid] = "unknown job"
-            return "unknown job"
-        if job.priority > gang.priority:
-            self._job_verdicts[jid] = "higher priority"
-            return "higher priority"
+        barred = self._job_barred(gang, job)
+        if barred is not None:
+            self._job_verdicts[jid] = barred
+            return barred
+        assert job is not None
         policy = self.w.policy(job.queue)
-        if job.cooling and not policy.preemptDuringCooldown:
-            self._job_verdicts[jid] = "cooldown"
-            return "cooldown"
         if not old_enough(pod.scheduled_at, policy.minRuntimeSeconds, self.w.now):
             return "min runtime"
         if not job.can_lose():
@@ -235,6 +231,17 @@ class Planner:
             if share_key in self._share_refusals or not self._queue_admissible(gang, job, [pod]):
                 self._share_refusals.add(share_key)
                 return "queue share"
+        return None
+
+    def _job_barred(self, gang: Gang, job: JobState | None) -> str | None:
+        """Why no worker of ``job`` may be a victim for ``gang``, from the job alone (``_why_not``'s
+        first rules, in its order), or None."""
+        if job is None or job.bounds is None:
+            return "unknown job"
+        if job.priority > gang.priority:
+            return "higher priority"
+        if job.cooling and not self.w.policy(job.queue).preemptDuringCooldown:
+            return "cooldown"
         return None
 
     def _subset_ok(self, gang: Gang, subset: Sequence[PodView]) -> bool:
@@ -478,9 +485,10 @@ class Planner:
         total = 0
         for jid in self._jobs_of_queue(gang.queue):
             job = self.w.jobs.get(jid)
-            if jid == gang.key or job is None or job.bounds is None or job.priority > gang.priority:
+            if jid == gang.key or self._job_barred(gang, job) is not None:
                 continue
-            if (job.cooling and not self.w.policy(job.queue).preemptDuringCooldown) or not job.can_lose():
+            assert job is not None and job.bounds is not None
+            if not job.can_lose():
                 continue
             sizes = sorted((p.requests.get(dom, 0) for p in self._old_candidates(jid) if p.key not in self.taken),
                            reverse=True)
@@ -528,16 +536,11 @@ class Planner:
                 continue
             job = self.w.jobs.get(jid)
             live = [p for p in pods if p.key not in self.taken] if job is not None and job.taken else pods
-            if job is None or job.bounds is None:
-                count("unknown job", len(live))
+            barred = self._job_barred(gang, job)
+            if barred is not None:
+                count(barred, len(live))
                 continue
-            if job.priority > gang.priority:
-                count("higher priority", len(live))
-                continue
-            policy = self.w.policy(job.queue)
-            if job.cooling and not policy.preemptDuringCooldown:
-                count("cooldown", len(live))
-                continue
+            assert job is not None
             old = self._old_candidates(jid)
             if live is not pods:
                 old = [p for p in old if p.key not in self.taken]
@@ -715,7 +718,8 @@ class Planner:
         if excess:
             # Victims of its own queue must give back ``excess``: when even every one of them above its
             # job's min (or every admissible one) would not, no plan exists; the node search is skipped.
-            fits = "its min set fits on free capacity" if placement else "its min set does not fit on free capacity"
+            fits = ("its min set fits on free capacity" if placement is not None
+                    else "its min set does not fit on free capacity")
             if self._queue_supply(gang.queue) < excess:
                 return wait(self._share_wait_reason(gang, excess, fits, supply=True))
             if self._admissible_supply(gang) < excess:

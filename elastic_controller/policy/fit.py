@@ -126,14 +126,18 @@ class Capacity:
         self.owned_buckets.add(key)
         return names
 
-    def _change(self, node: str, demand: Mapping[str, int], sign: int) -> None:
+    def _writable(self, node: str) -> dict[str, int] | None:
+        """``node``'s free resources as this copy's own dict (copied on first write); None if unknown."""
         free = self.free.get(node)
+        if free is not None and node not in self.owned:
+            free = self.free[node] = dict(free)
+            self.owned.add(node)
+        return free
+
+    def _change(self, node: str, demand: Mapping[str, int], sign: int) -> None:
+        free = self._writable(node)
         if free is None:
             return
-        if node not in self.owned:
-            free = dict(free)
-            self.free[node] = free
-            self.owned.add(node)
         before = free.get(GPU, 0)
         for k, v in demand.items():
             free[k] = free.get(k, 0) + sign * v
@@ -161,14 +165,10 @@ class Capacity:
             for node, demand in freed.items():
                 self._change(node, demand, 1)
             return
-        all_free, owned = self.free, self.owned
         for node, demand in freed.items():
-            free = all_free.get(node)
+            free = self._writable(node)
             if free is None:
                 continue
-            if node not in owned:
-                free = all_free[node] = dict(free)
-                owned.add(node)
             for k, v in demand.items():
                 free[k] = free.get(k, 0) + v
         if self.index is not None:
@@ -213,7 +213,6 @@ class Capacity:
             names = (n for key in sorted((k for k in index if k[0] >= gpus), reverse=True) for n in index[key])
         else:
             names = self.nodes
-        plain = not pod.node_selector
         nodes, all_free = self.nodes, self.free
         total = 0
         for name in names:
@@ -224,8 +223,7 @@ class Capacity:
             if room <= 0:
                 continue
             node = nodes.get(name)
-            if node is None or (not (plain and not node.taints and node.ready and not node.unschedulable) and (
-                    not node_accepts(node, pod))):
+            if node is None or not node_accepts(node, pod):
                 continue
             total += room
             if total >= enough:
@@ -261,6 +259,11 @@ class Capacity:
         return best
 
 
+def alike(a: PodView, b: PodView) -> bool:
+    """Same demand, node selector and tolerations: wherever one of them fits, the other does."""
+    return a.demand == b.demand and a.node_selector == b.node_selector and a.tolerations == b.tolerations
+
+
 def size_key(pod: PodView) -> tuple[int, int, int, str]:
     """Largest first: GPUs, then cpu, then memory; name breaks ties."""
     r = pod.requests
@@ -279,9 +282,7 @@ def place_all(pods: Sequence[PodView], capacity: Capacity) -> dict[str, str] | N
     for pod in sorted(pods, key=size_key):
         # A pod like the one just placed goes where it went while it fits there: taking it left that
         # node with less of everything and no other node changed, so it is still the best fit.
-        if not (last is not None and node is not None and pod.demand == last.demand
-                and pod.node_selector == last.node_selector and pod.tolerations == last.tolerations
-                and capacity.fits(node, pod.demand)):
+        if not (last is not None and node is not None and alike(pod, last) and capacity.fits(node, pod.demand)):
             node = capacity.choose_node(pod)
             if node is None:
                 return None
@@ -301,7 +302,6 @@ def fits_all(pods: Sequence[PodView], capacity: Capacity) -> bool:
     if not pods:
         return True
     first = pods[0]
-    if any(p.demand != first.demand or p.node_selector != first.node_selector or p.tolerations != first.tolerations
-           for p in pods[1:]):
+    if not all(alike(p, first) for p in pods[1:]):
         return place_all(pods, capacity.copy()) is not None
     return capacity.room_for(first, len(pods)) >= len(pods)

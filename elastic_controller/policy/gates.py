@@ -16,6 +16,7 @@ from .decisions import GateRelease
 from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import Role
 from .model import PodView
+from .quantity import add
 from .world import Gang, World, job_id
 
 
@@ -44,12 +45,7 @@ def _merged(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[
     out: dict[str, dict[str, int]] = {}
     for part in parts:
         for node, demand in part.items():
-            acc = out.get(node)
-            if acc is None:
-                out[node] = dict(demand)
-            else:
-                for k, v in demand.items():
-                    acc[k] = acc.get(k, 0) + v
+            out[node] = add(out.get(node, {}), demand)
     return out
 
 

@@ -65,20 +65,26 @@ class Usage:
 
 def usage_of(pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView]) -> Usage:
     """One pass over the pods: what each queue holds, waits for, and keeps gated."""
-    parts: tuple[dict[str, Resources], dict[str, Resources], dict[str, Resources]] = ({}, {}, {})
+    usage = Usage({}, {}, {})
     for pod in pods:
-        if not pod.group or pod.deleting or pod.terminal:
-            continue
-        pg = podgroups.get(pod.group_key)
-        if pg is None:
-            continue
-        to = parts[0] if pod.node_name else parts[2] if pod.scheduling_gates else parts[1]
-        acc = to.get(pg.queue)
-        if acc is None:
-            acc = to[pg.queue] = {}
-        for k, v in pod.requests.items():
-            acc[k] = acc.get(k, 0) + v
-    return Usage(*parts)
+        count_usage(usage, pod, podgroups)
+    return usage
+
+
+def count_usage(usage: Usage, pod: PodView, podgroups: Mapping[str, PodGroupView]) -> None:
+    """Add ``pod``'s requests to what its PodGroup's queue holds (placed), waits for (pending) or keeps
+    gated; a pod without a known PodGroup, terminating or finished counts for none."""
+    if not pod.group or pod.deleting or pod.terminal:
+        return
+    pg = podgroups.get(pod.group_key)
+    if pg is None:
+        return
+    to = usage.allocated if pod.node_name else usage.gated if pod.scheduling_gates else usage.pending
+    acc = to.get(pg.queue)
+    if acc is None:
+        acc = to[pg.queue] = {}
+    for k, v in pod.requests.items():
+        acc[k] = acc.get(k, 0) + v
 
 
 def queue_usage(

@@ -14,7 +14,7 @@ from .keys import Role
 from .model import ElasticBounds, PodGroupView, PodView, Snapshot
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
-from .shares import QueueShare, Usage, cluster_capacity, dominant_resource, plan_shares
+from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource, plan_shares
 
 
 @dataclass(slots=True)
@@ -137,9 +137,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
     used: dict[str, Resources] = {}  # summed per node first: one update per node, not per pod
     jobs: dict[str, JobState] = {}
     elastic_holding: list[PodView] = []
-    allocated: dict[str, Resources] = {}  # per queue, as usage_of counts (same pass)
-    pending_use: dict[str, Resources] = {}
-    gated: dict[str, Resources] = {}
+    usage = Usage({}, {}, {})
     classes = snapshot.priority_classes
     for pod in pods:
         if pod.group_key:
@@ -157,15 +155,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
                 releasing.setdefault(pod.node_name, []).append(pod)
             elif pod.role is Role.ELASTIC and pod.group_key:
                 elastic_holding.append(pod)
-        if pod.group_key and not pod.deleting and not pod.terminal:  # what ``usage_of`` counts
-            upg = podgroups.get(pod.group_key)
-            if upg is not None:
-                to = allocated if pod.node_name else gated if pod.scheduling_gates else pending_use
-                qacc = to.get(upg.queue)
-                if qacc is None:
-                    qacc = to[upg.queue] = {}
-                for k, v in pod.requests.items():
-                    qacc[k] = qacc.get(k, 0) + v
+        count_usage(usage, pod, podgroups)  # usage_of, in the same pass
         if not pod.job_name:
             continue
         jid = job_id(pod)
@@ -206,7 +196,6 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
                 if gang is not None:
                     gang.releasing_for.append(pod)
 
-    usage = Usage(allocated, pending_use, gated)
     cluster = cluster_capacity(snapshot.nodes)
     return World(
         snapshot=snapshot,
