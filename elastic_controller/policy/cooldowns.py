@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import keys
 from .model import PodGroupView
-from .parse import parse_time
 from .settings import QueuePolicy
 
 
 def last_scale_time(pg: PodGroupView | None) -> datetime | None:
-    if pg is None:
-        return None
-    return parse_time(pg.annotations.get(keys.LAST_SCALE_TIME))
+    return pg.last_scale if pg is not None else None
 
 
 def cooldown_remaining(pg: PodGroupView | None, policy: QueuePolicy, now: datetime) -> float:

@@ -75,6 +75,21 @@ class Capacity:
                     node_free[k] = node_free.get(k, 0) - v
         return cls(by_name, free, set(free))
 
+    @classmethod
+    def over(cls, nodes: dict[str, NodeView], base: Mapping[str, Resources],
+             used: Mapping[str, Mapping[str, int]]) -> Capacity:
+        """``empty`` from free resources computed before (node -> allocatable with its pod slots,
+        same keys and order as ``nodes``): ``base``'s dicts are shared, never written (copy on write),
+        so one ``base`` serves every cycle while the nodes stay the same."""
+        free: dict[str, Resources] = dict(base)
+        for name, demand in used.items():
+            node_free = free.get(name)
+            if node_free is not None:
+                node_free = free[name] = dict(node_free)
+                for k, v in demand.items():
+                    node_free[k] = node_free.get(k, 0) - v
+        return cls(nodes, free, set(used).intersection(free))
+
     def copy(self) -> Capacity:
         self.owned = set()  # both copies now share every node's dict (and index set) until they write
         self.owned_buckets = set()

@@ -11,8 +11,9 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from .keys import Role
+from .keys import LAST_SCALE_TIME, Role
 from .quantity import Resources
+from .times import parse_time
 
 EMPTY: MappingProxyType[str, str] = MappingProxyType({})
 
@@ -146,10 +147,15 @@ class PodGroupView:
     created: datetime | None = None
     phase: str = ""
     uid: str = ""
+    # Derived once at construction, like PodView's: ns/name, and the last-scale-time annotation parsed
+    # (None when absent or unreadable) that every cycle's cooldown check reads.
+    key: str = field(default="", init=False, repr=False, compare=False)
+    last_scale: datetime | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "key", f"{self.namespace}/{self.name}")
+        put(self, "last_scale", parse_time(self.annotations.get(LAST_SCALE_TIME)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 from . import keys
@@ -27,6 +27,8 @@ from .model import (
 from .quantity import QuantityError, Resources, add, maximum, parse_resources
 from .roles import BoundsError, parse_nnodes, plan_role, task_priority
 from .settings import ElasticConfig
+from .times import format_time as format_time  # re-exported: callers import them from here
+from .times import parse_time as parse_time
 
 
 class ParseError(ValueError):
@@ -63,21 +65,6 @@ def _shape_checked(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
         return checked
 
     return wrap
-
-
-def parse_time(value: object) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    text = value.strip().replace("Z", "+00:00")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def format_time(value: datetime) -> str:
-    return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _meta(obj: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:

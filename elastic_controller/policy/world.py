@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
+from operator import attrgetter, is_
 
 from . import keys
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
-from .model import ElasticBounds, PodGroupView, PodView, Snapshot
+from .model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource, plan_shares
@@ -114,6 +114,39 @@ class World:
         return cap
 
 
+@dataclass(frozen=True, slots=True)
+class NodeBase:
+    """What a cycle derives from the nodes alone. The agent's views are memoised and the simulator's
+    nodes never change, so consecutive cycles usually hand in the very same node views: this is then
+    computed once, not at every cycle (see ``node_base``)."""
+
+    nodes: tuple[NodeView, ...]  # as handed in: the memo's key (held, so identities stay valid)
+    by_name: dict[str, NodeView]  # sorted by name
+    free: dict[str, Resources]  # allocatable with the default pod slots; shared, never written
+    cluster: Resources  # the schedulable nodes' allocatable
+    dominant: str
+
+
+_last_base: list[NodeBase] = []  # one entry: the nodes of the previous cycle
+
+
+def node_base(nodes: tuple[NodeView, ...]) -> NodeBase:
+    """``NodeBase`` for ``nodes``, reused while the same node views come in the same order."""
+    if _last_base:
+        last = _last_base[0]
+        if last.nodes is nodes or (len(last.nodes) == len(nodes) and all(map(is_, last.nodes, nodes))):
+            return last
+    by_name = {n.name: n for n in sorted(nodes, key=attrgetter("name"))}
+    free: dict[str, Resources] = {}
+    for n in by_name.values():
+        alloc = dict(n.allocatable)
+        alloc.setdefault("pods", 110)
+        free[n.name] = alloc
+    base = NodeBase(nodes, by_name, free, cluster_capacity(nodes), dominant_resource(nodes))
+    _last_base[:] = [base]
+    return base
+
+
 def group_priority(pg: PodGroupView | None, classes: Mapping[str, int]) -> int:
     if pg is None or not pg.priority_class_name:
         return 0
@@ -170,7 +203,8 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
             job.bounds = pod.bounds
         if pod.replica_type == "worker" and pod.running:
             job.running_workers += 1
-    cap = Capacity.empty(sorted(snapshot.nodes, key=lambda n: n.name), used)
+    base = node_base(snapshot.nodes)
+    cap = Capacity.over(base.by_name, base.free, used)
 
     waiting: list[Gang] = []
     for key, pg in podgroups.items():
@@ -196,7 +230,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
                 if gang is not None:
                     gang.releasing_for.append(pod)
 
-    cluster = cluster_capacity(snapshot.nodes)
+    cluster = base.cluster
     return World(
         snapshot=snapshot,
         cfg=cfg,
@@ -207,7 +241,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
         free_now=cap,
         releasing=releasing,
         shares=plan_shares(snapshot.queues, snapshot.nodes, pods, podgroups, usage=usage, capacity=cluster),
-        dominant=dominant_resource(snapshot.nodes),
+        dominant=base.dominant,
         waiting=waiting,
         elastic_holding=elastic_holding,
         usage=usage,

@@ -228,3 +228,26 @@ def test_choose_node_best_fit_and_deterministic_tie() -> None:
     cap = cap_of(N("b", gpus=8), N("a", gpus=8), N("c", gpus=2))
     assert cap.choose_node(P(gpus=2)) == "c"
     assert cap.choose_node(P(gpus=3)) == "a"
+
+
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(1, 64)), min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 8)), max_size=10))
+@settings(max_examples=200, deadline=None)
+def test_capacity_over_a_shared_base_equals_empty_and_never_writes_it(
+        nodes: list[tuple[int, int]], used: list[tuple[int, int, int]]) -> None:
+    views = [N(f"n{i}", gpus=g, cpu=str(c)) for i, (g, c) in enumerate(nodes)]
+    by_name = {n.name: n for n in views}
+    base = {n.name: {**n.allocatable, "pods": n.allocatable.get("pods", 110)} for n in views}
+    pristine = {k: dict(v) for k, v in base.items()}
+    taken: dict[str, dict[str, int]] = {}
+    for i, gpus, cpu in used:  # a node index past the end stands for a node the cluster lacks
+        acc = taken.setdefault(f"n{i}", {})
+        acc["nvidia.com/gpu"] = acc.get("nvidia.com/gpu", 0) + gpus
+        acc["cpu"] = acc.get("cpu", 0) + 1000 * cpu
+    cap = Capacity.over(by_name, base, taken)
+    assert cap.free == Capacity.empty(views, taken).free
+    for name in by_name:  # every kind of write: take, give, bulk give, through a copy too
+        cap.take(name, {"cpu": 1, "pods": 1})
+        cap.copy().give(name, {"nvidia.com/gpu": 1})
+    cap.give_many({name: {"cpu": 5} for name in by_name})
+    assert base == pristine

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from datetime import timedelta
@@ -18,7 +19,7 @@ from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.shares import plan_shares, usage_of
-from elastic_controller.policy.world import build_world
+from elastic_controller.policy.world import build_world, node_base
 from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
@@ -312,6 +313,22 @@ def test_plan_is_pure(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> No
     assert plan_cycle(snap, cfg, NOW) == plan_cycle(snap, cfg, NOW)
 
 
+
+
+@given(clusters(), st.randoms(use_true_random=False))
+@SETTINGS
+def test_node_memo_across_cycles_does_not_change_the_plan(cluster: tuple[list[dict[str, Any]], ElasticConfig],
+                                                          rnd: random.Random) -> None:
+    # Consecutive cycles on the very same node views reuse what was derived from them (node_base);
+    # a later cycle with other pods must plan exactly as on node views it has never seen.
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    later = dataclasses.replace(snap, pods=tuple(p for p in snap.pods if rnd.random() < 0.7))
+    plan_cycle(snap, cfg, NOW)  # fills the memo
+    reused = plan_cycle(later, cfg, NOW)
+    fresh_nodes = tuple(dataclasses.replace(n) for n in snap.nodes)
+    assert node_base(fresh_nodes) is not node_base(snap.nodes)
+    assert reused == plan_cycle(dataclasses.replace(later, nodes=fresh_nodes), cfg, NOW)
 
 
 @given(clusters())
