@@ -564,15 +564,20 @@ class Planner:
         """Drop every victim the gang can do without (least preferred victims tried first): it must
         still fit, and its own queue's victims still cover its share ``excess``."""
         kept = list(victims)
+        cap = self.capacity.copy()  # with every victim kept so far given back (one change per trial)
+        for k in kept:
+            cap.give(k.node_name, pod_demand(k))
+        own = self._own_share(gang, kept) if excess else 0
         for v in sorted(victims, key=self.preference, reverse=True):
             trial = [k for k in kept if k.key != v.key]
-            if excess and self._own_share(gang, trial) < excess:
+            own_trial = own - self._own_share(gang, (v,)) if excess else 0  # = _own_share(gang, trial)
+            if excess and own_trial < excess:
                 continue
-            cap = self.capacity.copy()
-            for k in trial:
-                cap.give(k.node_name, pod_demand(k))
+            cap.take(v.node_name, pod_demand(v))
             if fits_all(gang.needed, cap):
-                kept = trial
+                kept, own = trial, own_trial
+            else:
+                cap.give(v.node_name, pod_demand(v))
         return kept
 
     def _own_share(self, gang: Gang, victims: Sequence[PodView]) -> int:
@@ -610,6 +615,9 @@ class Planner:
         left = list(cands)
         need = excess
         ascending = sorted(c.requests.get(dom, 0) for c in left)  # sizes of `left`
+        # Per job: (-fulfillment, priority) with this construction's picks taken, or None when one more
+        # victim would take it below min; only the job of the last pick changes between steps.
+        job_part: dict[str, tuple[float, int] | None] = {}
         while len(picked) < k:
             slots = k - len(picked) - 1
             with_c = sum(ascending[max(0, len(ascending) - slots - 1):])  # the largest slots + 1
@@ -617,16 +625,23 @@ class Planner:
             edge = ascending[len(ascending) - slots - 1] if slots < len(ascending) else 0
             best: tuple[tuple[float, int, int, str], int] | None = None
             for i, c in enumerate(left):
-                jid = job_id(c)
-                job = self.w.jobs[jid]
-                assert job.bounds is not None
-                if job.current_workers() - extra.get(jid, 0) - 1 < job.bounds.min_replicas:
+                jid = c.job_id
+                if jid in job_part:
+                    part = job_part[jid]
+                else:
+                    job = self.w.jobs[jid]
+                    assert job.bounds is not None
+                    n = extra.get(jid, 0)
+                    part = job_part[jid] = (
+                        None if job.current_workers() - n - 1 < job.bounds.min_replicas
+                        else self.preference(c, n)[:2])
+                if part is None:
                     continue
                 size = c.requests.get(dom, 0)
                 others = with_c - size if size >= edge else without_c  # the largest `slots` besides c
                 if size + others < need:
                     continue
-                key = self.preference(c, extra.get(jid, 0))
+                key = (*part, -c.replica_index, c.uid)  # = self.preference(c, extra[jid])
                 if best is None or key < best[0]:
                     best = (key, i)
             if best is None:
@@ -636,7 +651,8 @@ class Planner:
             del ascending[bisect.bisect_left(ascending, size)]
             picked.append(chosen)
             need -= size
-            extra[job_id(chosen)] = extra.get(job_id(chosen), 0) + 1
+            extra[chosen.job_id] = extra.get(chosen.job_id, 0) + 1
+            job_part.pop(chosen.job_id, None)
         return picked if need <= 0 else None
 
     def _share_victims(self, gang: Gang, excess: int, chosen: Sequence[PodView]) -> list[PodView] | None:
