@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from .decisions import CyclePlan, Eviction, GangDecision
@@ -12,8 +15,28 @@ from .settings import ElasticConfig
 from .world import build_world
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while planning. A cycle allocates many short-lived objects among
+    a large live snapshot (54,584 pod views at 5,000 nodes), so the collector's full passes would walk
+    the snapshot again and again: 10 % of a 5,000-node cycle. Planning makes no reference cycles that
+    matter; whatever it leaves is collected once the collector runs again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
     """Pure: the same snapshot, config and ``now`` always give the same plan."""
+    with _collector_paused():
+        return _plan(snapshot, cfg, now)
+
+
+def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
     world = build_world(snapshot, cfg, now)
     decisions: list[GangDecision] = []
     evictions: list[Eviction] = []

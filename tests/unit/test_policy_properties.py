@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import random
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -313,6 +315,22 @@ def test_plan_is_pure(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> No
     assert plan_cycle(snap, cfg, NOW) == plan_cycle(snap, cfg, NOW)
 
 
+
+
+def test_plan_cycle_restores_the_garbage_collector_state() -> None:
+    snap, _ = parse_objects([node("n1")], ElasticConfig())
+    assert gc.isenabled()
+    plan_cycle(snap, ElasticConfig(), NOW)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan_cycle(snap, ElasticConfig(), NOW)
+        assert not gc.isenabled()  # a caller that paused it keeps it paused
+    finally:
+        gc.enable()
+    with pytest.raises(AttributeError):
+        plan_cycle(None, ElasticConfig(), NOW)  # type: ignore[arg-type]
+    assert gc.isenabled()  # re-enabled when planning fails
 
 
 @given(clusters(), st.randoms(use_true_random=False))
