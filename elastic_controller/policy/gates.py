@@ -80,12 +80,16 @@ def blocking_gangs(world: World) -> list[Gang]:
     others: dict[tuple[bool, int], Capacity] = {}  # what other queues give, per (below share, priority)
     # Gangs alike (queue, priority, needed pods' requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
+    own_freed: dict[tuple[str, int], int] = {}  # per (queue, priority): what its own workers would free
     out = []
     for g in complete:
         excess = world.share_excess(g)
         if excess > 0:
-            own = sum(acc.get(dom, 0) for (queue, prio), per_node in freed.items()
-                      if queue == g.queue and prio <= g.priority for acc in per_node.values())
+            own = own_freed.get((g.queue, g.priority))
+            if own is None:
+                own = own_freed[(g.queue, g.priority)] = sum(
+                    acc.get(dom, 0) for (queue, prio), per_node in freed.items()
+                    if queue == g.queue and prio <= g.priority for acc in per_node.values())
             if own < excess:
                 continue  # proportion keeps it out until its queue's own jobs shrink or finish
         pods_shape = tuple(sorted(
