@@ -1,8 +1,8 @@
-"""Benchmark: ``plan_cycle`` on synthetic clusters of 200, 2,000 and 5,000 nodes (8 GPUs each, ~10 pods
+"""Benchmark: ``plan_cycle`` on synthetic clusters of 200 to 5,000 nodes (8 GPUs each, ~10 pods
 per node, 20 queues, 10% of gangs starving). Prints p50/p99 per size, peak RSS, and the growth of the
 cost between sizes against n log n. Numbers, not pass/fail (targets: 5,000 nodes < 1 s p99, < 1 GiB).
 
-    .venv/bin/python bench/plan_scale.py [--sizes 200,2000,5000] [--runs 7] [--profile]
+    .venv/bin/python bench/plan_scale.py [--sizes 200,500,1000,2000,5000] [--runs 7] [--profile]
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def calibrate() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="200,2000,5000")
+    ap.add_argument("--sizes", default="200,500,1000,2000,5000",
+                    help="node counts (default: 200,500,1000,2000,5000; the growth is printed step by step)")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile one run of the largest size")
