@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_
+from typing import NamedTuple
 
 from . import keys
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
+from .podindex import PodIndex, indexed
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource, plan_shares
@@ -161,57 +163,25 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
     return (-pod.task_priority, pod.name)
 
 
-def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
-    pods = sorted(snapshot.pods, key=attrgetter("order"))  # = by (namespace, name, uid)
+def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse: bool = True) -> World:
+    """The cycle's World. ``reuse``: update what the previous cycle derived from its pods (see
+    ``podindex``) instead of walking every pod; the World is the same either way."""
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
-    # One pass over the pods (sorted: every map below fills in a deterministic order).
-    pods_by_group: dict[str, list[PodView]] = {}
-    releasing: dict[str, list[PodView]] = {}
-    used: dict[str, Resources] = {}  # summed per node first: one update per node, not per pod
-    jobs: dict[str, JobState] = {}
-    elastic_holding: list[PodView] = []
-    usage = Usage({}, {}, {})
-    classes = snapshot.priority_classes
-    for pod in pods:
-        if pod.group_key:
-            members = pods_by_group.get(pod.group_key)
-            if members is None:
-                members = pods_by_group[pod.group_key] = []
-            members.append(pod)
-        if pod.holds_resources:
-            acc = used.get(pod.node_name)
-            if acc is None:
-                acc = used[pod.node_name] = {}
-            for k, v in pod.demand.items():
-                acc[k] = acc.get(k, 0) + v
-            if pod.deleting:
-                releasing.setdefault(pod.node_name, []).append(pod)
-            elif pod.role is Role.ELASTIC and pod.group_key:
-                elastic_holding.append(pod)
-        count_usage(usage, pod, podgroups)  # usage_of, in the same pass
-        if not pod.job_name:
-            continue
-        jid = job_id(pod)
-        job = jobs.get(jid)
-        if job is None:
-            pg = podgroups.get(pod.group_key)
-            queue = pg.queue if pg else cfg.defaultQueue
-            job = JobState(jid, pg, queue, group_priority(pg, classes), pod.bounds)
-            job.cooling = in_cooldown(pg, cfg.queue_policy(queue), now)
-            jobs[jid] = job
-        if job.bounds is None and pod.bounds is not None:
-            job.bounds = pod.bounds
-        if pod.replica_type == "worker" and pod.running:
-            job.running_workers += 1
     base = node_base(snapshot.nodes)
-    cap = Capacity.over(base.by_name, base.free, used)
+    with indexed(snapshot.pods if reuse else None) as index:
+        if index is None:
+            pods = sorted(snapshot.pods, key=attrgetter("order"))  # = by (namespace, name, uid)
+            parts = _from_pods(pods, podgroups, snapshot, cfg, now, base)
+        else:
+            parts = _from_index(index, podgroups, snapshot, cfg, now, base)
+    pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of = parts
 
     waiting: list[Gang] = []
     for key, pg in podgroups.items():
-        members = pods_by_group.get(key, [])
-        pending = [p for p in members if p.pending and not p.scheduling_gates]
+        pending = pending_of(key)
         if not pending:
             continue  # nothing to place (most groups): no need to count the placed ones
+        members = pods_by_group.get(key, [])
         placed = sum(1 for p in members if p.node_name and not p.deleting and p.phase != "Failed")
         if placed >= pg.min_member:
             continue
@@ -240,13 +210,129 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> World:
         jobs=jobs,
         free_now=cap,
         releasing=releasing,
-        shares=plan_shares(snapshot.queues, snapshot.nodes, pods, podgroups, usage=usage, capacity=cluster),
+        shares=plan_shares(snapshot.queues, snapshot.nodes, (), podgroups, usage=usage, capacity=cluster),
         dominant=base.dominant,
         waiting=waiting,
         elastic_holding=elastic_holding,
         usage=usage,
         cluster=cluster,
     )
+
+
+_Parts = tuple[
+    dict[str, list[PodView]],  # pods_by_group
+    dict[str, list[PodView]],  # releasing
+    dict[str, JobState],
+    list[PodView],  # elastic_holding
+    Usage,
+    Capacity,  # free now
+    Callable[[str], list[PodView]],  # a group's ungated pending pods, in order (a list of the caller's)
+]
+
+
+class _JobFacts(NamedTuple):
+    """A job's queue, priority and queue policy, valid while its PodGroup view and the config are."""
+
+    pg: PodGroupView | None
+    cfg: ElasticConfig
+    classes: Mapping[str, int]
+    queue: str
+    priority: int
+    policy: QueuePolicy
+
+
+def _new_job(jid: str, first: PodView, podgroups: Mapping[str, PodGroupView], snapshot: Snapshot,
+             cfg: ElasticConfig, now: datetime) -> JobState:
+    pg = podgroups.get(first.group_key)
+    queue = pg.queue if pg else cfg.defaultQueue
+    job = JobState(jid, pg, queue, group_priority(pg, snapshot.priority_classes), first.bounds)
+    job.cooling = in_cooldown(pg, cfg.queue_policy(queue), now)
+    return job
+
+
+def _from_pods(pods: list[PodView], podgroups: dict[str, PodGroupView], snapshot: Snapshot,
+               cfg: ElasticConfig, now: datetime, base: NodeBase) -> _Parts:
+    """A cold cycle: one pass over the pods (sorted: every map below fills in a deterministic order)."""
+    pods_by_group: dict[str, list[PodView]] = {}
+    releasing: dict[str, list[PodView]] = {}
+    used: dict[str, Resources] = {}  # summed per node first: one update per node, not per pod
+    jobs: dict[str, JobState] = {}
+    elastic_holding: list[PodView] = []
+    usage = Usage({}, {}, {})
+    for pod in pods:
+        if pod.group_key:
+            members = pods_by_group.get(pod.group_key)
+            if members is None:
+                members = pods_by_group[pod.group_key] = []
+            members.append(pod)
+        if pod.holds_resources:
+            acc = used.get(pod.node_name)
+            if acc is None:
+                acc = used[pod.node_name] = {}
+            for k, v in pod.demand.items():
+                acc[k] = acc.get(k, 0) + v
+            if pod.deleting:
+                releasing.setdefault(pod.node_name, []).append(pod)
+            elif pod.role is Role.ELASTIC and pod.group_key:
+                elastic_holding.append(pod)
+        count_usage(usage, pod, podgroups)  # usage_of, in the same pass
+        if not pod.job_name:
+            continue
+        jid = job_id(pod)
+        job = jobs.get(jid)
+        if job is None:
+            job = jobs[jid] = _new_job(jid, pod, podgroups, snapshot, cfg, now)
+        if job.bounds is None and pod.bounds is not None:
+            job.bounds = pod.bounds
+        if pod.replica_type == "worker" and pod.running:
+            job.running_workers += 1
+    cap = Capacity.over(base.by_name, base.free, used)
+
+    def pending_of(key: str) -> list[PodView]:
+        return [p for p in pods_by_group.get(key, ()) if p.pending and not p.scheduling_gates]
+
+    return pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of
+
+
+def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: Snapshot,
+                cfg: ElasticConfig, now: datetime, base: NodeBase) -> _Parts:
+    """A cycle after one that shared most of its pods: read the aggregates kept up to date."""
+    groups = index.groups_in_order()
+    pods_by_group = {key: group.ordered for key, group in groups}
+    usage = Usage({}, {}, {})
+    for key, group in groups:
+        pg = podgroups.get(key)
+        if pg is None:
+            continue
+        for to, res in ((usage.allocated, group.allocated), (usage.pending, group.waiting),
+                        (usage.gated, group.gated)):
+            if res is not None:
+                acc = to.get(pg.queue)
+                if acc is None:
+                    acc = to[pg.queue] = {}
+                for k, v in res.items():
+                    acc[k] = acc.get(k, 0) + v
+    jobs: dict[str, JobState] = {}
+    classes = snapshot.priority_classes
+    for jid, pods in index.jobs_in_order():
+        assert pods.first is not None
+        pg = podgroups.get(pods.first.group_key)
+        facts = pods.facts
+        if not (isinstance(facts, _JobFacts) and facts.pg is pg and facts.cfg is cfg and facts.classes is classes):
+            queue = pg.queue if pg else cfg.defaultQueue
+            facts = pods.facts = _JobFacts(pg, cfg, classes, queue, group_priority(pg, classes),
+                                           cfg.queue_policy(queue))
+        job = jobs[jid] = JobState(jid, pg, facts.queue, facts.priority, pods.bounds)
+        job.cooling = pg is not None and pg.last_scale is not None and in_cooldown(pg, facts.policy, now)
+        job.running_workers = pods.running_workers
+    free, gpu_index = index.free_for(base.free)
+    cap = Capacity(base.by_name, dict(free), set(), dict(gpu_index))
+
+    def pending_of(key: str) -> list[PodView]:
+        group = index.groups.get(key)
+        return list(group.pending) if group is not None else []
+
+    return pods_by_group, index.releasing_in_order(), jobs, index.elastic_holding(), usage, cap, pending_of
 
 
 def is_candidate_role(pod: PodView) -> bool:

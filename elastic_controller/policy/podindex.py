@@ -1,0 +1,299 @@
+"""What a cycle derives from the pods alone, kept from one cycle to the next.
+
+The agent memoises its pod views (a view is rebuilt only when its object changed) and the simulator
+rebuilds a view only when its pod changed, so consecutive cycles hand in mostly the very same
+``PodView`` objects. ``build_world`` used to walk every pod at every cycle to sum what each node and
+queue holds and to group pods by PodGroup and job; ``PodIndex`` keeps those sums and groupings and
+updates them from the views that came or went since the previous cycle (told apart by identity: the
+views are frozen, so an unchanged identity is an unchanged pod).
+
+Every aggregate is recomputed from its members, in the planners' order (pods sorted by
+``PodView.order``), whenever one of its members changed, so an updated index equals one built from
+scratch: ``tests/unit/test_policy_podindex.py`` checks that over random sequences of cycles, and
+``bench/plan_equivalence.py trajectory`` that whole simulations plan the same with and without it.
+
+The first cycle, and any cycle where most pods changed, is built the plain way (one pass, no index):
+the index is only built once a cycle shares most of its pods with the one before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from .keys import GPU, Role
+from .model import ElasticBounds, PodView
+from .quantity import Resources
+
+_by_order = attrgetter("order")
+
+
+@dataclass(slots=True)
+class JobPods:
+    """A job's pods (those with a job name) and what ``build_world`` reads of them."""
+
+    members: dict[int, PodView] = field(default_factory=dict)
+    first: PodView | None = None  # the first member in order: it names the job's PodGroup
+    bounds: ElasticBounds | None = None  # the first member's bounds that are known
+    running_workers: int = 0
+    facts: object = None  # what build_world derived from the job's PodGroup and the config (its memo)
+
+
+@dataclass(slots=True)
+class GroupPods:
+    """A PodGroup's pods and what ``build_world`` reads of them."""
+
+    members: dict[int, PodView] = field(default_factory=dict)
+    ordered: list[PodView] = field(default_factory=list)
+    pending: list[PodView] = field(default_factory=list)  # unbound, not gated, in order
+    # What the group's pods hold (placed), wait for (pending) and keep gated, as ``count_usage``
+    # counts them; None when no pod counts there (a pod without requests still names its queue).
+    allocated: Resources | None = None
+    waiting: Resources | None = None
+    gated: Resources | None = None
+
+
+def _sum_into(acc: Resources, res: Resources) -> None:
+    for k, v in res.items():
+        acc[k] = acc.get(k, 0) + v
+
+
+class PodIndex:
+    """Per node, PodGroup and job aggregates of one cycle's pods (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.pods: dict[int, PodView] = {}  # id -> view (held, so identities stay valid)
+        self.node_pods: dict[str, dict[int, PodView]] = {}  # pods holding resources, per node
+        self.used: dict[str, Resources] = {}  # their demand summed per node (nodes with such pods)
+        self.releasing: dict[str, list[PodView]] = {}  # terminating pods still holding, per node
+        self.groups: dict[str, GroupPods] = {}
+        self.jobs: dict[str, JobPods] = {}
+        self.elastic: dict[int, PodView] = {}  # elastic pods of a group holding resources, not terminating
+        # Free resources per node for the node base ``free_base`` was computed from: the base's own
+        # dict where nothing is used, else a dict of ours (shared with every cycle's Capacity, which
+        # copies it before writing).
+        self.free_base: dict[str, Resources] | None = None
+        self.free: dict[str, Resources] = {}
+        self.gpu_index: dict[tuple[int, int], set[str]] = {}
+        self._own_buckets: set[tuple[int, int]] = set()  # index sets made during this update
+
+    # --- updates ------------------------------------------------------------------------------
+
+    def update(self, current: dict[int, PodView]) -> None:
+        """Make the index describe ``current`` (id -> view): drop the views that went, add the new."""
+        gone = [self.pods[i] for i in self.pods.keys() - current.keys()]
+        came = [current[i] for i in current.keys() - self.pods.keys()]
+        nodes: set[str] = set()
+        groups: set[str] = set()
+        jobs: set[str] = set()
+        for pod in gone:
+            self._unlink(pod, nodes, groups, jobs)
+        for pod in came:
+            self._link(pod, nodes, groups, jobs)
+        self.pods = dict(current)
+        self._own_buckets = set()
+        for node in nodes:
+            self._node_changed(node)
+        for key in groups:
+            self._group_changed(key)
+        for jid in jobs:
+            self._job_changed(jid)
+
+    def _link(self, pod: PodView, nodes: set[str], groups: set[str], jobs: set[str]) -> None:
+        i = id(pod)
+        if pod.holds_resources:
+            self.node_pods.setdefault(pod.node_name, {})[i] = pod
+            nodes.add(pod.node_name)
+            if not pod.deleting and pod.role is Role.ELASTIC and pod.group_key:
+                self.elastic[i] = pod
+        if pod.group_key:
+            group = self.groups.get(pod.group_key)
+            if group is None:
+                group = self.groups[pod.group_key] = GroupPods()
+            group.members[i] = pod
+            groups.add(pod.group_key)
+        if pod.job_name:
+            job = self.jobs.get(pod.job_id)
+            if job is None:
+                job = self.jobs[pod.job_id] = JobPods()
+            job.members[i] = pod
+            jobs.add(pod.job_id)
+
+    def _unlink(self, pod: PodView, nodes: set[str], groups: set[str], jobs: set[str]) -> None:
+        i = id(pod)
+        if pod.holds_resources:
+            self.node_pods[pod.node_name].pop(i)
+            nodes.add(pod.node_name)
+            self.elastic.pop(i, None)
+        if pod.group_key:
+            self.groups[pod.group_key].members.pop(i)
+            groups.add(pod.group_key)
+        if pod.job_name:
+            self.jobs[pod.job_id].members.pop(i)
+            jobs.add(pod.job_id)
+
+    def _node_changed(self, node: str) -> None:
+        members = self.node_pods.get(node)
+        if not members:
+            self.node_pods.pop(node, None)
+            self.used.pop(node, None)
+            self.releasing.pop(node, None)
+        else:
+            ordered = sorted(members.values(), key=_by_order)
+            used: Resources = {}
+            for pod in ordered:
+                _sum_into(used, pod.demand)
+            self.used[node] = used
+            leaving = [p for p in ordered if p.deleting]
+            if leaving:
+                self.releasing[node] = leaving
+            else:
+                self.releasing.pop(node, None)
+        if self.free_base is not None:
+            self._set_free(node)
+
+    def _group_changed(self, key: str) -> None:
+        group = self.groups[key]
+        if not group.members:
+            del self.groups[key]
+            return
+        group.ordered = ordered = sorted(group.members.values(), key=_by_order)
+        group.pending = [p for p in ordered if p.pending and not p.scheduling_gates]
+        sums: list[Resources | None] = [None, None, None]  # allocated, waiting, gated
+        for pod in ordered:
+            if pod.deleting or pod.terminal:
+                continue
+            part = 0 if pod.node_name else 2 if pod.scheduling_gates else 1
+            acc = sums[part]
+            if acc is None:
+                acc = sums[part] = {}
+            _sum_into(acc, pod.requests)
+        group.allocated, group.waiting, group.gated = sums
+
+    def _job_changed(self, jid: str) -> None:
+        job = self.jobs[jid]
+        if not job.members:
+            del self.jobs[jid]
+            return
+        ordered = sorted(job.members.values(), key=_by_order)
+        job.first = ordered[0]
+        job.bounds = next((p.bounds for p in ordered if p.bounds is not None), None)
+        job.running_workers = sum(1 for p in ordered if p.replica_type == "worker" and p.running)
+
+    # --- free capacity --------------------------------------------------------------------------
+
+    def free_for(self, base_free: dict[str, Resources]) -> tuple[dict[str, Resources], dict[tuple[int, int], set[str]]]:
+        """Free resources per node (allocatable minus what the pods hold) and the (free GPUs, 0)
+        index of ``Capacity``, for the nodes ``base_free`` describes. Shared, never written by
+        the caller (``Capacity`` copies a node's dict, or an index set, before changing it)."""
+        if self.free_base is not base_free:
+            self.free_base = base_free
+            self.free = {}
+            for name in base_free:
+                self._set_free(name, index=False)
+            index: dict[tuple[int, int], set[str]] = {}
+            for name, free in self.free.items():
+                index.setdefault((free.get(GPU, 0), 0), set()).add(name)
+            self.gpu_index = index
+            self._own_buckets = set()
+        return self.free, self.gpu_index
+
+    def _set_free(self, node: str, index: bool = True) -> None:
+        base = self.free_base
+        assert base is not None
+        alloc = base.get(node)
+        if alloc is None:
+            return  # a pod on a node the snapshot does not list: Capacity ignores it too
+        used = self.used.get(node)
+        if used is None:
+            free = alloc
+        else:
+            free = dict(alloc)
+            for k, v in used.items():
+                free[k] = free.get(k, 0) - v
+        if index:
+            before = self.free[node].get(GPU, 0)
+            after = free.get(GPU, 0)
+            if before != after:
+                self._bucket((before, 0)).discard(node)
+                if not self.gpu_index[(before, 0)]:
+                    del self.gpu_index[(before, 0)]
+                self._bucket((after, 0)).add(node)
+        self.free[node] = free
+
+    def _bucket(self, key: tuple[int, int]) -> set[str]:
+        """The index set of ``key``, to change: copied first unless made during this update (an
+        earlier cycle's Capacity may still read the old one)."""
+        names = self.gpu_index.get(key)
+        if names is None:
+            names = self.gpu_index[key] = set()
+            self._own_buckets.add(key)
+        elif key not in self._own_buckets:
+            names = self.gpu_index[key] = set(names)
+            self._own_buckets.add(key)
+        return names
+
+    # --- what build_world reads -----------------------------------------------------------------
+
+    def groups_in_order(self) -> list[tuple[str, GroupPods]]:
+        """Groups in the order of their first pod (the order a pass over the sorted pods meets them)."""
+        return sorted(self.groups.items(), key=lambda kv: kv[1].ordered[0].order)
+
+    def jobs_in_order(self) -> list[tuple[str, JobPods]]:
+        return sorted(self.jobs.items(), key=lambda kv: kv[1].first.order if kv[1].first else "")
+
+    def releasing_in_order(self) -> dict[str, list[PodView]]:
+        return {node: list(pods) for node, pods in sorted(self.releasing.items(), key=lambda kv: kv[1][0].order)}
+
+    def elastic_holding(self) -> list[PodView]:
+        return sorted(self.elastic.values(), key=_by_order)
+
+
+_lock = threading.Lock()
+_state: dict[str, object] = {}  # "index": the PodIndex, or "last": the ids of the last cold cycle
+
+
+def reset() -> None:
+    """Forget the previous cycle: the next one is built cold (benchmarks of a first cycle use this)."""
+    with _lock:
+        _state.clear()
+
+
+@contextmanager
+def indexed(pods: Sequence[PodView] | None) -> Iterator[PodIndex | None]:
+    """The index of ``pods``, updated from the previous cycle's, to read within the ``with`` block
+    (another thread's cycle waits for it to end); None when this cycle should be built cold: the
+    first, one that shares less than half its pods with the previous, one that lists a view
+    twice, or one that runs while another thread plans. ``None`` for ``pods``: a cold cycle that
+    leaves what is kept alone."""
+    if pods is None:
+        yield None
+        return
+    current = {id(p): p for p in pods}
+    if len(current) != len(pods) or not _lock.acquire(blocking=False):
+        yield None
+        return
+    try:
+        yield _update(current)
+    finally:
+        _lock.release()
+
+
+def _update(current: dict[int, PodView]) -> PodIndex | None:
+    """(Under the lock.) Update the index, build it when the last cold cycle shared most pods, or
+    remember this cycle's views and answer None (cold)."""
+    index = _state.get("index")
+    previous = index.pods if isinstance(index, PodIndex) else _state.get("last")
+    if isinstance(previous, dict) and current and 2 * len(previous.keys() ^ current.keys()) <= len(current):
+        if not isinstance(index, PodIndex):
+            index = PodIndex()
+            _state.clear()
+            _state["index"] = index
+        index.update(current)
+        return index
+    _state.clear()
+    _state["last"] = current  # held, so its ids stay those of these views
+    return None
