@@ -14,6 +14,7 @@ import itertools
 import math
 import os
 import pstats
+import random
 import resource
 import sys
 import time
@@ -26,6 +27,12 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (a
 from _synth import NOW, describe, synth_cluster
 
 from elastic_controller.policy.cycle import plan_cycle
+
+try:
+    from elastic_controller.policy import podindex
+except ImportError:  # a checkout from before the pod index (measured through PYTHONPATH)
+    podindex = None  # type: ignore[assignment]
+from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.settings import ElasticConfig
 
 
@@ -50,6 +57,24 @@ def calibrate() -> float:
     for i in range(2_000_000):
         acc[i & 1023] = acc.get(i & 1023, 0) + i
     return time.process_time() - c0
+
+
+def _warm_cycles(snap: Snapshot, cfg: ElasticConfig, runs: int, seed: int) -> tuple[float, float, float]:
+    """(seconds of the cycle that builds the pod index, p50 and p99 of the cycles after it), each with
+    1 % of the pods handed in as new views (what changes between two agent cycles, generously)."""
+    rnd = random.Random(seed)
+    pods = list(snap.pods)
+    podindex.reset()
+    plan_cycle(snap, cfg, NOW)  # a cold cycle
+    times = []
+    for _ in range(runs + 1):
+        for i in rnd.sample(range(len(pods)), max(1, len(pods) // 100)):
+            pods[i] = dataclasses.replace(pods[i])
+        run = dataclasses.replace(snap, pods=tuple(pods))
+        t0 = time.perf_counter()
+        plan_cycle(run, cfg, NOW)
+        times.append(time.perf_counter() - t0)
+    return times[0], percentile(times[1:], 0.5), percentile(times[1:], 0.99)
 
 
 def main() -> int:
@@ -77,18 +102,24 @@ def main() -> int:
             # Node views never seen before at every run: a cold cycle, as after the agent starts (it
             # reuses what it derived from the nodes while their views stay the same; see node_base).
             run = dataclasses.replace(snap, nodes=tuple(dataclasses.replace(node) for node in snap.nodes))
+            if podindex is not None:
+                podindex.reset()  # and nothing kept from the pods of the previous run
             t0, c0 = time.perf_counter(), time.process_time()
             plan = plan_cycle(run, cfg, NOW)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         assert plan is not None
         decisions = Counter(d.decision for d in plan.starving)
+        warm = _warm_cycles(snap, cfg, args.runs, args.seed) if podindex is not None else None
         results[n] = (percentile(times, 0.5), percentile(times, 0.99), len(snap.pods))
         cpu_p50, cpu_p99 = percentile(cpu, 0.5), percentile(cpu, 0.99)
         print(f"{n:>6} {len(snap.pods):>7} {results[n][0]:>8.3f} {results[n][1]:>8.3f} {cpu_p50:>8.3f} "
               f"{cpu_p99:>8.3f} {rss_mib():>12.0f}  "
               f"{dict(decisions)} evictions={len(plan.evictions)} releases={len(plan.gate_releases)}")
         print(f"        {describe(snap)}")
+        if warm is not None:
+            print(f"        steady state (1 % of pod views new at every cycle, as between two agent cycles): "
+                  f"p50 {warm[1]:.3f} s, p99 {warm[2]:.3f} s; the one cycle that builds the pod index {warm[0]:.3f} s")
     print("\ngrowth (p50 time ratio vs n log n ratio, n = pods):")
     for a, b in itertools.pairwise(sizes):
         ta, tb = results[a][0], results[b][0]

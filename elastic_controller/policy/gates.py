@@ -14,7 +14,6 @@ from collections.abc import Collection, Iterable, Mapping
 
 from .decisions import GateRelease
 from .fit import Capacity, fits_all, place_all, pod_demand
-from .keys import Role
 from .model import PodView
 from .quantity import add
 from .world import Gang, World, job_id
@@ -171,18 +170,14 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         return [], blocked
     gate = world.cfg.gating.gateName
     by_job: dict[str, list[PodView]] = {}
-    for key, pods in world.pods_by_group.items():
+    # (The heap below orders the jobs completely: the order groups come in here does not matter.)
+    for key, (held, running) in world.gated_elastic().items():
         pg = world.podgroups.get(key)
-        if pg is None:
+        if pg is None or running < pg.min_member:
             continue
-        gated = [p for p in pods if p.role is Role.ELASTIC and p.pending and p.gated(gate)]
-        if not gated:
-            continue  # most groups: no need to count their placed pods
-        running = sum(1 for p in pods if p.placed)
-        if running < pg.min_member:
-            continue
-        for pod in gated:
-            by_job.setdefault(job_id(pod), []).append(pod)
+        for pod in held:
+            if pod.gated(gate):
+                by_job.setdefault(job_id(pod), []).append(pod)
     heap: list[tuple[float, int, str, str]] = []
     queues: dict[str, list[PodView]] = {}
     for jid, pods in by_job.items():

@@ -49,11 +49,13 @@ class GroupPods:
     members: dict[int, PodView] = field(default_factory=dict)
     ordered: list[PodView] = field(default_factory=list)
     pending: list[PodView] = field(default_factory=list)  # unbound, not gated, in order
+    gated: list[PodView] = field(default_factory=list)  # elastic, unbound, gated (by any gate), in order
+    placed: int = 0  # pods bound and holding their node
     # What the group's pods hold (placed), wait for (pending) and keep gated, as ``count_usage``
     # counts them; None when no pod counts there (a pod without requests still names its queue).
     allocated: Resources | None = None
     waiting: Resources | None = None
-    gated: Resources | None = None
+    gated_res: Resources | None = None
 
 
 def _sum_into(acc: Resources, res: Resources) -> None:
@@ -71,6 +73,7 @@ class PodIndex:
         self.releasing: dict[str, list[PodView]] = {}  # terminating pods still holding, per node
         self.groups: dict[str, GroupPods] = {}
         self.jobs: dict[str, JobPods] = {}
+        self.with_gated: dict[str, GroupPods] = {}  # the groups with gated elastic pods
         self.elastic: dict[int, PodView] = {}  # elastic pods of a group holding resources, not terminating
         # Free resources per node for the node base ``free_base`` was computed from: the base's own
         # dict where nothing is used, else a dict of ours (shared with every cycle's Capacity, which
@@ -159,6 +162,7 @@ class PodIndex:
         group = self.groups[key]
         if not group.members:
             del self.groups[key]
+            self.with_gated.pop(key, None)
             return
         group.ordered = ordered = sorted(group.members.values(), key=_by_order)
         group.pending = [p for p in ordered if p.pending and not p.scheduling_gates]
@@ -171,7 +175,13 @@ class PodIndex:
             if acc is None:
                 acc = sums[part] = {}
             _sum_into(acc, pod.requests)
-        group.allocated, group.waiting, group.gated = sums
+        group.allocated, group.waiting, group.gated_res = sums
+        group.gated = [p for p in ordered if p.role is Role.ELASTIC and p.pending and p.scheduling_gates]
+        group.placed = sum(1 for p in ordered if p.placed)
+        if group.gated:
+            self.with_gated[key] = group
+        else:
+            self.with_gated.pop(key, None)
 
     def _job_changed(self, jid: str) -> None:
         job = self.jobs[jid]

@@ -82,6 +82,19 @@ class World:
     usage: Usage | None = None  # per queue, as counted for the shares (reused for Volcano's view)
     cluster: Resources | None = None  # the schedulable nodes' allocatable
     _volcano_shares: dict[str, QueueShare] | None = None
+    # Per group with gated elastic pods: (those pods in order, its pods placed); None: not known yet.
+    _gated: dict[str, tuple[list[PodView], int]] | None = None
+
+    def gated_elastic(self) -> dict[str, tuple[list[PodView], int]]:
+        """Groups with pending elastic pods held by any scheduling gate: group key -> (those pods
+        in pod order, how many of the group's pods are placed)."""
+        if self._gated is None:
+            self._gated = {}
+            for key, pods in self.pods_by_group.items():
+                gated = [p for p in pods if p.role is Role.ELASTIC and p.pending and p.scheduling_gates]
+                if gated:
+                    self._gated[key] = (gated, sum(1 for p in pods if p.placed))
+        return self._gated
 
     def volcano_deserved(self, queue: str) -> int:
         """``queue``'s deserved share of the dominant resource as Volcano's proportion plugin
@@ -168,12 +181,14 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
     ``podindex``) instead of walking every pod; the World is the same either way."""
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
     base = node_base(snapshot.nodes)
+    gated: dict[str, tuple[list[PodView], int]] | None = None  # computed on first use when cold
     with indexed(snapshot.pods if reuse else None) as index:
         if index is None:
             pods = sorted(snapshot.pods, key=attrgetter("order"))  # = by (namespace, name, uid)
             parts = _from_pods(pods, podgroups, snapshot, cfg, now, base)
         else:
             parts = _from_index(index, podgroups, snapshot, cfg, now, base)
+            gated = {key: (list(group.gated), group.placed) for key, group in index.with_gated.items()}
     pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of = parts
 
     waiting: list[Gang] = []
@@ -216,6 +231,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
         elastic_holding=elastic_holding,
         usage=usage,
         cluster=cluster,
+        _gated=gated,
     )
 
 
@@ -305,7 +321,7 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
         if pg is None:
             continue
         for to, res in ((usage.allocated, group.allocated), (usage.pending, group.waiting),
-                        (usage.gated, group.gated)):
+                        (usage.gated, group.gated_res)):
             if res is not None:
                 acc = to.get(pg.queue)
                 if acc is None:
