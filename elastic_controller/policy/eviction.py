@@ -94,7 +94,8 @@ class Planner:
         self.start_pref: dict[str, tuple[float, int, int, str]] = {}
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
-        job_key = {jid: (-job.fulfillment(), job.priority) for jid, job in world.jobs.items()}
+        jobs = world.jobs  # only the candidates' jobs are ranked
+        job_key = {jid: (-jobs[jid].fulfillment(), jobs[jid].priority) for jid in self.candidates_by_job}
         # Per node: its candidates as (size, preference at the start = self.preference(p)).
         keyed: dict[str, list[tuple[int, tuple[float, int, int, str]]]] = {}
         sizes: set[int] = set()

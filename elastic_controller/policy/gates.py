@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Collection, Iterable, Mapping
 
 from .decisions import GateRelease
-from .fit import Capacity, fits_all, place_all, pod_demand
+from .fit import Capacity, alike, fits_all, place_all, pod_demand
 from .model import PodView
 from .quantity import add
 from .world import Gang, World, job_id
@@ -204,6 +204,8 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         if size > room_of(job.queue):
             continue  # Volcano would leave it pending: its queue is at its deserved share
         node = cap.choose_node(pod)
+        if node is None and all(alike(p, pod) for p in pending):
+            continue  # capacity only shrinks while releasing: the job's other pods would not fit either
         if node is not None:
             room[job.queue] -= size
             cap.take(node, pod_demand(pod))

@@ -282,7 +282,7 @@ def indexed(pods: Sequence[PodView] | None) -> Iterator[PodIndex | None]:
     if pods is None:
         yield None
         return
-    current = {id(p): p for p in pods}
+    current = dict(zip(map(id, pods), pods, strict=True))
     if len(current) != len(pods) or not _lock.acquire(blocking=False):
         yield None
         return

@@ -126,11 +126,31 @@ class SimResult:
     plan_seconds: float
     cycles_skipped: int
     wall_seconds: float
+    # GPU-seconds of workers that advanced their job (not restarting after a scale event, not
+    # terminating): what ``gpu_seconds_allocated`` counts, less the time that did no work.
+    gpu_seconds_busy: float = 0.0
+    # GPU-seconds allocated from the first to the last submission (the drain after it left out).
+    gpu_seconds_while_arriving: float = 0.0
+    last_submit: float = 0.0
 
     @property
     def gpu_allocation(self) -> float:
         length = self.span[1] - self.span[0]
         return self.gpu_seconds_allocated / (self.total_gpus * length) if length > 0 else 0.0
+
+    @property
+    def gpu_busy(self) -> float:
+        """The part of all GPU time over the span that advanced a job (allocation without the time
+        workers held GPUs restarting after a scale event or terminating after an eviction)."""
+        length = self.span[1] - self.span[0]
+        return self.gpu_seconds_busy / (self.total_gpus * length) if length > 0 else 0.0
+
+    @property
+    def gpu_allocation_while_arriving(self) -> float:
+        """Allocation from the first to the last submission: the same window for every policy (the
+        span of ``gpu_allocation`` ends at each policy's own last completion)."""
+        length = self.last_submit - self.span[0]
+        return self.gpu_seconds_while_arriving / (self.total_gpus * length) if length > 0 else self.gpu_allocation
 
 
 class Simulator:
@@ -167,6 +187,9 @@ class Simulator:
         self.terminating_gpus = 0
         self.area = 0.0
         self.area_from = 0.0
+        self.busy_area = 0.0  # see SimResult.gpu_seconds_busy
+        self.last_submit = max((s.submit for s in jobs), default=0.0)
+        self.area_while_arriving: float | None = None  # self.area once the last submission came
         self.timeline: list[tuple[float, int]] = []
         self.evictions = 0
         self.restarts = 0
@@ -233,6 +256,8 @@ class Simulator:
             if now > horizon:
                 break  # a planner that never lets jobs finish: report what finished
             self._advance(now)
+            if self.area_while_arriving is None and now >= self.last_submit:
+                self.area_while_arriving = self.area
             while self.events and self.events[0][0] == now:
                 _, kind, _, obj, version = heapq.heappop(self.events)
                 if kind == _ARRIVAL:
@@ -309,6 +334,7 @@ class Simulator:
         job.max_seen = max(job.max_seen, running)
         g = job.spec.gpus
         job.rate = running * g * self.settings.curve.efficiency(running)
+        job.busy_gpus = running * g
         if first:
             job.resume_at = now
         else:
@@ -334,6 +360,7 @@ class Simulator:
     def _settle(self, job: SimJob, now: float) -> None:
         if job.rate > 0 and now > job.resume_at:
             delta = min(job.work_left, job.rate * (now - job.resume_at))
+            self.busy_area += job.busy_gpus * delta / job.rate  # the GPUs' time that did this work
             job.work_left -= delta
             job.work_done += delta
             job.resume_at = now
@@ -582,7 +609,9 @@ class Simulator:
             restarts=self.restarts, cooldown_violations=self.cooldown_violations,
             rejected_decisions=tuple(self.rejected), bound_violations=self.bound_violations,
             plan_calls=self.plan_calls, plan_seconds=self.plan_seconds,
-            cycles_skipped=self.cycles_skipped, wall_seconds=wall)
+            cycles_skipped=self.cycles_skipped, wall_seconds=wall, gpu_seconds_busy=self.busy_area,
+            gpu_seconds_while_arriving=self.area_while_arriving if self.area_while_arriving is not None else self.area,
+            last_submit=self.last_submit)
 
 
 def simulate(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policy: str,

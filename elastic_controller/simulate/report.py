@@ -9,7 +9,7 @@ from typing import Any
 from .engine import SimResult
 
 SUMMARY_KEYS = ("gpuAllocation", "avgJctSeconds", "p50JctSeconds", "p99JctSeconds", "avgQueueingSeconds",
-                "evictions", "restarts", "cooldownViolations")
+                "evictions", "restarts", "cooldownViolations", "gpuBusy", "gpuAllocationWhileArriving")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -36,6 +36,11 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "evictions": result.evictions,
         "restarts": result.restarts,
         "cooldownViolations": result.cooldown_violations,
+        # Allocation counts GPUs held while a job restarts after a scale event and while an evicted
+        # worker terminates; these two do not, or do not depend on each policy's drain after the
+        # last submission (see docs/simulate.md, "Metrics").
+        "gpuBusy": round(result.gpu_busy, 4),
+        "gpuAllocationWhileArriving": round(result.gpu_allocation_while_arriving, 4),
     }
 
 
@@ -49,15 +54,16 @@ def duration(seconds: float) -> str:
 
 
 def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any]]) -> str:
-    head = ("policy", "jobs", "GPU alloc", "avg JCT", "p50 JCT", "p99 JCT", "avg queue", "evictions",
-            "restarts/job", "cooldown viol.")
+    head = ("policy", "jobs", "GPU alloc", "busy", "alloc arriving", "avg JCT", "p50 JCT", "p99 JCT", "avg queue",
+            "evictions", "restarts/job", "cooldown viol.")
     rows = [head]
     for r in results:
         s = summaries[r.policy]
         done = sum(1 for j in r.jobs if j.finished)
         jobs = f"{done}" if done == len(r.jobs) else f"{done}/{len(r.jobs)}"
         rows.append((
-            r.policy, jobs, f"{100 * s['gpuAllocation']:.1f}%", duration(s["avgJctSeconds"]),
+            r.policy, jobs, f"{100 * s['gpuAllocation']:.1f}%", f"{100 * s['gpuBusy']:.1f}%",
+            f"{100 * s['gpuAllocationWhileArriving']:.1f}%", duration(s["avgJctSeconds"]),
             duration(s["p50JctSeconds"]), duration(s["p99JctSeconds"]), duration(s["avgQueueingSeconds"]),
             str(s["evictions"]), f"{s['restarts'] / max(1, len(r.jobs)):.2f}", str(s["cooldownViolations"]),
         ))
@@ -75,8 +81,10 @@ def comparison(summaries: Mapping[str, Mapping[str, Any]]) -> str | None:
     e, m = summaries["elastic"], summaries["static-max"]
     points = 100 * (e["gpuAllocation"] - m["gpuAllocation"])
     ratio = e["avgJctSeconds"] / m["avgJctSeconds"] if m["avgJctSeconds"] else float("nan")
-    return (f"elastic vs static-max: GPU allocation {points:+.1f} points, "
-            f"average JCT x{ratio:.2f}")
+    busy = 100 * (e["gpuBusy"] - m["gpuBusy"])
+    arriving = 100 * (e["gpuAllocationWhileArriving"] - m["gpuAllocationWhileArriving"])
+    return (f"elastic vs static-max: GPU allocation {points:+.1f} points ({busy:+.1f} busy, "
+            f"{arriving:+.1f} while jobs arrive), average JCT x{ratio:.2f}")
 
 
 def jobs_csv(result: SimResult) -> str:

@@ -38,6 +38,7 @@ class SimJob:
         "bounds",
         "bounds_max",
         "bounds_min",
+        "busy_gpus",
         "cand_key",
         "done",
         "evictions",
@@ -89,6 +90,7 @@ class SimJob:
         self.done = False
         self.running = 0
         self.rate = 0.0
+        self.busy_gpus = 0  # GPUs of its running workers (rate = busy_gpus * efficiency)
         self.resume_at = 0.0
         self.work_left = spec.work
         self.work_done = 0.0

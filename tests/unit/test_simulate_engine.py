@@ -44,6 +44,10 @@ def test_lone_job(policy: str, finish: float, restarts: int) -> None:
     assert times(r) == {"a": (0.0, finish)}
     assert r.restarts == restarts
     assert r.cooldown_violations == 0
+    # Busy GPU time: the 4000 GPU-s of work (linear scaling); elastic also held 8 GPUs through the
+    # 60 s restart, which allocation counts and busy does not.
+    assert r.gpu_seconds_busy == pytest.approx(4000.0)
+    assert r.gpu_busy == pytest.approx(4000.0 / (8 * finish))
 
 
 def test_eviction_waits_for_cooldown_and_grace() -> None:
@@ -59,6 +63,14 @@ def test_eviction_waits_for_cooldown_and_grace() -> None:
     assert [d for _, d in a.scale_events] == ["up", "down", "up"]
     assert [t for t, _ in a.scale_events] == [0.0, 300.0, 1330.0]
     assert r.evictions == 1 and r.cooldown_violations == 0 and not r.rejected_decisions
+    # Busy: 1920 + 3880 + 2200 (A) + 4000 (B); not the restarts (0-60, 300-360, 1330-1390) nor
+    # the evicted worker's grace period (300-330).
+    assert r.gpu_seconds_busy == pytest.approx(12000.0)
+    # Allocated: A's 8 GPUs 0-300, the victim's 4 through its grace 300-330, A's 4 300-1330, B's 4
+    # 330-1330, A's 8 1330-1665.
+    assert r.gpu_seconds_allocated == pytest.approx(8 * 300 + 4 * 30 + 4 * 1030 + 4 * 1000 + 8 * 335)
+    # Until the last submission (200 s) A held all 8 GPUs.
+    assert r.gpu_allocation_while_arriving == pytest.approx(1.0)
 
 
 def test_static_max_gangs_run_one_after_another() -> None:
@@ -116,6 +128,10 @@ def check_invariants(r: SimResult, cfg: ElasticConfig) -> None:
     for j in r.jobs:
         assert j.work_done == pytest.approx(j.work, rel=1e-9)
     assert sum(j.held_gpu_seconds for j in r.jobs) == pytest.approx(r.gpu_seconds_allocated, rel=1e-9)
+    # Busy GPU time is allocated time that did work: all of it when nothing ever restarted.
+    assert r.gpu_seconds_busy <= r.gpu_seconds_allocated * (1 + 1e-9)
+    if r.restarts == 0 and r.evictions == 0:
+        assert r.gpu_seconds_busy == pytest.approx(r.gpu_seconds_allocated, rel=1e-9)
     # Bounds: never below min nor above max once started; nothing refused (no master/core victims).
     for j in r.jobs:
         assert j.min_workers <= j.min_seen <= j.max_seen <= j.max_workers
@@ -137,6 +153,14 @@ def test_invariants_hold(policy: str) -> None:
         assert r.evictions > 0 and r.restarts > 0  # the scenario exercises the agent
     else:
         assert r.evictions == 0 and r.restarts == 0
+
+
+def test_busy_gpu_time_is_the_work_under_linear_scaling() -> None:
+    trace = small_trace(3)
+    r = simulate(trace, SMALL, FAST, "elastic", LINEAR)
+    assert r.restarts > 0
+    assert r.gpu_seconds_busy == pytest.approx(sum(j.work for j in trace), rel=1e-9)
+    assert r.gpu_seconds_busy < r.gpu_seconds_allocated
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
