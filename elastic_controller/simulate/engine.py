@@ -315,6 +315,7 @@ class Simulator:
             job.pods[index] = pod
         else:
             job.pods.append(pod)
+        job.views = None
         self.pods_by_key[pod.key] = pod
         return pod
 
@@ -385,6 +386,7 @@ class Simulator:
                 self.alloc.pod_gone(pod)
             self.pods_by_key.pop(pod.key, None)
         job.pods = [p for p in job.pods if p.deleting]
+        job.views = None
         if not job.pods:
             self.active.pop(job.id, None)
         self.alloc.job_finished(job)
@@ -397,6 +399,7 @@ class Simulator:
         self.pods_by_key.pop(pod.key, None)
         if job.done:
             job.pods.remove(pod)
+            job.views = None
             if not job.pods:
                 self.active.pop(job.id, None)
         else:
@@ -543,8 +546,10 @@ class Simulator:
         for job in self.active.values():
             if not job.done:
                 groups.append(job.pg_view or self._group_view(job))
-            for pod in job.pods:
-                pods.append(pod.view or self._pod_view(pod))
+            views = job.views
+            if views is None:
+                views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
+            pods.extend(views)
         return Snapshot(nodes=self.node_views, pods=tuple(pods), podgroups=tuple(groups),
                         queues=self.queue_views, priority_classes=self.priority_classes)
 

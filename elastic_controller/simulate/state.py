@@ -8,8 +8,8 @@ from .trace import JobSpec
 
 
 class SimPod:
-    __slots__ = ("created", "deleting", "evicted_for", "gated", "index", "job", "key", "name",
-                 "node", "pin", "placed_at", "role", "uid", "unschedulable_since", "view")
+    __slots__ = ("_view", "created", "deleting", "evicted_for", "gated", "index", "job", "key", "name",
+                 "node", "pin", "placed_at", "role", "uid", "unschedulable_since")
 
     def __init__(self, job: SimJob, index: int, role: Role, gated: bool, created: float, uid: str) -> None:
         self.job = job
@@ -26,7 +26,18 @@ class SimPod:
         self.deleting = False
         self.evicted_for = ""
         self.unschedulable_since = -1.0
-        self.view: PodView | None = None
+        self._view: PodView | None = None
+
+    @property
+    def view(self) -> PodView | None:
+        """The pod's view for the agent's snapshot, built when needed (None: stale or not built)."""
+        return self._view
+
+    @view.setter
+    def view(self, view: PodView | None) -> None:
+        self._view = view
+        if view is None:
+            self.job.views = None  # the job's tuple of views is stale too
 
     @property
     def pending(self) -> bool:
@@ -68,6 +79,7 @@ class SimJob:
         "spec",
         "started_at",
         "version",
+        "views",
         "work_done",
         "work_left",
     )
@@ -85,6 +97,7 @@ class SimJob:
         self.requests = {GPU: spec.gpus, "cpu": spec.cpu_request, "memory": spec.memory_request}
         self.min_member = lo
         self.pods: list[SimPod] = []
+        self.views: tuple[PodView, ...] | None = None  # its pods' views in order (None: rebuild)
         self.started_at = -1.0
         self.finished_at = -1.0
         self.done = False
