@@ -47,6 +47,7 @@ bench: venv ## benchmarks (numbers, not pass/fail)
 	$(BIN)/python bench/webhook_load.py
 	$(BIN)/python bench/agent_cycle.py --gangs 1
 	$(BIN)/python bench/simulate_scale.py
+	$(BIN)/python bench/simulate_seeds.py
 	@echo 'needs the box: bench/controller_burst.py --kubeconfig $$(hack/local-up.sh --profile core | tail -1); bench/agent_vs_native.py'
 
 clean: ## remove the virtualenv and caches (not the binary cache)
