@@ -468,7 +468,10 @@ class Simulator:
                 starving.append(job)
         if starving:
             # GPUs that evictions could free: elastic workers old enough, of jobs that may scale.
-            # (Their GPUs plus every GPU free or terminating bound what any plan can make room for.)
+            # (Their GPUs plus every GPU free or terminating bound what any plan can make room for:
+            # enough for the smallest starving gang answers.)
+            need = (min(job.min_member * job.spec.gpus for job in starving)
+                    - self.nodes.free_gpus - self.terminating_gpus)
             evictable = 0
             for job in self.grown.values():
                 pol = self.cfg.queue_policy(job.queue)
@@ -477,9 +480,7 @@ class Simulator:
                 old = sum(1 for p in job.pods if p.role is Role.ELASTIC and p.node >= 0 and not p.deleting
                           and now - p.placed_at >= pol.minRuntimeSeconds)
                 evictable += min(old, job.running - job.bounds_min) * job.spec.gpus
-            if evictable:
-                room = self.nodes.free_gpus + self.terminating_gpus + evictable
-                if any(job.min_member * job.spec.gpus <= room for job in starving):
+                if evictable and evictable >= need:
                     return True
         largest = self.nodes.largest_free()
         for job in self.gated.values():
