@@ -74,6 +74,11 @@ class PodIndex:
         self.groups: dict[str, GroupPods] = {}
         self.jobs: dict[str, JobPods] = {}
         self.with_gated: dict[str, GroupPods] = {}  # the groups with gated elastic pods
+        # How many views share each (namespace, name, uid) order key, and how many keys are shared:
+        # a cold build sorts such views in the order the snapshot lists them, which identities
+        # do not tell, so a cycle with any is built cold.
+        self.orders: dict[str, int] = {}
+        self.shared_orders = 0
         self.elastic: dict[int, PodView] = {}  # elastic pods of a group holding resources, not terminating
         # Free resources per node for the node base ``free_base`` was computed from: the base's own
         # dict where nothing is used, else a dict of ours (shared with every cycle's Capacity, which
@@ -107,6 +112,10 @@ class PodIndex:
 
     def _link(self, pod: PodView, nodes: set[str], groups: set[str], jobs: set[str]) -> None:
         i = id(pod)
+        seen = self.orders.get(pod.order, 0)
+        self.orders[pod.order] = seen + 1
+        if seen == 1:
+            self.shared_orders += 1
         if pod.holds_resources:
             self.node_pods.setdefault(pod.node_name, {})[i] = pod
             nodes.add(pod.node_name)
@@ -127,6 +136,11 @@ class PodIndex:
 
     def _unlink(self, pod: PodView, nodes: set[str], groups: set[str], jobs: set[str]) -> None:
         i = id(pod)
+        seen = self.orders.pop(pod.order)
+        if seen > 1:
+            self.orders[pod.order] = seen - 1
+        if seen == 2:
+            self.shared_orders -= 1
         if pod.holds_resources:
             self.node_pods[pod.node_name].pop(i)
             nodes.add(pod.node_name)
@@ -274,10 +288,11 @@ def reset() -> None:
 
 @contextmanager
 def indexed(pods: Sequence[PodView] | None) -> Iterator[PodIndex | None]:
-    """The index of ``pods``, updated from the previous cycle's, to read within the ``with`` block
-    (another thread's cycle waits for it to end); None when this cycle should be built cold: the
-    first, one that shares less than half its pods with the previous, one that lists a view
-    twice, or one that runs while another thread plans. ``None`` for ``pods``: a cold cycle that
+    """The index of ``pods``, updated from the previous cycle's, to read only within the ``with``
+    block (the lock is held meanwhile: take copies of what is needed later); None when this cycle
+    should be built cold: the first, one that shares less than half its pods with the previous,
+    one that lists a view twice or two views of one pod, or one that starts while another
+    thread's cycle holds the index (it does not wait). ``None`` for ``pods``: a cold cycle that
     leaves what is kept alone."""
     if pods is None:
         yield None
@@ -303,7 +318,7 @@ def _update(current: dict[int, PodView]) -> PodIndex | None:
             _state.clear()
             _state["index"] = index
         index.update(current)
-        return index
+        return None if index.shared_orders else index
     _state.clear()
     _state["last"] = current  # held, so its ids stay those of these views
     return None

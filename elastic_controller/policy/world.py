@@ -247,13 +247,11 @@ _Parts = tuple[
 
 
 class _JobFacts(NamedTuple):
-    """A job's queue, priority and queue policy, valid while its PodGroup view and the config are."""
+    """A job's queue and queue policy, valid while its PodGroup view and the config are (both frozen)."""
 
     pg: PodGroupView | None
     cfg: ElasticConfig
-    classes: Mapping[str, int]
     queue: str
-    priority: int
     policy: QueuePolicy
 
 
@@ -314,7 +312,7 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
                 cfg: ElasticConfig, now: datetime, base: NodeBase) -> _Parts:
     """A cycle after one that shared most of its pods: read the aggregates kept up to date."""
     groups = index.groups_in_order()
-    pods_by_group = {key: group.ordered for key, group in groups}
+    pods_by_group = {key: list(group.ordered) for key, group in groups}
     usage = Usage({}, {}, {})
     for key, group in groups:
         pg = podgroups.get(key)
@@ -334,19 +332,21 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
         assert pods.first is not None
         pg = podgroups.get(pods.first.group_key)
         facts = pods.facts
-        if not (isinstance(facts, _JobFacts) and facts.pg is pg and facts.cfg is cfg and facts.classes is classes):
+        if not (isinstance(facts, _JobFacts) and facts.pg is pg and facts.cfg is cfg):
             queue = pg.queue if pg else cfg.defaultQueue
-            facts = pods.facts = _JobFacts(pg, cfg, classes, queue, group_priority(pg, classes),
-                                           cfg.queue_policy(queue))
-        job = jobs[jid] = JobState(jid, pg, facts.queue, facts.priority, pods.bounds)
+            facts = pods.facts = _JobFacts(pg, cfg, queue, cfg.queue_policy(queue))
+        job = jobs[jid] = JobState(jid, pg, facts.queue, group_priority(pg, classes), pods.bounds)
         job.cooling = pg is not None and pg.last_scale is not None and in_cooldown(pg, facts.policy, now)
         job.running_workers = pods.running_workers
     free, gpu_index = index.free_for(base.free)
     cap = Capacity(base.by_name, dict(free), set(), dict(gpu_index))
 
+    # Everything handed out is the caller's own (the index changes with the next cycle, possibly in
+    # another thread once the lock is released): lists copied, dicts copied before writing.
+    pending = {key: group.pending for key, group in groups if group.pending}
+
     def pending_of(key: str) -> list[PodView]:
-        group = index.groups.get(key)
-        return list(group.pending) if group is not None else []
+        return list(pending.get(key, ()))
 
     return pods_by_group, index.releasing_in_order(), jobs, index.elastic_holding(), usage, cap, pending_of
 

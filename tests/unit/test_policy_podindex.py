@@ -6,12 +6,13 @@ import dataclasses
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic_controller.policy import podindex
 from elastic_controller.policy.cycle import plan_cycle
-from elastic_controller.policy.model import PodView, Snapshot
+from elastic_controller.policy.model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.world import World, build_world
 from tests.builders import NOW, ago
@@ -70,7 +71,8 @@ def test_updated_index_gives_the_cold_world(cluster: tuple[list[dict[str, Any]],
     objs, cfg = cluster
     snap = parse(objs, cfg)
     podindex.reset()
-    pods, pool = list(snap.pods), []
+    pods = list(snap.pods)
+    pool: list[PodView] = []
     for step in range(steps):
         groups = snap.podgroups
         if step and rnd.random() < 0.3:  # a PodGroup's view replaced (a new last-scale-time, say)
@@ -122,3 +124,41 @@ def _two_jobs() -> list[dict[str, Any]]:
                 kw["gates"] = ["volcano-elastic.io/scale-up"]
             objs.append(job_pod("ns", name, "worker", i, nnodes="2:4", **kw))
     return objs
+
+
+def _views_of_one_pod(max_replicas: int) -> PodView:
+    return PodView("ns", "w-0", "u0", group="j", job_name="j", replica_type="worker", phase="Running",
+                   node_name="n0", requests={"nvidia.com/gpu": 1}, bounds=ElasticBounds(1, max_replicas))
+
+
+@pytest.mark.parametrize("first", [3, 5])
+def test_two_views_of_one_pod_give_the_cold_world(first: int) -> None:
+    # A cold build keeps two views of one (namespace, name, uid) in the snapshot's order, which their
+    # identities do not tell: the job's bounds come from the first one listed, warm or cold.
+    cfg = ElasticConfig()
+    pair = [_views_of_one_pod(first), _views_of_one_pod(8 - first)]
+    others = [PodView("ns", f"o{i}", f"uo{i}") for i in range(6)]
+    snap = Snapshot(nodes=(NodeView("n0", {"nvidia.com/gpu": 8, "cpu": 8000}),), pods=(*pair, *others),
+                    podgroups=(PodGroupView("ns", "j", 1),))
+    podindex.reset()
+    for _ in range(3):
+        warm = build_world(snap, cfg, NOW)
+        assert warm.jobs["ns/j"].bounds == ElasticBounds(1, first)
+        assert facts(warm) == facts(build_world(snap, cfg, NOW, reuse=False))
+
+
+def test_a_world_shares_no_list_with_the_index() -> None:
+    # Planners may sort or extend what a World hands them: the next cycle must not see it.
+    cfg = ElasticConfig()
+    snap = parse(_two_jobs(), cfg)
+    podindex.reset()
+    build_world(snap, cfg, NOW)
+    first = build_world(snap, cfg, NOW)
+    for pods in first.pods_by_group.values():
+        pods.reverse()
+        pods.append(pods[0])
+    first.elastic_holding.clear()
+    for gang in first.waiting:
+        gang.pending.clear()
+    again = build_world(snap, cfg, NOW)
+    assert facts(again) == facts(build_world(snap, cfg, NOW, reuse=False))
