@@ -51,11 +51,10 @@ class GroupPods:
     pending: list[PodView] = field(default_factory=list)  # unbound, not gated, in order
     gated: list[PodView] = field(default_factory=list)  # elastic, unbound, gated (by any gate), in order
     placed: int = 0  # pods bound and holding their node
-    # What the group's pods hold (placed), wait for (pending) and keep gated, as ``count_usage``
-    # counts them; None when no pod counts there (a pod without requests still names its queue).
-    allocated: Resources | None = None
-    waiting: Resources | None = None
-    gated_res: Resources | None = None
+    # What the group's pods hold (placed, part 0), wait for (pending, 1) and keep gated (2), as
+    # ``count_usage`` counts them: (part, requests summed) for each part some pod counts in (a pod
+    # without requests still names its queue).
+    usage: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
 
 
 def _sum_into(acc: Resources, res: Resources) -> None:
@@ -79,6 +78,8 @@ class PodIndex:
         # do not tell, so a cycle with any is built cold.
         self.orders: dict[str, int] = {}
         self.shared_orders = 0
+        self._groups_sorted: list[tuple[str, GroupPods]] | None = None
+        self._jobs_sorted: list[tuple[str, JobPods]] | None = None
         self.elastic: dict[int, PodView] = {}  # elastic pods of a group holding resources, not terminating
         # Free resources per node for the node base ``free_base`` was computed from: the base's own
         # dict where nothing is used, else a dict of ours (shared with every cycle's Capacity, which
@@ -177,8 +178,12 @@ class PodIndex:
         if not group.members:
             del self.groups[key]
             self.with_gated.pop(key, None)
+            self._groups_sorted = None
             return
+        before = group.ordered[0].order if group.ordered else None
         group.ordered = ordered = sorted(group.members.values(), key=_by_order)
+        if ordered[0].order != before:
+            self._groups_sorted = None  # a new group, or one whose first pod changed
         group.pending = [p for p in ordered if p.pending and not p.scheduling_gates]
         sums: list[Resources | None] = [None, None, None]  # allocated, waiting, gated
         for pod in ordered:
@@ -189,7 +194,7 @@ class PodIndex:
             if acc is None:
                 acc = sums[part] = {}
             _sum_into(acc, pod.requests)
-        group.allocated, group.waiting, group.gated_res = sums
+        group.usage = tuple((part, tuple(res.items())) for part, res in enumerate(sums) if res is not None)
         group.gated = [p for p in ordered if p.role is Role.ELASTIC and p.pending and p.scheduling_gates]
         group.placed = sum(1 for p in ordered if p.placed)
         if group.gated:
@@ -201,8 +206,11 @@ class PodIndex:
         job = self.jobs[jid]
         if not job.members:
             del self.jobs[jid]
+            self._jobs_sorted = None
             return
         ordered = sorted(job.members.values(), key=_by_order)
+        if job.first is None or job.first.order != ordered[0].order:
+            self._jobs_sorted = None  # a new job, or one whose first pod changed
         job.first = ordered[0]
         job.bounds = next((p.bounds for p in ordered if p.bounds is not None), None)
         job.running_workers = sum(1 for p in ordered if p.replica_type == "worker" and p.running)
@@ -263,11 +271,17 @@ class PodIndex:
     # --- what build_world reads -----------------------------------------------------------------
 
     def groups_in_order(self) -> list[tuple[str, GroupPods]]:
-        """Groups in the order of their first pod (the order a pass over the sorted pods meets them)."""
-        return sorted(self.groups.items(), key=lambda kv: kv[1].ordered[0].order)
+        """Groups in the order of their first pod (the order a pass over the sorted pods meets them);
+        sorted again only when a group came, went or got another first pod. Read-only."""
+        if self._groups_sorted is None:
+            self._groups_sorted = sorted(self.groups.items(), key=lambda kv: kv[1].ordered[0].order)
+        return self._groups_sorted
 
     def jobs_in_order(self) -> list[tuple[str, JobPods]]:
-        return sorted(self.jobs.items(), key=lambda kv: kv[1].first.order if kv[1].first else "")
+        """Jobs in the order of their first pod (as ``groups_in_order``). Read-only."""
+        if self._jobs_sorted is None:
+            self._jobs_sorted = sorted(self.jobs.items(), key=lambda kv: kv[1].first.order if kv[1].first else "")
+        return self._jobs_sorted
 
     def releasing_in_order(self) -> dict[str, list[PodView]]:
         return {node: list(pods) for node, pods in sorted(self.releasing.items(), key=lambda kv: kv[1][0].order)}

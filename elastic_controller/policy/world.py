@@ -314,18 +314,21 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
     groups = index.groups_in_order()
     pods_by_group = {key: list(group.ordered) for key, group in groups}
     usage = Usage({}, {}, {})
+    parts = (usage.allocated, usage.pending, usage.gated)
     for key, group in groups:
+        if not group.usage:
+            continue
         pg = podgroups.get(key)
         if pg is None:
             continue
-        for to, res in ((usage.allocated, group.allocated), (usage.pending, group.waiting),
-                        (usage.gated, group.gated_res)):
-            if res is not None:
-                acc = to.get(pg.queue)
-                if acc is None:
-                    acc = to[pg.queue] = {}
-                for k, v in res.items():
-                    acc[k] = acc.get(k, 0) + v
+        queue = pg.queue
+        for part, res in group.usage:
+            to = parts[part]
+            acc = to.get(queue)
+            if acc is None:
+                acc = to[queue] = {}
+            for k, v in res:
+                acc[k] = acc.get(k, 0) + v
     jobs: dict[str, JobState] = {}
     classes = snapshot.priority_classes
     for jid, pods in index.jobs_in_order():

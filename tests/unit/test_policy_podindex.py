@@ -162,3 +162,24 @@ def test_a_world_shares_no_list_with_the_index() -> None:
         gang.pending.clear()
     again = build_world(snap, cfg, NOW)
     assert facts(again) == facts(build_world(snap, cfg, NOW, reuse=False))
+
+
+def test_groups_are_reordered_when_their_first_pod_goes() -> None:
+    # Groups come in the order of their first pod; pods of two groups may interleave by name
+    # (p-1 and p-3 in x, p-2 in y): once p-1 goes, y comes first, warm or cold.
+    cfg = ElasticConfig()
+
+    def member(name: str, group: str) -> PodView:
+        return PodView("ns", name, f"u-{name}", group=group, job_name=group, phase="Pending", requests={"cpu": 100})
+
+    x1, y2, x3 = member("p-1", "x"), member("p-2", "y"), member("p-3", "x")
+    rest = tuple(member(f"q-{i}", "z") for i in range(8))  # unchanged: the next cycle is warm
+    base = Snapshot(nodes=(NodeView("n0", {"cpu": 8000}),), pods=(x1, y2, x3, *rest),
+                    podgroups=(PodGroupView("ns", "x", 2), PodGroupView("ns", "y", 1), PodGroupView("ns", "z", 8)))
+    podindex.reset()
+    build_world(base, cfg, NOW)
+    assert list(build_world(base, cfg, NOW).pods_by_group) == ["ns/x", "ns/y", "ns/z"]
+    later = dataclasses.replace(base, pods=(y2, x3, *rest))
+    warm = build_world(later, cfg, NOW)
+    assert list(warm.pods_by_group) == ["ns/y", "ns/x", "ns/z"]
+    assert facts(warm) == facts(build_world(later, cfg, NOW, reuse=False))
