@@ -19,7 +19,7 @@ the index is only built once a cycle shares most of its pods with the one before
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -55,6 +55,7 @@ class GroupPods:
     # ``count_usage`` counts them: (part, requests summed) for each part some pod counts in (a pod
     # without requests still names its queue).
     usage: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
+    counted: tuple[str, tuple[tuple[int, tuple[tuple[str, int], ...]], ...]] | None = None  # in the totals
 
 
 def _sum_into(acc: Resources, res: Resources) -> None:
@@ -79,6 +80,12 @@ class PodIndex:
         self.orders: dict[str, int] = {}
         self.shared_orders = 0
         self._groups_sorted: list[tuple[str, GroupPods]] | None = None
+        # Queue usage summed over the groups' ``usage`` (part -> queue -> resources), with how many
+        # groups count in each (part, queue) and for each resource name there, so that a queue or a
+        # name no group counts any more disappears as it would from a cold count.
+        self.totals: tuple[dict[str, Resources], ...] = ({}, {}, {})
+        self.counts: tuple[dict[str, dict[str, int]], ...] = ({}, {}, {})  # part -> queue -> name -> groups
+        self.members: tuple[dict[str, int], ...] = ({}, {}, {})  # part -> queue -> groups
         self._jobs_sorted: list[tuple[str, JobPods]] | None = None
         self.elastic: dict[int, PodView] = {}  # elastic pods of a group holding resources, not terminating
         # Free resources per node for the node base ``free_base`` was computed from: the base's own
@@ -91,10 +98,14 @@ class PodIndex:
 
     # --- updates ------------------------------------------------------------------------------
 
-    def update(self, current: dict[int, PodView]) -> None:
-        """Make the index describe ``current`` (id -> view): drop the views that went, add the new."""
-        gone = [self.pods[i] for i in self.pods.keys() - current.keys()]
-        came = [current[i] for i in current.keys() - self.pods.keys()]
+    def update(self, current: dict[int, PodView], gone_ids: set[int] | None = None,
+               came_ids: set[int] | None = None) -> None:
+        """Make the index describe ``current`` (id -> view, now the index's own): drop the views that
+        went, add the new (``gone_ids``/``came_ids``: those differences, when already known)."""
+        if gone_ids is None or came_ids is None:
+            gone_ids, came_ids = self.pods.keys() - current.keys(), current.keys() - self.pods.keys()
+        gone = [self.pods[i] for i in gone_ids]
+        came = [current[i] for i in came_ids]
         nodes: set[str] = set()
         groups: set[str] = set()
         jobs: set[str] = set()
@@ -102,7 +113,7 @@ class PodIndex:
             self._unlink(pod, nodes, groups, jobs)
         for pod in came:
             self._link(pod, nodes, groups, jobs)
-        self.pods = dict(current)
+        self.pods = current
         self._own_buckets = set()
         for node in nodes:
             self._node_changed(node)
@@ -176,6 +187,7 @@ class PodIndex:
     def _group_changed(self, key: str) -> None:
         group = self.groups[key]
         if not group.members:
+            self._count(group, None)
             del self.groups[key]
             self.with_gated.pop(key, None)
             self._groups_sorted = None
@@ -214,6 +226,40 @@ class PodIndex:
         job.first = ordered[0]
         job.bounds = next((p.bounds for p in ordered if p.bounds is not None), None)
         job.running_workers = sum(1 for p in ordered if p.replica_type == "worker" and p.running)
+
+    # --- queue usage ---------------------------------------------------------------------------
+
+    def _count(self, group: GroupPods, queue: str | None) -> None:
+        """Make ``group``'s part of the totals its current ``usage`` in ``queue`` (None: no part)."""
+        want = (queue, group.usage) if queue is not None and group.usage else None
+        have = group.counted
+        if have is want or (have is not None and want is not None and have[0] == want[0] and have[1] is want[1]):
+            return
+        for sign, entry in ((-1, have), (1, want)):
+            if entry is None:
+                continue
+            q, usage = entry
+            for part, res in usage:
+                totals, counts, members = self.totals[part], self.counts[part], self.members[part]
+                acc, names = totals.get(q), counts.get(q)
+                if acc is None or names is None:
+                    acc, names = totals[q], counts[q] = {}, {}
+                for k, v in res:
+                    acc[k] = acc.get(k, 0) + sign * v
+                    n = names[k] = names.get(k, 0) + sign
+                    if n == 0:
+                        del acc[k], names[k]
+                m = members[q] = members.get(q, 0) + sign
+                if m == 0:
+                    del totals[q], counts[q], members[q]
+        group.counted = want
+
+    def queue_usage(self, queue_of: Callable[[str], str | None]) -> tuple[dict[str, Resources], ...]:
+        """(allocated, pending, gated) per queue, as ``count_usage`` over every pod would give them
+        (``queue_of``: a group's queue, None when its PodGroup is unknown). Copies, the caller's own."""
+        for key, group in self.groups.items():
+            self._count(group, queue_of(key))
+        return tuple({q: dict(res) for q, res in part.items()} for part in self.totals)
 
     # --- free capacity --------------------------------------------------------------------------
 
@@ -326,13 +372,17 @@ def _update(current: dict[int, PodView]) -> PodIndex | None:
     remember this cycle's views and answer None (cold)."""
     index = _state.get("index")
     previous = index.pods if isinstance(index, PodIndex) else _state.get("last")
-    if isinstance(previous, dict) and current and 2 * len(previous.keys() ^ current.keys()) <= len(current):
-        if not isinstance(index, PodIndex):
-            index = PodIndex()
-            _state.clear()
-            _state["index"] = index
-        index.update(current)
-        return None if index.shared_orders else index
+    if isinstance(previous, dict) and current:
+        gone, came = previous.keys() - current.keys(), current.keys() - previous.keys()
+        if 2 * (len(gone) + len(came)) <= len(current):
+            if not isinstance(index, PodIndex):
+                index = PodIndex()
+                _state.clear()
+                _state["index"] = index
+                index.update(current)  # from scratch: every view came
+            else:
+                index.update(current, gone, came)
+            return None if index.shared_orders else index
     _state.clear()
     _state["last"] = current  # held, so its ids stay those of these views
     return None

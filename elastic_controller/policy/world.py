@@ -313,22 +313,11 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
     """A cycle after one that shared most of its pods: read the aggregates kept up to date."""
     groups = index.groups_in_order()
     pods_by_group = {key: list(group.ordered) for key, group in groups}
-    usage = Usage({}, {}, {})
-    parts = (usage.allocated, usage.pending, usage.gated)
-    for key, group in groups:
-        if not group.usage:
-            continue
+    def queue_of(key: str) -> str | None:
         pg = podgroups.get(key)
-        if pg is None:
-            continue
-        queue = pg.queue
-        for part, res in group.usage:
-            to = parts[part]
-            acc = to.get(queue)
-            if acc is None:
-                acc = to[queue] = {}
-            for k, v in res:
-                acc[k] = acc.get(k, 0) + v
+        return pg.queue if pg is not None else None
+
+    usage = Usage(*index.queue_usage(queue_of))
     jobs: dict[str, JobState] = {}
     classes = snapshot.priority_classes
     for jid, pods in index.jobs_in_order():
