@@ -41,6 +41,16 @@ def _fits(demand: Mapping[str, int], free: Mapping[str, int]) -> bool:
     return True
 
 
+def build_gpu_index(free: Mapping[str, Mapping[str, int]],
+                    tags: Mapping[str, int] | None = None) -> dict[tuple[int, int], set[str]]:
+    """(free GPUs, tag) -> nodes, for nodes' free resources and optional tags (default 0)."""
+    index: dict[tuple[int, int], set[str]] = {}
+    tags = tags or {}
+    for name, node_free in free.items():
+        index.setdefault((node_free.get(GPU, 0), tags.get(name, 0)), set()).add(name)
+    return index
+
+
 @dataclass(slots=True)
 class Capacity:
     """Free resources per node (a node lacking a resource has 0 of it).
@@ -123,12 +133,8 @@ class Capacity:
     def gpu_index(self) -> dict[tuple[int, int], set[str]]:
         """(free GPUs, tag) -> nodes (built on first use, then kept up to date)."""
         if self.index is None:
-            index: dict[tuple[int, int], set[str]] = {}
-            tags = self.tags or {}
-            for name, free in self.free.items():
-                index.setdefault((free.get(GPU, 0), tags.get(name, 0)), set()).add(name)
-            self.index = index
-            self.owned_buckets = set(index)
+            self.index = build_gpu_index(self.free, self.tags)
+            self.owned_buckets = set(self.index)
         return self.index
 
     def _bucket(self, key: tuple[int, int]) -> set[str]:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from .fit import build_gpu_index
 from .keys import GPU, Role
 from .model import ElasticBounds, PodView
 from .quantity import Resources
@@ -39,7 +40,6 @@ class JobPods:
     first: PodView | None = None  # the first member in order: it names the job's PodGroup
     bounds: ElasticBounds | None = None  # the first member's bounds that are known
     running_workers: int = 0
-    facts: object = None  # what build_world derived from the job's PodGroup and the config (its memo)
 
 
 @dataclass(slots=True)
@@ -56,6 +56,16 @@ class GroupPods:
     # without requests still names its queue).
     usage: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
     counted: tuple[str, tuple[tuple[int, tuple[tuple[str, int], ...]], ...]] | None = None  # in the totals
+
+
+def ungated_pending(pods: list[PodView]) -> list[PodView]:
+    """``pods``' unbound pods no scheduling gate holds (what a gang still needs placed), in order."""
+    return [p for p in pods if p.pending and not p.scheduling_gates]
+
+
+def gated_elastic(pods: list[PodView]) -> list[PodView]:
+    """``pods``' unbound elastic pods held by any scheduling gate (what may scale up), in order."""
+    return [p for p in pods if p.role is Role.ELASTIC and p.pending and p.scheduling_gates]
 
 
 def _sum_into(acc: Resources, res: Resources) -> None:
@@ -98,12 +108,9 @@ class PodIndex:
 
     # --- updates ------------------------------------------------------------------------------
 
-    def update(self, current: dict[int, PodView], gone_ids: set[int] | None = None,
-               came_ids: set[int] | None = None) -> None:
+    def update(self, current: dict[int, PodView], gone_ids: set[int], came_ids: set[int]) -> None:
         """Make the index describe ``current`` (id -> view, now the index's own): drop the views that
-        went, add the new (``gone_ids``/``came_ids``: those differences, when already known)."""
-        if gone_ids is None or came_ids is None:
-            gone_ids, came_ids = self.pods.keys() - current.keys(), current.keys() - self.pods.keys()
+        went (``gone_ids``), add the new (``came_ids``)."""
         gone = [self.pods[i] for i in gone_ids]
         came = [current[i] for i in came_ids]
         nodes: set[str] = set()
@@ -196,7 +203,7 @@ class PodIndex:
         group.ordered = ordered = sorted(group.members.values(), key=_by_order)
         if ordered[0].order != before:
             self._groups_sorted = None  # a new group, or one whose first pod changed
-        group.pending = [p for p in ordered if p.pending and not p.scheduling_gates]
+        group.pending = ungated_pending(ordered)
         sums: list[Resources | None] = [None, None, None]  # allocated, waiting, gated
         for pod in ordered:
             if pod.deleting or pod.terminal:
@@ -207,7 +214,7 @@ class PodIndex:
                 acc = sums[part] = {}
             _sum_into(acc, pod.requests)
         group.usage = tuple((part, tuple(res.items())) for part, res in enumerate(sums) if res is not None)
-        group.gated = [p for p in ordered if p.role is Role.ELASTIC and p.pending and p.scheduling_gates]
+        group.gated = gated_elastic(ordered)
         group.placed = sum(1 for p in ordered if p.placed)
         if group.gated:
             self.with_gated[key] = group
@@ -272,10 +279,7 @@ class PodIndex:
             self.free = {}
             for name in base_free:
                 self._set_free(name, index=False)
-            index: dict[tuple[int, int], set[str]] = {}
-            for name, free in self.free.items():
-                index.setdefault((free.get(GPU, 0), 0), set()).add(name)
-            self.gpu_index = index
+            self.gpu_index = build_gpu_index(self.free)
             self._own_buckets = set()
         return self.free, self.gpu_index
 
@@ -375,13 +379,11 @@ def _update(current: dict[int, PodView]) -> PodIndex | None:
     if isinstance(previous, dict) and current:
         gone, came = previous.keys() - current.keys(), current.keys() - previous.keys()
         if 2 * (len(gone) + len(came)) <= len(current):
-            if not isinstance(index, PodIndex):
-                index = PodIndex()
+            if not isinstance(index, PodIndex):  # from scratch: every view came
+                index, gone, came = PodIndex(), set(), set(current)
                 _state.clear()
                 _state["index"] = index
-                index.update(current)  # from scratch: every view came
-            else:
-                index.update(current, gone, came)
+            index.update(current, gone, came)
             return None if index.shared_orders else index
     _state.clear()
     _state["last"] = current  # held, so its ids stay those of these views

@@ -6,14 +6,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_
-from typing import NamedTuple
 
 from . import keys
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
-from .podindex import PodIndex, indexed
+from .podindex import PodIndex, gated_elastic, indexed, ungated_pending
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource, plan_shares
@@ -91,7 +90,7 @@ class World:
         if self._gated is None:
             self._gated = {}
             for key, pods in self.pods_by_group.items():
-                gated = [p for p in pods if p.role is Role.ELASTIC and p.pending and p.scheduling_gates]
+                gated = gated_elastic(pods)
                 if gated:
                     self._gated[key] = (gated, sum(1 for p in pods if p.placed))
         return self._gated
@@ -246,15 +245,6 @@ _Parts = tuple[
 ]
 
 
-class _JobFacts(NamedTuple):
-    """A job's queue and queue policy, valid while its PodGroup view and the config are (both frozen)."""
-
-    pg: PodGroupView | None
-    cfg: ElasticConfig
-    queue: str
-    policy: QueuePolicy
-
-
 def _new_job(jid: str, first: PodView, podgroups: Mapping[str, PodGroupView], snapshot: Snapshot,
              cfg: ElasticConfig, now: datetime) -> JobState:
     pg = podgroups.get(first.group_key)
@@ -303,7 +293,7 @@ def _from_pods(pods: list[PodView], podgroups: dict[str, PodGroupView], snapshot
     cap = Capacity.over(base.by_name, base.free, used)
 
     def pending_of(key: str) -> list[PodView]:
-        return [p for p in pods_by_group.get(key, ()) if p.pending and not p.scheduling_gates]
+        return ungated_pending(pods_by_group.get(key, []))
 
     return pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of
 
@@ -319,16 +309,10 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
 
     usage = Usage(*index.queue_usage(queue_of))
     jobs: dict[str, JobState] = {}
-    classes = snapshot.priority_classes
     for jid, pods in index.jobs_in_order():
         assert pods.first is not None
-        pg = podgroups.get(pods.first.group_key)
-        facts = pods.facts
-        if not (isinstance(facts, _JobFacts) and facts.pg is pg and facts.cfg is cfg):
-            queue = pg.queue if pg else cfg.defaultQueue
-            facts = pods.facts = _JobFacts(pg, cfg, queue, cfg.queue_policy(queue))
-        job = jobs[jid] = JobState(jid, pg, facts.queue, group_priority(pg, classes), pods.bounds)
-        job.cooling = pg is not None and pg.last_scale is not None and in_cooldown(pg, facts.policy, now)
+        job = jobs[jid] = _new_job(jid, pods.first, podgroups, snapshot, cfg, now)
+        job.bounds = pods.bounds
         job.running_workers = pods.running_workers
     free, gpu_index = index.free_for(base.free)
     cap = Capacity(base.by_name, dict(free), set(), dict(gpu_index))
