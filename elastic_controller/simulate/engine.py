@@ -339,7 +339,9 @@ class Simulator:
         if not job.started:
             return
         self._settle(job, now)
-        first = job.running == 0 and not job.whole_evicted
+        # a job's first start, also with its pods placed later in the same scheduling pass
+        # (volcano-gang's surplus pods: Volcano binds them in the session that binds the gang)
+        first = (job.running == 0 and not job.whole_evicted) or job.id in self.alloc.started_now
         if job.done:
             job.running = running
             return

@@ -44,6 +44,7 @@ class Allocator:
         self.dirty = False
         self.admission = Admission(self, cluster, sim.settings.overcommit_factor, sim.settings.enqueue)
         self.after_allocate: Callable[[float], None] | None = None  # volcano-gang's evicting actions
+        self.started_now: set[int] = set()  # jobs that started in the current pass (first start)
 
     # --- notifications from the engine -----------------------------------------------------------
 
@@ -132,6 +133,7 @@ class Allocator:
         des = self.deserved()
         self.des = des
         self.admission.enqueue(now)
+        self.started_now = set()
         done: list[SimJob] = []
         # The gang plugin's job order puts jobs below their minMember before ready ones (within a
         # priority): starting gangs first, then the pods of running jobs.
@@ -139,6 +141,7 @@ class Allocator:
         self._pass(now, des, done, gangs_only=False)
         for job in done:
             self._remove(job)
+        self.started_now = set()
         if self.after_allocate is not None:
             self.after_allocate(now)
 
@@ -164,11 +167,13 @@ class Allocator:
                 ptr[best] += 1
                 if gangs_only and job.running > 0:
                     continue
-                if self._try(job, now):
+                if self._try(job, now, surplus=not gangs_only):
                     done.append(job)
 
-    def _try(self, job: SimJob, now: float) -> bool:
-        """Place what can be placed of ``job``; True when it has no pending ungated pod left."""
+    def _try(self, job: SimJob, now: float, surplus: bool = True) -> bool:
+        """Place what can be placed of ``job``; True when it has no pending ungated pod left.
+
+        ``surplus`` False: only its gang (its pods beyond minMember wait for the second pass)."""
         if job.fail_gen == self.gen:
             return False  # nothing freed since it last failed
         spec = job.spec
@@ -198,10 +203,14 @@ class Allocator:
                 self._place(pod, node)
             if not job.started:
                 job.started_at = now
+                self.started_now.add(job.id)
             self.waiting.pop(job.id, None)
             job.nominated = []
             pending = pending[len(chosen):]
             changed = True
+            if not surplus and pending:
+                self.sim.workers_changed(job, now)
+                return False
         left = room_fail = False
         for pod in pending:
             if self.allocated[job.queue] + g > self.des[job.queue] + 1e-6:
