@@ -536,6 +536,12 @@ def _example(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
 
 
+def example_job(name: str) -> dict[str, Any]:
+    """The one PyTorchJob of an example file (which may also hold its ServiceAccount and RBAC)."""
+    (job,) = [d for d in _example(name) if d["kind"] == "PyTorchJob"]
+    return job
+
+
 def test_example_queues_and_namespaces() -> None:
     queues = {q["metadata"]["name"]: q["spec"] for q in _example("queues.yaml")}
     assert len(queues) == 3
@@ -552,8 +558,8 @@ def test_example_jobs_pass_our_validation() -> None:
     from webhook.validate import validate_job
 
     cfg = load_config_file(MANIFESTS / "base" / "config.yaml")
-    (elastic,) = _example("pytorchjob-elastic.yaml")
-    (static,) = _example("pytorchjob-static.yaml")
+    elastic = example_job("pytorchjob-elastic.yaml")
+    static = example_job("pytorchjob-static.yaml")
     for job in (elastic, static):
         job["metadata"]["uid"] = "0000"
         verdict = validate_job(job, cfg)
