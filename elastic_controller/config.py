@@ -43,6 +43,9 @@ _INT_FIELDS_MIN = {
     "core": 1,
     "elastic": 1,
 }
+_INT_FIELDS_MAX = {
+    "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
+}
 
 
 def _check_fields(
@@ -78,6 +81,10 @@ def _check_fields(
             if value < low or (key == "intervalSeconds" and value <= 0):
                 problems.append(f"{sub}: must be {'> 0' if key == 'intervalSeconds' else f'>= {low}'}, "
                                 f"got {value!r}")
+                continue
+            high = _INT_FIELDS_MAX.get(key)
+            if high is not None and value > high:
+                problems.append(f"{sub}: must be <= {high}, got {value!r}")
                 continue
         elif isinstance(default, str):
             if not isinstance(value, str) or not value:

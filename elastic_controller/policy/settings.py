@@ -15,6 +15,9 @@ class QueuePolicy:
     maxEvictionsPerCycle: int = 16
     maxScaleUpPerCycle: int = 4
     preemptDuringCooldown: bool = False
+    # Seconds between marking a victim (volcano-elastic.io/evict-after) and evicting it, so that its
+    # job can checkpoint; 0 evicts at once.
+    noticeSeconds: int = 0
 
 
 @dataclass(frozen=True, slots=True)
