@@ -609,3 +609,22 @@ def filter_victims(shares: CapacityShares, allocated: Mapping[str, Amounts],
             left[queue] = sub(left[queue], _clean(request))
             out.append(i)
     return out
+
+
+def victims_reason(shares: CapacityShares, allocated: Amounts, queue: str, requests: Sequence[Amounts],
+                   gang_request: Amounts | None = None) -> str | None:
+    """None when every pod of ``requests`` (all of ``queue``, whose allocation ``allocated`` still
+    holds them) may be taken together for a gang of another queue, with our stricter rule; else why not.
+
+    The same as ``victim_reason(strict=True)`` for each pod in turn, each judged with the ones before
+    it gone (``filter_victims``), in whatever order: with the stricter rule every condition is
+    checked on the dimensions the pod asks for, and only pods asking for a dimension lower it, so
+    the set passes exactly when each pod passes against the allocation with the whole set gone."""
+    after = _clean(allocated)
+    for req in requests:
+        after = sub(after, _clean(req))
+    for req in requests:
+        why = victim_reason(shares, add(after, _clean(req)), queue, req, gang_request, strict=True)
+        if why is not None:
+            return why
+    return None

@@ -435,3 +435,17 @@ def test_strict_never_takes_a_queue_below_deserved(scn: _Scenario) -> None:
         left[name] = {k: left[name].get(k, 0) - r.get(k, 0) for k in set(left[name]) | set(r)}
         for k in cap.relevant_dimensions(shares.queues[name].deserved, r):
             assert left[name].get(k, 0) >= shares.queues[name].deserved[k]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_scenario(), st.randoms(use_true_random=False))
+def test_a_set_of_victims_passes_in_any_order_or_not_at_all(scn: _Scenario, rnd: Any) -> None:
+    """victims_reason (the set at once) agrees with filter_victims (one by one) in every order."""
+    shares, allocated, cands = scn
+    for name in ("q0", "q1", "q2"):
+        mine = [r for n, r in cands if n == name]
+        together = cap.victims_reason(shares, allocated[name], name, mine) is None
+        for _ in range(3):
+            rnd.shuffle(mine)
+            one_by_one = cap.filter_victims(shares, allocated, [(name, r) for r in mine], strict=True)
+            assert (len(one_by_one) == len(mine)) is together
