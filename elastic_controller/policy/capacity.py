@@ -701,6 +701,14 @@ class CapacityLedger:
                        gang_request: Amounts | None = None) -> str | None:
         return victims_reason(self.shares, self.of(queue), queue, requests, gang_request)
 
+    def without(self, leaving: Iterable[tuple[str, Amounts]]) -> CapacityLedger:
+        """A copy with the (queue, request) pods of ``leaving`` gone (victims being weighed)."""
+        out = CapacityLedger(self.shares, {})
+        out.allocated = dict(self.allocated)
+        for queue, request in leaving:
+            out.give(queue, request)
+        return out
+
     def in_subtree(self, queue: str, ancestor: str) -> bool:
         """``queue`` is ``ancestor`` or below it (its allocation counts in the ancestor's)."""
         attr = self.shares.get(queue)

@@ -481,3 +481,10 @@ def test_ledger_follows_the_plan() -> None:
     assert not led.allocatable("team-b", res(gpu=1))
     assert led.victims_reason("scratch", [res(gpu=2)], res(gpu=2)) is None  # best-effort: immediate victim
     assert led.may_reclaim_reason("scratch", res(gpu=1)) is not None  # best-effort never reclaims
+
+
+def test_ledger_without_leaves_the_original_alone() -> None:
+    shares = cap.build(dept(), res(gpu=16), hierarchy=True)
+    led = cap.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
+    trial = led.without([("scratch", res(gpu=2)), ("scratch", res(gpu=2))])
+    assert trial.excess("team-b", res(gpu=4)) == {} and led.excess("team-b", res(gpu=4)) == {"dept": {GPU: 4.0}}
