@@ -65,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-leader-elect", action="store_true", help="act without a Lease (one replica only)")
     parser.add_argument("--workers", type=int, default=16, help="controller workers (API-bound: threads wait on I/O)")
     parser.add_argument("--no-agent", action="store_true", help="run the controller only")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap: when the agent may read it, a scheduler running "
+                             "another queue-share plugin than config `shares` is a loud warning and a Warning "
+                             "Event ('' to skip the check)")
     parser.add_argument("--log-level", default="info")
 
 
@@ -177,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     from .kube.events import EventRecorder
     from .kube.leader import LeaderElector, LeaseSettings
     from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+    from .volcanoconf import check_scheduler, describe
 
     setup_logging(args.log_level)
     log = logging.getLogger("volcano-elastic")
@@ -215,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
     caches.start()
     identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     log.info("starting", extra={"identity": identity, "lease": f"{args.lease_namespace}/{args.lease_name}",
-                                "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)"})
+                                "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)",
+                                "shares": describe(cfg.shares)})
     agent_thread: list[threading.Thread] = []
     work_stop = threading.Event()
 
@@ -224,6 +231,9 @@ def run(args: argparse.Namespace) -> int:
         controller.start()
         health.beats["controller"] = controller
         if not args.no_agent:
+            shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap,
+                                     None if cfg.agent.dryRun else recorder)
+            log.info("agent starting", extra={"shares": shares, "dry_run": cfg.agent.dryRun})
             t = threading.Thread(target=agent.run, args=(work_stop,), name="agent", daemon=True)
             t.start()
             agent_thread.append(t)

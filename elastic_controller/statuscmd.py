@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap, compared with config `shares` when readable "
+                             "('' to skip)")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -78,8 +82,9 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     return out
 
 
-def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
-    lines: list[str] = []
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
+    """The tables; ``shares``: the queue-share model line printed first."""
+    lines: list[str] = [f"SHARES {shares}", ""] if shares else []
     for queue in sorted(rows):
         lines.append(f"QUEUE {queue}")
         table = [COLUMNS]
@@ -94,7 +99,9 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
         for row in table:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         lines.append("")
-    return "\n".join(lines) if lines else "no elastic jobs or waiting gangs\n"
+    if not rows:
+        lines.append("no elastic jobs or waiting gangs\n")
+    return "\n".join(lines)
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
@@ -136,7 +143,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(rows, indent=2))
     else:
-        sys.stdout.write(render(rows))
+        from .volcanoconf import check_scheduler
+
+        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
+        sys.stdout.write(render(rows, shares=check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)))
     return 0
 
 

@@ -222,7 +222,8 @@ class Simulator:
                 "pods": self.nodes.pods[i]})
             for i in range(len(self.nodes)))
         self.queue_views = tuple(QueueView(name=q.name, weight=q.weight, reclaimable=q.reclaimable,
-                                           parent="root") for q in cluster.queues)
+                                           deserved=q.deserved, guarantee=q.guarantee, capability=q.capability,
+                                           parent=q.parent or "root") for q in cluster.queues)
         self.priority_classes = {f"p{s.priority}": s.priority for s in jobs if s.priority}
         for i, spec in enumerate(jobs):
             self._push(spec.submit, _ARRIVAL, i, 0)

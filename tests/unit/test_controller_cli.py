@@ -42,3 +42,10 @@ def test_release_selects_our_gate_and_skips_finished_jobs() -> None:
     assert skipped == ["ns/done-worker-2", "ns/done-worker-3"]
     assert select(pods, [], GATE, None, "ns2/c")[0] == ["ns2/c-worker-1"]
     assert select(pods, [], GATE, "ns2", None)[0] == ["ns2/c-worker-1"]
+
+
+def test_status_names_the_share_model() -> None:
+    text = render({}, shares="capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)")
+    assert text.splitlines()[0] == "SHARES capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)"
+    assert "no elastic jobs or waiting gangs" in text
+    assert not render({}).startswith("SHARES")

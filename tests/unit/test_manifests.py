@@ -585,6 +585,19 @@ def test_example_scheduler_conf_leaves_evictions_to_the_agent() -> None:
     assert conf == ours, "the recommended conf and the one the box runs drifted apart"
 
 
+def test_example_scheduler_conf_rbac_reads_one_configmap() -> None:
+    """The optional Role for the agent's shares check: `get` on Volcano's scheduler ConfigMap only."""
+    objs = _example("rbac-volcano-scheduler-conf.yaml")
+    role = named(objs, "Role", "volcano-elastic-read-scheduler-conf")
+    assert role is not None and role["metadata"]["namespace"] == "volcano-system"
+    assert _granted(objs, "Role", "volcano-elastic-read-scheduler-conf") == {
+        ("", "configmaps", "get", "volcano-scheduler-configmap")}
+    assert _bound_to(objs, SA_CONTROLLER) == [("Role", "volcano-elastic-read-scheduler-conf")]
+    from elastic_controller.volcanoconf import DEFAULT_CONFIGMAP
+
+    assert DEFAULT_CONFIGMAP == "volcano-system/volcano-scheduler-configmap"
+
+
 # ---------------------------------------------------------------------- image
 def test_dockerfile_matches_the_manifests() -> None:
     """The Dockerfile cannot be built here (no Docker engine); check what can be read."""
