@@ -50,6 +50,7 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    problems: tuple[str, ...] = ()  # what parsing did not take at face value (reported, never silent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +152,16 @@ class PodGroupView:
     # (None when absent or unreadable) that every cycle's cooldown check reads.
     key: str = field(default="", init=False, repr=False, compare=False)
     last_scale: datetime | None = field(default=None, init=False, repr=False, compare=False)
+    # The annotation is there but is no time: read as a scale event now (cooldown in force; the agent
+    # re-stamps it with the time it saw it and emits a Warning Event).
+    last_scale_invalid: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "key", f"{self.namespace}/{self.name}")
-        put(self, "last_scale", parse_time(self.annotations.get(LAST_SCALE_TIME)))
+        raw = self.annotations.get(LAST_SCALE_TIME)
+        put(self, "last_scale", parse_time(raw))
+        put(self, "last_scale_invalid", raw is not None and self.last_scale is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +204,10 @@ class JobView:
     finished: bool = False
     created: datetime | None = None
     raw: Any = None
+    # The job's own copy of its cooldown stamp (``volcano-elastic.io/last-scale-time`` on the
+    # PyTorchJob): a PodGroup deleted by hand and recreated without annotations keeps no cooldown.
+    last_scale: datetime | None = None
+    last_scale_invalid: bool = False
 
     @property
     def key(self) -> str:
