@@ -176,7 +176,7 @@ class Planner:
         jobs, taken, dom, now = w.jobs, self.taken, w.dominant, w.now
         for p in self.candidates_by_node.get(node, ()):
             job = jobs.get(p.job_id)
-            if job is None or job.bounds is None or p.key in taken:
+            if job is None or job.bounds is None or job.pg is None or p.key in taken:
                 continue
             policy = w.policy(job.queue)
             if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, now):
@@ -250,6 +250,8 @@ class Planner:
         first rules, in its order), or None."""
         if job is None or job.bounds is None:
             return "unknown job"
+        if job.pg is None:
+            return "no PodGroup"  # not ours to shrink: a neighbour's job, or one the controller refused
         if job.priority > gang.priority:
             return "higher priority"
         if job.cooling and not self.w.policy(job.queue).preemptDuringCooldown:

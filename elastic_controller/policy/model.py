@@ -92,6 +92,9 @@ class PodView:
     task_priority: int = 0
     annotations: dict[str, str] = field(default_factory=dict)
     preempted_by_scheduler: bool = False
+    # A PyTorchJob pod without a group annotation (created before our webhook was registered, or
+    # while it was bypassed): a member of its job's PodGroup by its labels (``group`` = job name).
+    adopted: bool = False
     # Derived once at construction (the planners read them for every pod, every cycle; the view is
     # frozen, so they cannot go stale): plain attributes, not properties.
     key: str = field(default="", init=False, repr=False, compare=False)  # ns/name

@@ -154,6 +154,13 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
             prio = int(annotations[keys.TASK_PRIORITY])
         except ValueError:
             pass
+    # Adoption: a PyTorchJob pod that no webhook of ours admitted carries no group annotation, yet
+    # it belongs to its job's PodGroup (named after the job, as our webhook would have annotated
+    # it). Counted by its labels as a member, candidate and usage wherever the planners look.
+    group = annotations.get(keys.GROUP_NAME) or labels.get(keys.GROUP_NAME, "")
+    adopted = bool(job_name) and not group
+    if adopted:
+        group = job_name
     preempted = any(
         c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
         for c in status.get("conditions") or []
@@ -180,7 +187,7 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
         created=parse_time(meta.get("creationTimestamp")),
         scheduled_at=_condition_time(status, "PodScheduled", "True"),
         unschedulable_since=_condition_time(status, "PodScheduled", "False"),
-        group=annotations.get(keys.GROUP_NAME) or labels.get(keys.GROUP_NAME, ""),
+        group=group,
         job_name=job_name,
         replica_type=rtype,
         replica_index=index,
@@ -190,6 +197,7 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
         task_priority=prio,
         annotations=annotations,
         preempted_by_scheduler=preempted,
+        adopted=adopted,
     )
 
 
