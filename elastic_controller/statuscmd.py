@@ -19,11 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
-    parser.add_argument("--volcano-configmap", default=None, metavar="NAMESPACE/NAME",
-                        help="the Volcano scheduler's ConfigMap: when it may be read (RBAC get on that one "
-                             "object) and its actions evict (preempt, reclaim, gangpreempt, gangreclaim), a "
-                             "warning that two evictors run is printed (default: "
-                             "volcano-system/volcano-scheduler-configmap)")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap, read when RBAC allows get on it ('' to "
+                             "skip): compared with config `shares`, and a warning that two evictors run when "
+                             "its actions evict (preempt, reclaim, gangpreempt, gangreclaim)")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -78,13 +78,17 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
+            # pods that predate our webhook (no group annotation), counted by their labels
+            "adoptedPods": sum(1 for p in pods if p.adopted),
         }
         out.setdefault(pg.queue, []).append(row)
     return out
 
 
-def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
-    lines: list[str] = []
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
+    """The tables; ``shares``: the queue-share model line printed first."""
+    lines: list[str] = [f"SHARES {shares}", ""] if shares else []
+    adopted = False
     for queue in sorted(rows):
         lines.append(f"QUEUE {queue}")
         table = [COLUMNS]
@@ -93,13 +97,22 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
             why = r["lastDecision"]
             why = why if len(why) <= width else why[: width - 1] + "…"
-            table.append((r["job"], str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
+            job = r["job"]
+            if r.get("adoptedPods"):
+                job, adopted = f"{job} (adopted)", True
+            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
                           str(r["starving"]), why or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
         for row in table:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         lines.append("")
-    return "\n".join(lines) if lines else "no elastic jobs or waiting gangs\n"
+    if adopted:
+        lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
+                     "restart them at a quiet moment (docs/compatibility.md#adopting-running-jobs)")
+        lines.append("")
+    if not rows:
+        lines.append("no elastic jobs or waiting gangs\n")
+    return "\n".join(lines)
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
@@ -127,13 +140,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    from .volcanoconf import DEFAULT_CONFIGMAP, parse_configmap_ref
-
-    try:
-        ref = parse_configmap_ref(args.volcano_configmap or DEFAULT_CONFIGMAP)
-    except ValueError as exc:
-        print(f"--volcano-configmap: {exc}", file=sys.stderr)
-        return 2
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
@@ -145,29 +151,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
-    warning = two_evictors(client, ref)
+    from .volcanoconf import two_evictors
+
+    warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
     if args.output == "json":
         if warning:
             print(warning, file=sys.stderr)
         print(json.dumps(rows, indent=2))
     else:
-        sys.stdout.write((warning + "\n\n" if warning else "") + render(rows))
+        from .volcanoconf import check_scheduler
+
+        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
+        sys.stdout.write((warning + "\n\n" if warning else "") +
+                         render(rows, shares=check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)))
     return 0
-
-
-def two_evictors(client: Any, ref: tuple[str, str]) -> str | None:
-    """The two-evictors warning when the scheduler's ConfigMap can be read and its actions
-    evict; None (say nothing) when it cannot be read (forbidden, absent, unreadable)."""
-    from .kube.errors import KubeError
-    from .kube.resources import CONFIGMAPS
-    from .volcanoconf import conf_from_configmap, two_evictors_warning
-
-    try:
-        cm = client.get(CONFIGMAPS, ref[1], ref[0])
-    except KubeError:
-        return None
-    conf = conf_from_configmap(cm)
-    return None if conf is None else two_evictors_warning(conf, f"ConfigMap {ref[0]}/{ref[1]}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - convenience

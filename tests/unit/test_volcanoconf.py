@@ -1,102 +1,109 @@
-"""Reading the Volcano scheduler configuration: which actions evict, and the `status` warning."""
+"""Which queue-share plugin the Volcano scheduler runs, and the agent's check against config ``shares``."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from elastic_controller.kube.errors import ForbiddenError, NotFoundError
-from elastic_controller.kube.resources import CONFIGMAPS, Resource
-from elastic_controller.statuscmd import two_evictors
+from elastic_controller.kube.errors import ForbiddenError
+from elastic_controller.kube.events import EventRecorder
+from elastic_controller.kube.fake import FakeKube, raise_on
+from elastic_controller.kube.resources import CONFIGMAPS, EVENTS
+from elastic_controller.policy.settings import SharesConfig
 from elastic_controller.volcanoconf import (
-    conf_from_configmap,
-    parse_configmap_ref,
+    MISMATCH_REASON,
+    SchedulerConfError,
+    SchedulerShares,
+    check_scheduler,
+    describe,
+    mismatch,
     parse_scheduler_conf,
-    two_evictors_warning,
 )
 
 HACK = Path(__file__).resolve().parents[2] / "hack"
-EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "volcano-scheduler.conf"
+PROPORTION = SharesConfig()
+CAPACITY = SharesConfig(plugin="capacity")
+HIERARCHY = SharesConfig(plugin="capacity", hierarchy=True)
 
 
-@pytest.mark.parametrize(("name", "evicting", "cdp"), [
-    ("ours", (), False),
-    ("native", ("preempt", "reclaim"), False),
-    ("gang-native", ("gangpreempt", "gangreclaim"), True),
+@pytest.mark.parametrize(("name", "expected"), [
+    ("ours", SchedulerShares(("proportion",))),
+    ("native", SchedulerShares(("proportion",))),
+    ("capacity", SchedulerShares(("capacity",))),
+    ("capacity-hierarchy", SchedulerShares(("capacity",), hierarchy=True)),
 ])
-def test_the_shipped_configurations(name: str, evicting: tuple[str, ...], cdp: bool) -> None:
-    conf = parse_scheduler_conf((HACK / f"volcano-scheduler-{name}.conf").read_text())
-    assert conf is not None
-    assert conf.evicting_actions == evicting
-    assert ("cdp" in conf.plugins) is cdp
-    warning = two_evictors_warning(conf, "test")
-    if evicting:
-        assert warning is not None and ", ".join(evicting) in warning
-        assert ("with plugin cdp" in warning) is cdp
-    else:
-        assert warning is None
+def test_parse_the_box_confs(name: str, expected: SchedulerShares) -> None:
+    assert parse_scheduler_conf((HACK / f"volcano-scheduler-{name}.conf").read_text()) == expected
 
 
-def test_the_recommended_example_evicts_nothing() -> None:
-    conf = parse_scheduler_conf(EXAMPLE.read_text())
-    assert conf is not None and conf.actions == ("enqueue", "allocate", "backfill")
-    assert two_evictors_warning(conf, "x") is None
+def test_parse_ancestor_reclaim_level_and_junk() -> None:
+    text = ("actions: enqueue\ntiers:\n- plugins:\n  - name: capacity\n    enableHierarchy: true\n"
+            "    arguments: {ancestorReclaimLevel: 2}\n  - just-a-string\n- nothing: here\n")
+    assert parse_scheduler_conf(text) == SchedulerShares(("capacity",), True, 2)
+    for bad in ("- a list", "tiers: 5", "{unclosed"):
+        with pytest.raises(SchedulerConfError):
+            parse_scheduler_conf(bad)
 
 
-def test_actions_are_trimmed_and_lowercased() -> None:
-    conf = parse_scheduler_conf('actions: " Enqueue,allocate , GangReclaim,"\ntiers: []\n')
-    assert conf is not None and conf.actions == ("enqueue", "allocate", "gangreclaim")
-    assert conf.evicting_actions == ("gangreclaim",)
+@pytest.mark.parametrize(("configured", "scheduler", "expected"), [
+    (PROPORTION, SchedulerShares(("proportion",)), None),
+    (CAPACITY, SchedulerShares(("capacity",)), None),
+    (HIERARCHY, SchedulerShares(("capacity",), hierarchy=True), None),
+    (PROPORTION, SchedulerShares(("capacity",)), "set shares: {plugin: capacity}"),
+    (PROPORTION, SchedulerShares(("capacity",), hierarchy=True), "set shares: {plugin: capacity, hierarchy: true}"),
+    (CAPACITY, SchedulerShares(("proportion",)), "set shares: {plugin: proportion}"),
+    (CAPACITY, SchedulerShares(("capacity",), hierarchy=True), "enableHierarchy: true"),
+    (HIERARCHY, SchedulerShares(("capacity",)), "enableHierarchy: false"),
+    (HIERARCHY, SchedulerShares(("capacity",), True, 1), "ancestorReclaimLevel 1"),
+    (PROPORTION, SchedulerShares(()), "neither proportion nor capacity"),
+    (PROPORTION, SchedulerShares(("proportion", "capacity")), "mutually exclusive"),
+])
+def test_mismatch(configured: SharesConfig, scheduler: SchedulerShares, expected: str | None) -> None:
+    got = mismatch(configured, scheduler)
+    assert got is None if expected is None else (got is not None and expected in got)
 
 
-@pytest.mark.parametrize("text", ["", "[", "actions: [a, b]", "- 1\n- 2", "tiers: []"])
-def test_not_a_scheduler_configuration(text: str) -> None:
-    assert parse_scheduler_conf(text) is None
+def test_describe() -> None:
+    assert [describe(s) for s in (PROPORTION, CAPACITY, HIERARCHY)] == [
+        "proportion", "capacity", "capacity (hierarchical)"]
 
 
-def test_odd_tiers_are_skipped_not_fatal() -> None:
-    conf = parse_scheduler_conf('actions: "reclaim"\ntiers: [null, {plugins: [x, {name: cdp}, {name: 3}]}, 7]\n')
-    assert conf is not None and conf.plugins == ("cdp",)
+def _kube_with(conf: str) -> FakeKube:
+    kube = FakeKube()
+    kube.add(CONFIGMAPS, {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                          "data": {"volcano-scheduler.conf": (HACK / f"volcano-scheduler-{conf}.conf").read_text()}})
+    return kube
 
 
-def test_configmap_key_preference() -> None:
-    cm = {"data": {"a.conf": 'actions: "preempt"', "volcano-scheduler.conf": 'actions: "allocate"'}}
-    conf = conf_from_configmap(cm)
-    assert conf is not None and conf.actions == ("allocate",)
-    conf = conf_from_configmap({"data": {"other.conf": "[", "z.conf": 'actions: "reclaim"'}})
-    assert conf is not None and conf.actions == ("reclaim",)
-    assert conf_from_configmap({"data": {"readme": 'actions: "reclaim"'}}) is None
-    assert conf_from_configmap({}) is None
+def test_check_warns_loudly_and_records_a_warning_event(caplog: pytest.LogCaptureFixture) -> None:
+    kube = _kube_with("ours")
+    recorder = EventRecorder(kube)
+    with caplog.at_level(logging.INFO):
+        verdict = check_scheduler(kube, CAPACITY, "volcano-system/volcano-scheduler-configmap", recorder)
+    assert verdict.startswith("capacity (MISMATCH: the Volcano scheduler runs the proportion plugin")
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings and "DO NOT MATCH" in warnings[0].getMessage()
+    (event,) = kube.of(EVENTS)
+    assert event["type"] == "Warning" and event["reason"] == MISMATCH_REASON
+    assert event["metadata"]["namespace"] == "volcano-system"
+    assert event["involvedObject"]["kind"] == "ConfigMap"
+    assert event["involvedObject"]["name"] == "volcano-scheduler-configmap"
 
 
-@pytest.mark.parametrize("ref", ["volcano-system", "/x", "x/", "a/b/c", ""])
-def test_bad_configmap_refs(ref: str) -> None:
-    with pytest.raises(ValueError, match="NAMESPACE/NAME"):
-        parse_configmap_ref(ref)
+def test_check_matches_quietly() -> None:
+    kube = _kube_with("capacity-hierarchy")
+    verdict = check_scheduler(kube, HIERARCHY, "volcano-system/volcano-scheduler-configmap", EventRecorder(kube))
+    assert verdict == "capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)"
+    assert kube.of(EVENTS) == []
 
 
-class OneObject:
-    def __init__(self, result: dict[str, Any] | Exception) -> None:
-        self.result = result
-        self.asked: list[tuple[Resource, str, str | None]] = []
-
-    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
-        self.asked.append((res, name, namespace))
-        if isinstance(self.result, Exception):
-            raise self.result
-        return self.result
-
-
-def test_status_warns_only_when_it_may_read_an_evicting_configuration() -> None:
-    ref = ("volcano-system", "volcano-scheduler-configmap")
-    gang = OneObject({"data": {"volcano-scheduler.conf": (HACK / "volcano-scheduler-gang-native.conf").read_text()}})
-    warning = two_evictors(gang, ref)
-    assert warning is not None and "two evictors" in warning and "gangpreempt, gangreclaim" in warning
-    assert "ConfigMap volcano-system/volcano-scheduler-configmap" in warning
-    assert gang.asked == [(CONFIGMAPS, "volcano-scheduler-configmap", "volcano-system")]  # that one object
-    ours = OneObject({"data": {"volcano-scheduler.conf": (HACK / "volcano-scheduler-ours.conf").read_text()}})
-    assert two_evictors(ours, ref) is None
-    assert two_evictors(OneObject(ForbiddenError("forbidden")), ref) is None  # say nothing
-    assert two_evictors(OneObject(NotFoundError("absent")), ref) is None
+def test_check_without_access_absent_or_skipped() -> None:
+    kube = _kube_with("ours")
+    kube.faults.append(raise_on("get", "configmaps", error=ForbiddenError("forbidden", 403)))
+    assert "not checked: no access" in check_scheduler(kube, PROPORTION, "volcano-system/volcano-scheduler-configmap")
+    assert "not found" in check_scheduler(kube, PROPORTION, "volcano-system/other")
+    assert "not checked: not NAMESPACE/NAME" in check_scheduler(kube, PROPORTION, "just-a-name")
+    assert check_scheduler(kube, PROPORTION, "") == "proportion (scheduler configuration not checked)"
+    assert kube.of(EVENTS) == []
