@@ -154,19 +154,16 @@ class Planner:
     def _queue_admissible(self, gang: Gang, job: JobState, extra: Sequence[PodView]) -> bool:
         if job.queue == gang.queue:
             return True
-        share = self.w.shares.get(job.queue)
-        gang_share = self.w.shares.get(gang.queue)
-        if share is None or gang_share is None or not share.reclaimable:
+        m = self.w.model
+        if not m.reclaimable(job.queue) or not m.below_share(gang.queue, self._dom(gang.queue)):
             return False
         dom = self.w.dominant
-        if self._dom(gang.queue) >= gang_share.deserved.get(dom, 0):
-            return False
         # Victims already chosen for this gang (on other nodes) come out of the same queue.
         keys = {p.key for p in extra}
         leaving = [*extra, *(p for p in self.inflight
                              if p.key not in keys and self.w.jobs[job_id(p)].queue == job.queue)]
         after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in leaving)
-        return after >= share.deserved.get(dom, 0)
+        return m.keeps_share(job.queue, after)
 
     def _profile_tag(self, node: str, profile_ids: dict[tuple[int, ...], int]) -> int:
         """The search tag of ``node`` from its candidates not yet taken (0: none may be a victim)."""
@@ -206,14 +203,9 @@ class Planner:
         """Whether some victim from ``queue`` could be admissible for ``gang`` (ignoring its size)."""
         if queue == gang.queue:
             return True
-        share = self.w.shares.get(queue)
-        gang_share = self.w.shares.get(gang.queue)
-        if share is None or gang_share is None or not share.reclaimable:
-            return False
-        dom = self.w.dominant
-        if self._dom(gang.queue) >= gang_share.deserved.get(dom, 0):
-            return False
-        return self._dom(queue) >= share.deserved.get(dom, 0)
+        m = self.w.model
+        return (m.reclaimable(queue) and m.below_share(gang.queue, self._dom(gang.queue))
+                and m.keeps_share(queue, self._dom(queue)))
 
     def _why_not(self, gang: Gang, pod: PodView) -> str | None:
         """None when ``pod`` may be a victim for ``gang``, else a short reason.
@@ -588,7 +580,7 @@ class Planner:
         dom = self.w.dominant
         need = sum(p.requests.get(dom, 0) for p in gang.needed)
         return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
-                f"{self.w.volcano_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
+                f"{self.w.model.admission_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
 
     def _share_wait_reason(self, gang: Gang, excess: int, fits: str, supply: bool = False) -> str:
         """Why ``gang`` waits when its queue would be above its Volcano share and its own queue's

@@ -15,7 +15,8 @@ from .model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
 from .podindex import PodIndex, gated_elastic, indexed, ungated_pending
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
-from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource, plan_shares
+from .sharemodel import ProportionModel, ShareModel
+from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
 
 
 @dataclass(slots=True)
@@ -74,13 +75,13 @@ class World:
     jobs: dict[str, JobState]
     free_now: Capacity  # allocatable minus every pod still holding resources
     releasing: dict[str, list[PodView]]  # node -> terminating pods still holding resources
-    shares: dict[str, QueueShare]
+    shares: dict[str, QueueShare]  # = model.shares
     dominant: str
     waiting: list[Gang]
     elastic_holding: list[PodView]  # elastic pods of a group holding resources, not terminating
+    model: ShareModel  # the queue-share model (sharemodel.py): every share rule asks it
     usage: Usage | None = None  # per queue, as counted for the shares (reused for Volcano's view)
     cluster: Resources | None = None  # the schedulable nodes' allocatable
-    _volcano_shares: dict[str, QueueShare] | None = None
     # Per group with gated elastic pods: (those pods in order, its pods placed); None: not known yet.
     _gated: dict[str, tuple[list[PodView], int]] | None = None
 
@@ -95,26 +96,12 @@ class World:
                     self._gated[key] = (gated, sum(1 for p in pods if p.placed))
         return self._gated
 
-    def volcano_deserved(self, queue: str) -> int:
-        """``queue``'s deserved share of the dominant resource as Volcano's proportion plugin
-        computes it (gated pods requested, rounded down): it places a gang only while the queue's
-        allocated plus the gang's needed pods stay within it. Computed on first use."""
-        if self._volcano_shares is None:
-            snap = self.snapshot
-            self._volcano_shares = plan_shares(snap.queues, snap.nodes, snap.pods, self.podgroups,
-                                               volcano_view=True, usage=self.usage, capacity=self.cluster)
-        share = self._volcano_shares.get(queue)
-        return share.deserved.get(self.dominant, 0) if share is not None else 0
-
     def share_excess(self, gang: Gang, allocated: int | None = None) -> int:
-        """How much of the dominant resource ``gang``'s queue would be above its deserved share
-        (Volcano's view) with the gang's needed pods placed: 0 when proportion admits the gang.
-        ``allocated``: the queue's allocation to assume (default: what the snapshot shows)."""
-        if allocated is None:
-            share = self.shares.get(gang.queue)
-            allocated = share.allocated.get(self.dominant, 0) if share is not None else 0
+        """How much of the dominant resource ``gang``'s queue would be above its admitted share
+        with the gang's needed pods placed (``ShareModel.enqueue_excess``): 0 when the share model
+        admits the gang. ``allocated``: the queue's allocation to assume (default: the snapshot's)."""
         need = sum(p.requests.get(self.dominant, 0) for p in gang.needed)
-        return max(0, allocated + need - self.volcano_deserved(gang.queue))
+        return self.model.enqueue_excess(gang.queue, need, allocated)
 
     def policy(self, queue: str) -> QueuePolicy:
         return self.cfg.queue_policy(queue)
@@ -215,6 +202,8 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
                     gang.releasing_for.append(pod)
 
     cluster = base.cluster
+    model = ProportionModel.of(snapshot.queues, snapshot.nodes, podgroups, usage, cluster, base.dominant,
+                               snapshot.pods)
     return World(
         snapshot=snapshot,
         cfg=cfg,
@@ -224,12 +213,13 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
         jobs=jobs,
         free_now=cap,
         releasing=releasing,
-        shares=plan_shares(snapshot.queues, snapshot.nodes, (), podgroups, usage=usage, capacity=cluster),
+        shares=model.shares,
         dominant=base.dominant,
         waiting=waiting,
         elastic_holding=elastic_holding,
         usage=usage,
         cluster=cluster,
+        model=model,
         _gated=gated,
     )
 

@@ -33,7 +33,7 @@ def facts(w: World) -> dict[str, Any]:
         "waiting": [(g.key, g.priority, g.placed, [p.key for p in g.pending], [p.key for p in g.needed], g.since,
                      [p.key for p in g.releasing_for]) for g in w.waiting],
         "shares": w.shares,
-        "volcano": {q: w.volcano_deserved(q) for q in w.shares},
+        "volcano": {q: w.model.admission_deserved(q) for q in w.shares},
         "gated": {k: ([p.key for p in pods], placed) for k, (pods, placed) in w.gated_elastic().items()},
     }
 
