@@ -1,6 +1,6 @@
 """The preemption agent: snapshot of the caches -> ``plan_cycle`` -> evict / lift gates.
 
-Execution order per starving gang (DESIGN, "The agent's cycle", step 4): stamp the victims' job
+Execution order per starving gang (ARCHITECTURE.md, "The agent's cycle", step 4): stamp the victims' job
 PodGroups (cooldown state, written before acting) and the victims (``evicted-for``: the in-flight
 ledger), dry-run every eviction, then evict through the Eviction API. A failure undoes the stamps
 and leaves the gang to the next cycle's plan: no victim is ever substituted, nothing is deleted.
@@ -32,7 +32,7 @@ from .kube.resources import (
     Resource,
 )
 from .policy import keys
-from .policy.cycle import plan_cycle
+from .policy.cycle import PlanCache, plan_cycle
 from .policy.decisions import CyclePlan, Eviction, GateRelease
 from .policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
 from .policy.parse import (
@@ -155,6 +155,7 @@ class Agent:
         # watch events (group ns/name -> (condition time, pod ns/name)) so no cycle misses one.
         self._preempted: dict[str, tuple[datetime, list[str]]] = {}
         self._preempted_lock = threading.Lock()
+        self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
@@ -219,7 +220,7 @@ class Agent:
         if resumed or preemptions:
             snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
         t_plan = time.perf_counter()
-        plan = plan_cycle(snapshot, self.cfg, now)
+        plan = plan_cycle(snapshot, self.cfg, now, cache=self.plan_cache)
         plan_seconds = time.perf_counter() - t_plan
         report = CycleReport(plan, resumed=resumed, preemptions=preemptions, dry_run=self.dry_run,
                              plan_seconds=plan_seconds)

@@ -1,6 +1,6 @@
 """Gate releases (scale up): lift the scale-up gate of elastic pods when capacity is free.
 
-Per DESIGN step 5: nothing while a waiting gang could be placed by evicting elastic workers
+ARCHITECTURE.md, "The agent's cycle", step 5: nothing while a waiting gang could be placed by evicting elastic workers
 (``blocking_gangs`` says which), except that the room of such a gang that fits on free capacity now
 is set aside and growth goes on around it;
 only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_
@@ -12,7 +13,7 @@ from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
-from .podindex import PodIndex, gated_elastic, indexed, ungated_pending
+from .podindex import PodIndex, PodIndexCache, gated_elastic, ungated_pending
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
 from .sharemodel import ProportionModel, ShareModel
@@ -119,7 +120,7 @@ class World:
 class NodeBase:
     """What a cycle derives from the nodes alone. The agent's views are memoised and the simulator's
     nodes never change, so consecutive cycles usually hand in the very same node views: this is then
-    computed once, not at every cycle (see ``node_base``)."""
+    computed once, not at every cycle (kept in the ``PlanCache``, see ``node_base``)."""
 
     nodes: tuple[NodeView, ...]  # as handed in: the memo's key (held, so identities stay valid)
     by_name: dict[str, NodeView]  # sorted by name
@@ -128,13 +129,25 @@ class NodeBase:
     dominant: str
 
 
-_last_base: list[NodeBase] = []  # one entry: the nodes of the previous cycle
+class PlanCache:
+    """What one planner's owner (the agent, one simulation) keeps from one cycle to the next: the node
+    base of the last cycle's nodes and the pod index (``podindex``). Hand the same one to consecutive
+    ``plan_cycle`` calls; without one, every cycle is built cold. The plans are the same either way."""
+
+    def __init__(self) -> None:
+        self.pods = PodIndexCache()
+        self.nodes: NodeBase | None = None  # the nodes of the previous cycle
+
+    def reset(self) -> None:
+        """Forget everything: the next cycle is built cold."""
+        self.pods.reset()
+        self.nodes = None
 
 
-def node_base(nodes: tuple[NodeView, ...]) -> NodeBase:
-    """``NodeBase`` for ``nodes``, reused while the same node views come in the same order."""
-    if _last_base:
-        last = _last_base[0]
+def node_base(nodes: tuple[NodeView, ...], cache: PlanCache | None = None) -> NodeBase:
+    """``NodeBase`` for ``nodes``, reused from ``cache`` while the same node views come in the same order."""
+    last = cache.nodes if cache is not None else None
+    if last is not None:
         if last.nodes is nodes or (len(last.nodes) == len(nodes) and all(map(is_, last.nodes, nodes))):
             return last
     by_name = {n.name: n for n in sorted(nodes, key=attrgetter("name"))}
@@ -144,7 +157,8 @@ def node_base(nodes: tuple[NodeView, ...]) -> NodeBase:
         alloc.setdefault("pods", 110)
         free[n.name] = alloc
     base = NodeBase(nodes, by_name, free, cluster_capacity(nodes), dominant_resource(nodes))
-    _last_base[:] = [base]
+    if cache is not None:
+        cache.nodes = base
     return base
 
 
@@ -162,13 +176,15 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
     return (-pod.task_priority, pod.name)
 
 
-def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse: bool = True) -> World:
-    """The cycle's World. ``reuse``: update what the previous cycle derived from its pods (see
-    ``podindex``) instead of walking every pod; the World is the same either way."""
+def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None = None) -> World:
+    """The cycle's World. ``cache``: update what the previous cycle derived from its nodes and pods
+    (see ``PlanCache``) instead of walking every pod; the World is the same either way."""
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
-    base = node_base(snapshot.nodes)
+    base = node_base(snapshot.nodes, cache)
     gated: dict[str, tuple[list[PodView], int]] | None = None  # computed on first use when cold
-    with indexed(snapshot.pods if reuse else None) as index:
+    kept: AbstractContextManager[PodIndex | None] = (cache.pods.indexed(snapshot.pods) if cache is not None
+                                                     else nullcontext(None))
+    with kept as index:
         if index is None:
             pods = sorted(snapshot.pods, key=attrgetter("order"))  # = by (namespace, name, uid)
             parts = _from_pods(pods, podgroups, snapshot, cfg, now, base)
