@@ -7,7 +7,6 @@ leader writes), /healthz /readyz /metrics on one port, JSON logs, graceful shutd
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -19,30 +18,12 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .logs import json_handler
+
 HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
 
-_STD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line; ``extra=`` fields (job, queue, pod, reason, ...) become keys."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage(),
-        }
-        for k, v in vars(record).items():
-            if k not in _STD_ATTRS and not k.startswith("_"):
-                out[k] = v
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
 def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler = json_handler(sys.stderr)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
