@@ -9,9 +9,9 @@ import time
 from types import SimpleNamespace
 
 from elastic_controller.cli import build_parser
+from elastic_controller.cli.controller import Health, PrometheusMetrics
 from elastic_controller.kube.resources import PODS
 from elastic_controller.logs import JsonFormatter
-from elastic_controller.main import Health, PrometheusMetrics
 
 
 def test_json_logs_carry_structured_fields() -> None:

@@ -9,14 +9,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
+
 HELP = "show elastic jobs per queue: min/current/max, fulfillment, cooldown, gated and starving pods, why"
 
 COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVING", "LAST DECISION")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
+    add_kubeconfig_flag(parser)
+    add_config_flag(parser, "the one the controller runs with")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--now", help=argparse.SUPPRESS)
@@ -25,11 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
                namespace: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Queue -> rows (pure: objects in, rows out)."""
-    from .policy import keys
-    from .policy.cooldowns import cooldown_remaining, fulfillment
-    from .policy.cycle import plan_cycle
-    from .policy.parse import parse_objects
-    from .policy.podgroups import JobSpecError, job_bounds
+    from ..policy import keys
+    from ..policy.cooldowns import cooldown_remaining, fulfillment
+    from ..policy.cycle import plan_cycle
+    from ..policy.parse import parse_objects
+    from ..policy.podgroups import JobSpecError, job_bounds
 
     snap, _ = parse_objects(items, cfg)
     plan = plan_cycle(snap, cfg, now)
@@ -98,8 +100,8 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
-    from .kube.errors import NotFoundError
-    from .kube.resources import SNAPSHOT_RESOURCES
+    from ..kube.errors import NotFoundError
+    from ..kube.resources import SNAPSHOT_RESOURCES
 
     items: list[dict[str, Any]] = []
     for res in SNAPSHOT_RESOURCES:
@@ -112,16 +114,11 @@ def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_config_file
-    from .kube.client import KubeClient
-    from .kube.errors import KubeError
-    from .policy.parse import parse_time
+    from ..kube.client import KubeClient
+    from ..kube.errors import KubeError
+    from ..policy.parse import parse_time
 
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "status")
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)

@@ -18,7 +18,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .logs import json_handler
+from ..logs import json_handler
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
 
 HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
 
@@ -32,8 +33,8 @@ def setup_logging(level: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="ElasticConfig YAML (defaults when absent)")
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    add_config_flag(parser)
+    add_kubeconfig_flag(parser)
     parser.add_argument("--http-port", type=int, default=8080, help="/healthz /readyz /metrics (0: off)")
     parser.add_argument("--http-address", default="0.0.0.0")
     parser.add_argument("--lease-name", default="volcano-elastic-controller")
@@ -160,23 +161,18 @@ def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetri
 
 
 def run(args: argparse.Namespace) -> int:
-    from .agent import Agent
-    from .config import ConfigError, load_config_file
-    from .controller import Controller
-    from .kube.caches import Caches
-    from .kube.client import ClientSettings, KubeClient
-    from .kube.errors import KubeError
-    from .kube.events import EventRecorder
-    from .kube.leader import LeaderElector, LeaseSettings
-    from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+    from ..agent import Agent
+    from ..controller import Controller
+    from ..kube.caches import Caches
+    from ..kube.client import ClientSettings, KubeClient
+    from ..kube.errors import KubeError
+    from ..kube.events import EventRecorder
+    from ..kube.leader import LeaderElector, LeaseSettings
+    from ..kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 
     setup_logging(args.log_level)
     log = logging.getLogger("volcano-elastic")
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "controller")
     try:
         # one connection per watch (7) plus one per worker and a few for the agent and events
         client = KubeClient.from_kubeconfig(args.kubeconfig, ClientSettings(pool_size=args.workers + 16))

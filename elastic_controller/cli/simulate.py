@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from .common import add_config_flag, load_config_or_exit
+
 HELP = "simulate a job trace on a cluster under elastic, static-max and static-min scheduling"
 
 POLICY_CHOICES = ("elastic", "static-max", "static-min", "all")
@@ -32,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="imported traces: keep the first N GPU jobs")
     sim = parser.add_argument_group("simulation")
     sim.add_argument("--policy", default="all", choices=POLICY_CHOICES, help="default: all")
-    sim.add_argument("--config", metavar="FILE", help="ElasticConfig YAML (cooldowns etc.; default: defaults)")
+    add_config_flag(sim, "cooldowns etc.; default: defaults", metavar="FILE")
     sim.add_argument("--seed", type=int, default=1, help="seed of the synthetic generator (default: 1)")
     sim.add_argument("--restart-penalty", type=float, default=60.0, metavar="SECONDS",
                      help="time a job makes no progress after each scale event (default: 60)")
@@ -61,21 +63,17 @@ def run(args: argparse.Namespace) -> int:
     from importlib.resources import files
     from pathlib import Path
 
-    from ..config import ConfigError, load_config_file
-    from .cluster import load_cluster, parse_cluster
-    from .engine import POLICIES, SimSettings, simulate
-    from .generate import GeneratorOptions, generate
-    from .plots import MISSING, have_matplotlib, write_plots
-    from .progress import ProgressBar
-    from .report import comparison, jobs_csv, summarize, table
-    from .scaling import CurveError, parse_curve
-    from .trace import ImportOptions, TraceError, dump_csv, load_trace, parse_own_csv
-    from .validate import check_jobs
+    from ..simulate.cluster import load_cluster, parse_cluster
+    from ..simulate.engine import POLICIES, SimSettings, simulate
+    from ..simulate.generate import GeneratorOptions, generate
+    from ..simulate.plots import MISSING, have_matplotlib, write_plots
+    from ..simulate.progress import ProgressBar
+    from ..simulate.report import comparison, jobs_csv, summarize, table
+    from ..simulate.scaling import CurveError, parse_curve
+    from ..simulate.trace import ImportOptions, TraceError, dump_csv, load_trace, parse_own_csv
+    from ..simulate.validate import check_jobs
 
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    cfg = load_config_or_exit(args, "simulate")
     try:
         curve = parse_curve(args.scaling_efficiency)
     except CurveError as exc:
