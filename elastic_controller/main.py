@@ -96,6 +96,9 @@ class PrometheusMetrics:
         self.controller_actions = Counter(p + "controller_actions_total", "PodGroup writes and job warnings",
                                           ["action"], registry=r)
         self.leader = Gauge(p + "leader", "1 while this replica holds the Lease", registry=r)
+        self.writes_refused = Counter(p + "writes_refused_total",
+                                      "Agent cycles stopped before a write, by why (not-leader)", ["reason"],
+                                      registry=r)
         self._queues: set[str] = set()
 
     # AgentMetrics
@@ -107,6 +110,9 @@ class PrometheusMetrics:
 
     def gate_release(self, queue: str, reason: str) -> None:
         self.gate_releases.labels(queue, reason).inc()
+
+    def write_refused(self, reason: str) -> None:
+        self.writes_refused.labels(reason).inc()
 
     def starving(self, by_queue: dict[str, int]) -> None:
         for q in self._queues | set(by_queue):
@@ -213,13 +219,17 @@ def run(args: argparse.Namespace) -> int:
     recorder = EventRecorder(client)  # a dry-run agent never reaches the point of emitting
     controller = Controller(client, caches, cfg, recorder, workers=args.workers,
                             observe=metrics.controller_action)
-    agent = Agent(client, caches, cfg, recorder, metrics=metrics)
+    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
+    elector = None if args.no_leader_elect else LeaderElector(client, identity, LeaseSettings(
+        args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline, args.retry_period))
+    # Every agent write checks the Lease first: held, and renewed within the renew deadline.
+    may_write = (lambda: True) if elector is None else elector.leading_now
+    agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write)
     caches.add_handler(controller.on_event, (PYTORCHJOBS, PODGROUPS, NAMESPACES, QUEUES, PODS))
     caches.add_handler(agent.on_event)
     health = Health(caches, stale_after=max(60.0, 6 * cfg.agent.intervalSeconds))
     server = serve_http(args.http_address, args.http_port, health, metrics) if args.http_port else None
     caches.start()
-    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     log.info("starting", extra={"identity": identity, "lease": f"{args.lease_namespace}/{args.lease_name}",
                                 "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)",
                                 "shares": describe(cfg.shares)})
@@ -258,14 +268,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if stop.is_set():
             pass
-        elif args.no_leader_elect:
+        elif elector is None:
             on_started()
             stop.wait()
             on_stopped()
         else:
-            elector = LeaderElector(client, identity, LeaseSettings(
-                args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline,
-                args.retry_period))
             if elector.run(stop, on_started, on_stopped):
                 lost.set()
                 code = 1  # exit so that the Deployment restarts us as a clean follower

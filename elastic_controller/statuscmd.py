@@ -77,6 +77,8 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
+            # pods that predate our webhook (no group annotation), counted by their labels
+            "adoptedPods": sum(1 for p in pods if p.adopted),
         }
         out.setdefault(pg.queue, []).append(row)
     return out
@@ -85,6 +87,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
 def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
     """The tables; ``shares``: the queue-share model line printed first."""
     lines: list[str] = [f"SHARES {shares}", ""] if shares else []
+    adopted = False
     for queue in sorted(rows):
         lines.append(f"QUEUE {queue}")
         table = [COLUMNS]
@@ -93,11 +96,18 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
             why = r["lastDecision"]
             why = why if len(why) <= width else why[: width - 1] + "…"
-            table.append((r["job"], str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
+            job = r["job"]
+            if r.get("adoptedPods"):
+                job, adopted = f"{job} (adopted)", True
+            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
                           str(r["starving"]), why or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
         for row in table:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        lines.append("")
+    if adopted:
+        lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
+                     "restart them at a quiet moment (docs/compatibility.md#adopting-running-jobs)")
         lines.append("")
     if not rows:
         lines.append("no elastic jobs or waiting gangs\n")

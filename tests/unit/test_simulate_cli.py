@@ -39,16 +39,22 @@ def test_all_policies_write_summary_and_jobs(files: dict[str, str], capsys: pyte
     assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
     out, err = capsys.readouterr()
     summary = json.loads((Path(files["out"]) / "summary.json").read_text())
-    assert list(summary) == ["elastic", "static-max", "static-min"]
+    assert list(summary) == ["elastic", "volcano-gang", "static-max", "static-min"]
     for values in summary.values():
         assert tuple(values) == SUMMARY_KEYS
+        assert [(c["kind"], c["maxWorkers"], c["jobs"]) for c in values["perClass"]] == [
+            ("elastic", 2, 1), ("elastic", 4, 2), ("rigid", 1, 1)]
+        assert values["restartsPerJob"] == round(values["restarts"] / 4, 3)
+    for c in summary["static-max"]["perClass"]:
+        assert (c["avgJctRatioVsStaticMax"], c["jobsOver1_2xStaticMax"]) == (1.0, 0)
         assert 0 < values["gpuAllocation"] <= 1
         assert values["cooldownViolations"] == 0
     assert summary["static-max"]["restarts"] == 0
     for policy in summary:
         lines = (Path(files["out"]) / f"jobs-{policy}.csv").read_text().splitlines()
         assert len(lines) == 5
-    assert "restarts/job" in out and "elastic vs static-max" in out
+    assert "restarts/job" in out and "elastic vs static-max" in out and "elastic vs volcano-gang" in out
+    assert "per class" in out and "elastic max 4" in out
     assert "plots skipped: matplotlib is not installed" in err
 
 
