@@ -724,7 +724,7 @@ class Agent:
             try:
                 for j in jobs:
                     n = sum(1 for v in victims if v.job_id == j)
-                    if self._ours(j):
+                    if self._ours(j) and j not in own:  # this plan's own stamp stays as it was
                         self._stamp(j, {keys.LAST_SCALE_TIME: stamp,
                                         keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
                                         keys.LAST_DECISION: down_decision(stamp, n, gang)})
