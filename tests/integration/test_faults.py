@@ -227,7 +227,7 @@ def test_after_an_api_outage_caches_relist_promptly_and_stale_ones_are_not_acted
         proxy.up.set()
         wait_until("caches fresh again", lambda: not caches.stale(), timeout=20, interval=0.05)
         took = time.monotonic() - came_back
-        assert took < 3.5, f"caches relisted {took:.1f}s after the API server answered again"
+        assert took < 4.5, f"caches relisted {took:.1f}s after the API server answered again"
         assert health.readyz() == (200, "ok")
         assert caches.get(PODS, "b-3", cluster.ns)["metadata"]["labels"]["during"] == "outage"
         report = agent.run_cycle()
