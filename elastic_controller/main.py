@@ -96,9 +96,13 @@ class PrometheusMetrics:
         self.controller_actions = Counter(p + "controller_actions_total", "PodGroup writes and job warnings",
                                           ["action"], registry=r)
         self.leader = Gauge(p + "leader", "1 while this replica holds the Lease", registry=r)
+        self.skipped_objects = Gauge(p + "skipped_objects",
+                                     "Objects the agent cannot use as they are (malformed, implausible), by kind",
+                                     ["kind"], registry=r)
+        self._skipped_kinds: set[str] = set()
         self.writes_refused = Counter(p + "writes_refused_total",
-                                      "Agent cycles stopped before a write, by why (not-leader)", ["reason"],
-                                      registry=r)
+                                      "Agent cycles stopped before writing, by why (not-leader, stale-cache)",
+                                      ["reason"], registry=r)
         self._queues: set[str] = set()
 
     # AgentMetrics
@@ -113,6 +117,11 @@ class PrometheusMetrics:
 
     def write_refused(self, reason: str) -> None:
         self.writes_refused.labels(reason).inc()
+
+    def skipped(self, by_kind: dict[str, int]) -> None:
+        for kind in self._skipped_kinds | set(by_kind):
+            self.skipped_objects.labels(kind).set(by_kind.get(kind, 0))
+        self._skipped_kinds |= set(by_kind)
 
     def starving(self, by_queue: dict[str, int]) -> None:
         for q in self._queues | set(by_queue):
@@ -157,6 +166,9 @@ class Health:
         missing = self.caches.unsynced()
         if missing:
             return 503, "caches not synced: " + ", ".join(missing)
+        stale = self.caches.stale()
+        if stale:  # an API outage: the watches failed and no relist has succeeded yet
+            return 503, "caches stale (API server unreachable?): " + ", ".join(stale)
         return 200, "ok"
 
 
@@ -227,6 +239,14 @@ def run(args: argparse.Namespace) -> int:
     agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write)
     caches.add_handler(controller.on_event, (PYTORCHJOBS, PODGROUPS, NAMESPACES, QUEUES, PODS))
     caches.add_handler(agent.on_event)
+
+    def recovered(res: Any) -> None:
+        # A cache relisted after an outage: reconcile every job now, not after each key's retry
+        # backoff (PodGroups of jobs created during the outage appear within a second).
+        if health.leading.is_set() and res in (PYTORCHJOBS, PODGROUPS):
+            controller.enqueue_all()
+
+    caches.on_recovered(recovered)
     health = Health(caches, stale_after=max(60.0, 6 * cfg.agent.intervalSeconds))
     server = serve_http(args.http_address, args.http_port, health, metrics) if args.http_port else None
     caches.start()
