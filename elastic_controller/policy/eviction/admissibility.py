@@ -80,6 +80,8 @@ class Admissibility(PlannerBase):
         first rules, in its order), or None."""
         if job is None or job.bounds is None:
             return "unknown job"
+        if job.pg is None:
+            return "no PodGroup"  # not ours to shrink: a neighbour's job, or one the controller refused
         if job.priority > gang.priority:
             return "higher priority"
         if job.cooling and not self.w.policy(job.queue).preemptDuringCooldown:

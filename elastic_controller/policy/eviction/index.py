@@ -89,7 +89,7 @@ class NodeIndex(PlannerBase):
         jobs, taken, dom, now = w.jobs, self.taken, w.dominant, w.now
         for p in self.candidates_by_node.get(node, ()):
             job = jobs.get(p.job_id)
-            if job is None or job.bounds is None or p.key in taken:
+            if job is None or job.bounds is None or job.pg is None or p.key in taken:
                 continue
             policy = w.policy(job.queue)
             if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, now):
