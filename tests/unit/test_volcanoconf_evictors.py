@@ -45,6 +45,9 @@ def test_the_gang_native_conf_is_what_the_issue_names() -> None:
     assert {"priority", "gang", "conformance", "cdp", "drf", "predicates", "proportion", "nodeorder",
             "binpack"} <= set(conf.plugins)
     assert not {"preempt", "reclaim"} & set(conf.actions)  # Volcano's design forbids mixing them
+    # overcommit's enqueue admission would keep a gang larger than 20% of a full cluster Pending,
+    # and the gang actions skip Pending jobs (tests/e2e/test_volcano_gang_native.py)
+    assert "overcommit" not in conf.plugins
 
 
 def test_the_recommended_example_evicts_nothing() -> None:
