@@ -19,6 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--volcano-scheduler-configmap", "--volcano-configmap",
+                        default="volcano-system/volcano-scheduler-configmap", metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap, read when RBAC allows get on that one object: "
+                             "compared with config `shares`, and a warning that two evictors run when its "
+                             "actions evict (preempt, reclaim, gangpreempt, gangreclaim); '' to skip")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -69,7 +74,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "max": bounds.max_replicas if bounds else pg.min_member,
             "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
             if bounds and workers >= bounds.min_replicas else None,
-            "cooldownSeconds": int(cooldown_remaining(pg, policy, now)),
+            "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
@@ -80,8 +85,28 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     return out
 
 
-def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
-    lines: list[str] = []
+def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
+    """Objects the agent cannot use as they are (malformed, or partly implausible like a node
+    claiming 1e18 GPUs), one line each: what the agent logs once at WARNING."""
+    from .policy.parse import parse_objects
+
+    snap, warnings = parse_objects(items, cfg)
+    out = list(warnings)
+    for node in snap.nodes:
+        out.extend(f"Node {node.name}: {problem}" for problem in node.problems)
+    return out
+
+
+def render_skipped(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return f"SKIPPED OBJECTS ({len(lines)}: not used by the agent as they are)\n" + \
+        "".join(f"  {line}\n" for line in lines)
+
+
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
+    """The tables; ``shares``: the queue-share model line printed first."""
+    lines: list[str] = [f"SHARES {shares}", ""] if shares else []
     adopted = False
     for queue in sorted(rows):
         lines.append(f"QUEUE {queue}")
@@ -104,7 +129,9 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
         lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
                      "restart them at a quiet moment (docs/compatibility.md#adopting-running-jobs)")
         lines.append("")
-    return "\n".join(lines) if lines else "no elastic jobs or waiting gangs\n"
+    if not rows:
+        lines.append("no elastic jobs or waiting gangs\n")
+    return "\n".join(lines)
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
@@ -132,6 +159,15 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    from .volcanoconf import parse_configmap_ref
+
+    ref: tuple[str, str] | None = None
+    if args.volcano_scheduler_configmap:
+        try:
+            ref = parse_configmap_ref(args.volcano_scheduler_configmap)
+        except ValueError as exc:
+            print(f"--volcano-scheduler-configmap: {exc}", file=sys.stderr)
+            return 2
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
@@ -143,11 +179,38 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
+    warning = two_evictors(client, ref) if ref else None
+    skipped = skipped_objects(items, cfg)
     if args.output == "json":
-        print(json.dumps(rows, indent=2))
+        if warning:
+            print(warning, file=sys.stderr)
+        out: dict[str, Any] = dict(rows)
+        if skipped:
+            out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
+        print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(render(rows))
+        from .volcanoconf import check_scheduler
+
+        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
+        shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
+        sys.stdout.write(render_skipped(skipped))
     return 0
+
+
+def two_evictors(client: Any, ref: tuple[str, str]) -> str | None:
+    """The two-evictors warning when the scheduler's ConfigMap can be read and its actions
+    evict; None (say nothing) when it cannot be read (forbidden, absent, unreadable)."""
+    from .kube.errors import KubeError
+    from .kube.resources import CONFIGMAPS
+    from .volcanoconf import conf_from_configmap, two_evictors_warning
+
+    try:
+        cm = client.get(CONFIGMAPS, ref[1], ref[0])
+    except KubeError:
+        return None
+    conf = conf_from_configmap(cm)
+    return None if conf is None else two_evictors_warning(conf, f"ConfigMap {ref[0]}/{ref[1]}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - convenience

@@ -17,15 +17,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from elastic_controller.policy import keys
 from elastic_controller.policy.model import JobView
 from elastic_controller.policy.parse import ParseError, parse_job
-from elastic_controller.policy.podgroups import JobSpecError, plan_podgroup
+from elastic_controller.policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup, resolve_queue
 from elastic_controller.policy.settings import ElasticConfig
+from elastic_controller.policy.worldsizes import check_worker_sizes
 
 # torchrun restarts the whole worker group whenever a node leaves, and counts it against
 # --max-restarts (PET_MAX_RESTARTS, from elasticPolicy.maxRestarts; torchrun's default is 0).
 # Every eviction of an elastic worker is one such restart, so fewer than this is a warning.
 MIN_MAX_RESTARTS = 3
+# What the kubelet gives a pod between SIGTERM and SIGKILL when its spec does not say.
+DEFAULT_GRACE_SECONDS = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,4 +174,49 @@ def _elastic_rules(obj: Mapping[str, Any], cfg: ElasticConfig) -> JobVerdict:
             f"elasticPolicy.maxRestarts is {shown}: every scale-down by volcano-elastic is a torchrun "
             f"restart; set it to at least {MIN_MAX_RESTARTS} (more for long jobs)"
         )
+    contract = contract_verdict(obj, job, plan, cfg)
+    errors += contract.errors
+    warnings += contract.warnings
     return JobVerdict(errors=tuple(errors), warnings=tuple(warnings))
+
+
+def contract_verdict(obj: Mapping[str, Any], job: JobView, plan: PodGroupPlan, cfg: ElasticConfig) -> JobVerdict:
+    """The job contract of issue 20: the allowed Worker counts (``worker-counts`` / ``worker-step``)
+    against the job's bounds, and the eviction notice of its queue against the workers' grace period."""
+    sizes = check_worker_sizes(job.annotations, plan.bounds.min_replicas, plan.bounds.max_replicas)
+    warnings = list(sizes.warnings)
+    notice = notice_warning(obj, job, plan, cfg)
+    if notice:
+        warnings.append(notice)
+    return JobVerdict(errors=sizes.errors, warnings=tuple(warnings))
+
+
+def worker_grace_seconds(obj: Mapping[str, Any]) -> int:
+    """The Worker pods' terminationGracePeriodSeconds (the kubelet's default when unset)."""
+    specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    for rtype, rspec in specs.items() if isinstance(specs, Mapping) else ():
+        if str(rtype).lower() == "worker" and isinstance(rspec, Mapping):
+            pod_spec = (rspec.get("template") or {}).get("spec") or {}
+            value = pod_spec.get("terminationGracePeriodSeconds") if isinstance(pod_spec, Mapping) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+    return DEFAULT_GRACE_SECONDS
+
+
+def notice_warning(obj: Mapping[str, Any], job: JobView, plan: PodGroupPlan, cfg: ElasticConfig) -> str:
+    """A notice longer than the workers' grace period: the time the queue gives a victim to
+    checkpoint is only there for training code that watches ``evict-after``; on SIGTERM alone
+    the job has just the grace period. "" when there is nothing to say.
+
+    The queue is the one the webhook can see (the job's, else the config's namespace map, else
+    the default); a namespace annotation it cannot read may route the job elsewhere."""
+    if not plan.bounds.elastic:
+        return ""  # only elastic workers are ever victims
+    queue, _ = resolve_queue(job, None, cfg)
+    notice = cfg.queue_policy(queue).noticeSeconds
+    grace = worker_grace_seconds(obj)
+    if notice <= grace:
+        return ""
+    return (f"queue {queue!r} gives evicted workers a {notice}s notice ({keys.EVICT_AFTER}) but their "
+            f"terminationGracePeriodSeconds is {grace}: checkpoint when the notice appears (see "
+            f"docs/checkpointing.md) or set it to {notice}")

@@ -19,17 +19,28 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 from .cooldowns import old_enough
 from .decisions import Eviction, GangDecision
 from .fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from .keys import GPU
 from .model import PodView
+from .ordering import JobRank, Key, gang_key, job_rank, sequence_key, victim_key
 from .quantity import add, format_resources, sub
 from .world import Gang, JobState, World, is_candidate_role, job_id
 
 _MAX_COMBINATIONS = 4000
-_Score = tuple[int, tuple[tuple[float, int, int, str], ...], int, str]
+
+
+class _Score(NamedTuple):
+    """A node's plan for one needed pod; the smallest wins (fields compared in order)."""
+
+    victims: int  # how many
+    order: tuple[Key, ...]  # their victim keys in order (ordering.sequence_key)
+    left: int  # dominant resource left free on the node after the pod
+    node: str
+
 # Every node is scored for every needed pod when True (the reference the indexed search must match;
 # the properties compare both).
 EXHAUSTIVE_NODE_SCAN = False
@@ -91,16 +102,16 @@ class Planner:
         self._profile_ids = profile_ids
         self.kinds: dict[str, frozenset[tuple[str, int, bool]]] = {}
         self._kinds_ok: dict[frozenset[tuple[str, int, bool]], bool] = {}  # for the gang being planned
-        self.start_pref: dict[str, tuple[float, int, int, str]] = {}
+        self.start_pref: dict[str, Key] = {}
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         jobs = world.jobs  # only the candidates' jobs are ranked
-        job_key = {jid: (-jobs[jid].fulfillment(), jobs[jid].priority) for jid in self.candidates_by_job}
+        job_key = {jid: job_rank(jobs[jid]) for jid in self.candidates_by_job}
         # Per node: its candidates as (size, preference at the start = self.preference(p)).
-        keyed: dict[str, list[tuple[int, tuple[float, int, int, str]]]] = {}
+        keyed: dict[str, list[tuple[int, Key]]] = {}
         sizes: set[int] = set()
         for node, pods in self.candidates_by_node.items():
-            pairs = keyed[node] = [(p.requests.get(dom, 0), (*job_key[p.job_id], -p.replica_index, p.uid))
+            pairs = keyed[node] = [(p.requests.get(dom, 0), victim_key(job_key[p.job_id], p))
                                    for p in pods]
             sizes.update(size for size, _ in pairs)
             self.start_pref[node] = min(pref for _, pref in pairs)
@@ -111,7 +122,7 @@ class Planner:
         # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
         # also ranked, per candidate size, by their most preferred candidate at least that large.
         self.sizes = sorted(sizes)
-        self.pref_at_least: dict[int, dict[str, tuple[float, int, int, str]]] = {size: {} for size in self.sizes}
+        self.pref_at_least: dict[int, dict[str, Key]] = {size: {} for size in self.sizes}
         for node, pairs in keyed.items():
             pairs.sort(key=lambda sp: sp[0], reverse=True)  # largest first: a running minimum per size
             i, best = 0, None
@@ -264,27 +275,13 @@ class Planner:
                 return False
         return True
 
-    def preference(self, pod: PodView, extra_taken: int = 0) -> tuple[float, int, int, str]:
-        job = self.w.jobs[job_id(pod)]
-        job.taken += extra_taken
-        try:
-            return (-job.fulfillment(), job.priority, -pod.replica_index, pod.uid)
-        finally:
-            job.taken -= extra_taken
+    def preference(self, pod: PodView, extra_taken: int = 0) -> Key:
+        """``pod``'s victim key (``ordering.victim_key``) with ``extra_taken`` more of its job's workers taken."""
+        return victim_key(job_rank(self.w.jobs[pod.job_id], extra_taken), pod)
 
-    def order_key(self, subset: Sequence[PodView]) -> tuple[tuple[float, int, int, str], ...]:
-        """The victims of ``subset`` in preference order, fulfillment recomputed as each is taken:
-        among equally small sets, the one with the smallest key comes first."""
-        rest = list(subset)
-        extra: dict[str, int] = {}
-        out = []
-        while rest:
-            keyed = [(self.preference(p, extra.get(job_id(p), 0)), p) for p in rest]
-            key, best = min(keyed, key=lambda kp: kp[0])
-            out.append(key)
-            rest.remove(best)
-            extra[job_id(best)] = extra.get(job_id(best), 0) + 1
-        return tuple(out)
+    def order_key(self, subset: Sequence[PodView]) -> tuple[Key, ...]:
+        """``ordering.sequence_key`` of ``subset``: among equally small sets, the smallest comes first."""
+        return sequence_key(self.w.jobs, subset)
 
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
@@ -302,7 +299,8 @@ class Planner:
         cands.sort(key=self.preference)
         budget = _MAX_COMBINATIONS
         for k in range(1, len(cands) + 1):
-            if beat is not None and (k > beat[0] or (k == beat[0] and self.preference(cands[0]) > beat[1][0])):
+            if beat is not None and (k > beat.victims or
+                                     (k == beat.victims and self.preference(cands[0]) > beat.order[0])):
                 return None  # more victims, or as many whose first is less preferred: cannot win
             feasible: list[tuple[PodView, ...]] = []
             for subset in combinations(cands, k):
@@ -343,7 +341,7 @@ class Planner:
                 chosen.add(v.key)
                 victims.append(v)
                 self.w.jobs[job_id(v)].taken += 1
-            cap.take(score[3], pod_demand(pod))
+            cap.take(score.node, pod_demand(pod))
         return victims
 
     def _score(self, gang: Gang, pod: PodView, name: str, cap: Capacity, chosen: set[str],
@@ -352,7 +350,7 @@ class Planner:
         if subset is None:
             return None
         left = add(cap.free[name], _sum_demand(subset))
-        return (len(subset), self.order_key(subset), left.get(self.w.dominant, 0), name), subset
+        return _Score(len(subset), self.order_key(subset), left.get(self.w.dominant, 0), name), subset
 
     def _best_node(self, gang: Gang, pod: PodView, cap: Capacity,
                    chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
@@ -384,7 +382,7 @@ class Planner:
                         if node_accepts(nodes[n], pod):
                             name = n
             if name is not None:
-                return (0, (), free, name), []
+                return _Score(0, (), free, name), []
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
@@ -403,7 +401,7 @@ class Planner:
         buckets.sort(key=lambda b: (b[0], b[1], b[2]))
         best: tuple[_Score, list[PodView]] | None = None
         for bound, free, tag, names in buckets:
-            if best is not None and bound > best[0][0]:
+            if best is not None and bound > best[0].victims:
                 break
             size, low = 0, self.start_pref
             if bound == 1 and free < gpus:
@@ -413,10 +411,10 @@ class Planner:
                 size = self.sizes[i]
                 low = self.pref_at_least[size]
             order = self._tag_order(tag, size, low)
-            if not order or (best is not None and bound == best[0][0] and low[order[0]] > best[0][1][0]):
+            if not order or (best is not None and bound == best[0].victims and low[order[0]] > best[0].order[0]):
                 continue  # even the tag's best node cannot beat the best plan found
             for name in self._ranked(names, order, low):
-                if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
+                if best is not None and bound == best[0].victims and low[name] > best[0].order[0]:
                     break
                 kinds = self.kinds[name]
                 may_give = self._kinds_ok.get(kinds)  # _may_give's cache, read inline: a hot loop
@@ -429,7 +427,7 @@ class Planner:
                     best = found
         return best
 
-    def _tag_order(self, tag: int, size: int, low: dict[str, tuple[float, int, int, str]]) -> list[str]:
+    def _tag_order(self, tag: int, size: int, low: dict[str, Key]) -> list[str]:
         """Every node given ``tag`` (some may have moved on) by ``low``, most preferred first; nodes
         missing from ``low`` have no large enough candidate."""
         order = self._tag_orders.get((tag, size))
@@ -439,7 +437,7 @@ class Planner:
         return order
 
     @staticmethod
-    def _ranked(names: set[str], order: list[str], low: dict[str, tuple[float, int, int, str]]) -> Iterable[str]:
+    def _ranked(names: set[str], order: list[str], low: dict[str, Key]) -> Iterable[str]:
         """``names`` (nodes of one tag, now in one bucket) in ``order``: a large bucket is walked along
         the tag's order, a small one sorted."""
         if len(names) * 8 < len(order):
@@ -457,7 +455,7 @@ class Planner:
                 continue
             if best is None or found[0] < best[0]:
                 best = found
-                if not found[1] and found[0][2] == pod.requests.get(self.w.dominant, 0):
+                if not found[1] and found[0].left == pod.requests.get(self.w.dominant, 0):
                     break  # exact fit without victims: cannot do better
         return best
 
@@ -618,15 +616,15 @@ class Planner:
         left = list(cands)
         need = excess
         ascending = sorted(c.requests.get(dom, 0) for c in left)  # sizes of `left`
-        # Per job: (-fulfillment, priority) with this construction's picks taken, or None when one more
-        # victim would take it below min; only the job of the last pick changes between steps.
-        job_part: dict[str, tuple[float, int] | None] = {}
+        # Per job: its job_rank with this construction's picks taken, or None when one more victim
+        # would take it below min; only the job of the last pick changes between steps.
+        job_part: dict[str, JobRank | None] = {}
         while len(picked) < k:
             slots = k - len(picked) - 1
             with_c = sum(ascending[max(0, len(ascending) - slots - 1):])  # the largest slots + 1
             without_c = sum(ascending[max(0, len(ascending) - slots):]) if slots else 0  # the largest slots
             edge = ascending[len(ascending) - slots - 1] if slots < len(ascending) else 0
-            best: tuple[tuple[float, int, int, str], int] | None = None
+            best: tuple[Key, int] | None = None
             for i, c in enumerate(left):
                 jid = c.job_id
                 if jid in job_part:
@@ -637,14 +635,14 @@ class Planner:
                     n = extra.get(jid, 0)
                     part = job_part[jid] = (
                         None if job.current_workers() - n - 1 < job.bounds.min_replicas
-                        else self.preference(c, n)[:2])
+                        else job_rank(job, n))
                 if part is None:
                     continue
                 size = c.requests.get(dom, 0)
                 others = with_c - size if size >= edge else without_c  # the largest `slots` besides c
                 if size + others < need:
                     continue
-                key = (*part, -c.replica_index, c.uid)  # = self.preference(c, extra[jid])
+                key = victim_key(part, c)  # = self.preference(c, extra[jid])
                 if best is None or key < best[0]:
                     best = (key, i)
             if best is None:
@@ -722,6 +720,10 @@ class Planner:
             fits_now = not w.releasing or fits_all(gang.needed, w.free_now)
             self.capacity = trial  # promise the room to this gang
             if fits_now:
+                blocked = _queue_blocks(w, gang.queue)
+                if blocked:  # not "waiting for the scheduler" forever: it never will
+                    return wait(f"its min set fits on free capacity now, but {blocked}: Volcano will not "
+                                "place it")
                 return wait("its min set fits on free capacity now; waiting for the scheduler to place it")
             n = sum(len(v) for v in w.releasing.values())
             return wait(f"fits once {n} terminating pod(s) release their resources "
@@ -813,6 +815,14 @@ class Planner:
         return GangPlan(decision, evictions)
 
 
+def _queue_blocks(world: World, queue: str) -> str:
+    """Why Volcano will never place a gang of ``queue`` whatever the capacity ("" when nothing we see)."""
+    for q in world.snapshot.queues:
+        if q.name == queue:
+            return "" if q.state in ("", "Open") else f"its queue {queue} is {q.state}"
+    return f"its queue {queue} does not exist"
+
+
 def _sum_demand(pods: Sequence[PodView]) -> dict[str, int]:
     out: dict[str, int] = {}
     for p in pods:
@@ -836,5 +846,5 @@ def starving_gangs(world: World) -> list[Gang]:
         if gang.since is None or (world.now - gang.since).total_seconds() >= policy.starvationSeconds:
             out.append(gang)
     epoch = world.now.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
-    out.sort(key=lambda g: (-g.priority, g.pg.created or g.since or epoch, g.key))
+    out.sort(key=lambda g: gang_key(g, epoch))
     return out

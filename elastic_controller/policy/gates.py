@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from .decisions import GateRelease
 from .fit import Capacity, alike, fits_all, place_all, pod_demand
 from .model import PodView
+from .ordering import ScaleUpKey, scale_up_key, scale_up_pod_rank
 from .quantity import add
 from .world import Gang, World, job_id
 
@@ -178,15 +179,15 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         for pod in held:
             if pod.gated(gate):
                 by_job.setdefault(job_id(pod), []).append(pod)
-    heap: list[tuple[float, int, str, str]] = []
+    heap: list[ScaleUpKey] = []
     queues: dict[str, list[PodView]] = {}
     for jid, pods in by_job.items():
         job = world.jobs.get(jid)
         if job is None or job.bounds is None or job.cooling:
             continue
-        pods.sort(key=lambda p: (p.replica_index, p.name))
+        pods.sort(key=scale_up_pod_rank)
         queues[jid] = pods
-        heapq.heappush(heap, (job.fulfillment(), pods[0].replica_index, pods[0].name, jid))
+        heapq.heappush(heap, scale_up_key(job, pods[0], jid))
     per_queue: dict[str, int] = {}
     releases: list[GateRelease] = []
     while heap:
@@ -217,5 +218,5 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
                 f"running (least fulfilled first); fits on {node} now",
             ))
         if pending:
-            heapq.heappush(heap, (job.fulfillment(), pending[0].replica_index, pending[0].name, jid))
+            heapq.heappush(heap, scale_up_key(job, pending[0], jid))
     return releases, []

@@ -123,6 +123,17 @@ def _problems(doc: Any) -> list[str]:
         pytest.param({"priorities": {"master": 100, "core": 500, "elastic": 100}}, "priorities",
                      id="master-not-above-core"),
         pytest.param({"priorities": {"elastic": 600}}, "priorities", id="elastic-above-default-core"),
+        pytest.param({"shares": {"plugin": "drf"}}, "shares.plugin", id="shares-unknown-plugin"),
+        pytest.param({"shares": {"plugin": ""}}, "shares.plugin", id="shares-empty-plugin"),
+        pytest.param({"shares": {"hierarchy": "yes"}}, "shares.hierarchy", id="shares-hierarchy-string"),
+        pytest.param({"shares": {"hierarchy": True}}, "shares.hierarchy", id="shares-hierarchy-needs-capacity"),
+        pytest.param({"shares": {"enableHierarchy": True}}, "shares.enableHierarchy", id="shares-unknown-key"),
+        pytest.param({"shares": "capacity"}, "shares", id="shares-not-mapping"),
+        pytest.param({"defaults": {"noticeSeconds": -1}}, "defaults.noticeSeconds", id="notice-negative"),
+        pytest.param({"defaults": {"noticeSeconds": 1.5}}, "defaults.noticeSeconds", id="notice-float"),
+        pytest.param({"defaults": {"noticeSeconds": "60"}}, "defaults.noticeSeconds", id="notice-string"),
+        pytest.param({"queues": {"q": {"noticeSeconds": 86_401}}}, "queues.q.noticeSeconds", id="notice-too-long"),
+        pytest.param({"queues": {"q": {"notice": 60}}}, "queues.q.notice", id="notice-misspelt"),
     ],
 )
 def test_each_problem_names_its_path(doc: dict[str, Any], path: str) -> None:
@@ -195,3 +206,25 @@ def test_interval_accepts_float() -> None:
 
 def test_gating_disabled() -> None:
     assert parse_config({"gating": {"enabled": False}}).gating.enabled is False
+
+
+@pytest.mark.parametrize(("doc", "plugin", "hierarchy"), [
+    ({}, "proportion", False),
+    ({"shares": {"plugin": "capacity"}}, "capacity", False),
+    ({"shares": {"plugin": "capacity", "hierarchy": True}}, "capacity", True),
+    ({"shares": {"plugin": "proportion", "hierarchy": False}}, "proportion", False),
+])
+def test_shares(doc: dict[str, Any], plugin: str, hierarchy: bool) -> None:
+    cfg = parse_config(doc)
+    assert (cfg.shares.plugin, cfg.shares.hierarchy) == (plugin, hierarchy)
+
+
+def test_notice_seconds_default_and_per_queue() -> None:
+    assert parse_config({}).defaults.noticeSeconds == 0  # evict at once, as before the notice existed
+    cfg = load_config("defaults: {noticeSeconds: 30}\nqueues: {research: {noticeSeconds: 120}, batch: {}}\n")
+    assert cfg.queue_policy("research").noticeSeconds == 120
+    assert cfg.queue_policy("batch").noticeSeconds == 30 and cfg.queue_policy("other").noticeSeconds == 30
+    assert parse_config({"defaults": {"noticeSeconds": 86_400}}).defaults.noticeSeconds == 86_400
+    with pytest.raises(ConfigError) as err:
+        parse_config({"defaults": {"noticeSeconds": 90_000}})
+    assert err.value.problems == ["defaults.noticeSeconds: must be <= 86400, got 90000"]

@@ -44,6 +44,13 @@ def test_release_selects_our_gate_and_skips_finished_jobs() -> None:
     assert select(pods, [], GATE, "ns2", None)[0] == ["ns2/c-worker-1"]
 
 
+def test_status_names_the_share_model() -> None:
+    text = render({}, shares="capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)")
+    assert text.splitlines()[0] == "SHARES capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)"
+    assert "no elastic jobs or waiting gangs" in text
+    assert not render({}).startswith("SHARES")
+
+
 def test_status_marks_adopted_jobs() -> None:
     """Pods created before the webhook (no group annotation) count by their labels and mark the job."""
     job = b.elastic_job("ns", "a", min_r=2, max_r=6, nodes=["n1"], running=4)
