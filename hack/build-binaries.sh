@@ -118,7 +118,7 @@ volcano_ldflags() {
 # One row per binary; add a row (and, if it needs one, a wrapper module under hack/gomod/) to
 # build another. Fields:
 #   name | wrapper dir under hack/gomod | main package | module@version (messages + pin check)
-#   | ldflags fn (k8s, volcano, plain) | prepare fn (- for none: build in the wrapper itself)
+#   | ldflags fn (k8s, volcano, helm, plain) | prepare fn (- for none: build in the wrapper itself)
 V="volcano-$VOLCANO_VERSION"
 TARGETS=(
   "etcd|etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3@$ETCD_VERSION|plain|-"

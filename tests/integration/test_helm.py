@@ -131,7 +131,8 @@ def test_helm_install_webhook_works_and_uninstall_leaves_no_gate(helm_box: Box, 
         assert got["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "j"
         assert got["metadata"]["annotations"]["volcano-elastic.io/role"] == "elastic"
         assert _gates(box, team, "j-worker-3") == [GATE]
-        job = yaml.safe_load((MANIFESTS / "examples" / "pytorchjob-elastic.yaml").read_text())
+        job = next(d for d in yaml.safe_load_all((MANIFESTS / "examples" / "pytorchjob-elastic.yaml").read_text())
+                   if d and d["kind"] == "PyTorchJob")
         job["metadata"]["namespace"] = team
         job["spec"]["elasticPolicy"]["minReplicas"] = job["spec"]["elasticPolicy"]["maxReplicas"] + 1
         denied = kubectl(box, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(job))

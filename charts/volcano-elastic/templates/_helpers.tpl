@@ -176,3 +176,13 @@ clientConfig:
   {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* NetworkPolicy peers: every address but the pod network (networkPolicy values). */}}
+{{- define "ve.nonPodPeers" -}}
+- ipBlock:
+    cidr: 0.0.0.0/0
+    except: {{ toJson .podCIDRs.ipv4 }}
+- ipBlock:
+    cidr: ::/0
+    except: {{ toJson .podCIDRs.ipv6 }}
+{{- end -}}
