@@ -198,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
     from .kube.client import ClientSettings, KubeClient
     from .kube.errors import KubeError
     from .kube.events import EventRecorder
+    from .kube.fence import FencedAPI
     from .kube.leader import LeaderElector, LeaseSettings
     from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
     from .volcanoconf import check_scheduler, describe
@@ -229,14 +230,15 @@ def run(args: argparse.Namespace) -> int:
     metrics = PrometheusMetrics()
     caches = Caches(client, on_restart=metrics.watch_restart)
     recorder = EventRecorder(client)  # a dry-run agent never reaches the point of emitting
-    controller = Controller(client, caches, cfg, recorder, workers=args.workers,
-                            observe=metrics.controller_action)
     identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     elector = None if args.no_leader_elect else LeaderElector(client, identity, LeaseSettings(
         args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline, args.retry_period))
     # Every agent write checks the Lease first: held, and renewed within the renew deadline.
     may_write = (lambda: True) if elector is None else elector.leading_now
     agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write)
+    # The controller's workers write through the same check (a refused write is retried later).
+    controller = Controller(FencedAPI(client, may_write), caches, cfg, recorder, workers=args.workers,
+                            observe=metrics.controller_action)
     caches.add_handler(controller.on_event, (PYTORCHJOBS, PODGROUPS, NAMESPACES, QUEUES, PODS))
     caches.add_handler(agent.on_event)
 

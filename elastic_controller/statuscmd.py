@@ -19,11 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
-    parser.add_argument("--volcano-scheduler-configmap", "--volcano-configmap",
-                        default="volcano-system/volcano-scheduler-configmap", metavar="NAMESPACE/NAME",
-                        help="the Volcano scheduler's ConfigMap, read when RBAC allows get on that one object: "
-                             "compared with config `shares`, and a warning that two evictors run when its "
-                             "actions evict (preempt, reclaim, gangpreempt, gangreclaim); '' to skip")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap, read when RBAC allows get on it ('' to "
+                             "skip): compared with config `shares`, and a warning that two evictors run when "
+                             "its actions evict (preempt, reclaim, gangpreempt, gangreclaim)")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -159,15 +159,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    from .volcanoconf import parse_configmap_ref
-
-    ref: tuple[str, str] | None = None
-    if args.volcano_scheduler_configmap:
-        try:
-            ref = parse_configmap_ref(args.volcano_scheduler_configmap)
-        except ValueError as exc:
-            print(f"--volcano-scheduler-configmap: {exc}", file=sys.stderr)
-            return 2
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
@@ -179,7 +170,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
-    warning = two_evictors(client, ref) if ref else None
+    from .volcanoconf import two_evictors
+
+    warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
     skipped = skipped_objects(items, cfg)
     if args.output == "json":
         if warning:
@@ -196,21 +189,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
         sys.stdout.write(render_skipped(skipped))
     return 0
-
-
-def two_evictors(client: Any, ref: tuple[str, str]) -> str | None:
-    """The two-evictors warning when the scheduler's ConfigMap can be read and its actions
-    evict; None (say nothing) when it cannot be read (forbidden, absent, unreadable)."""
-    from .kube.errors import KubeError
-    from .kube.resources import CONFIGMAPS
-    from .volcanoconf import conf_from_configmap, two_evictors_warning
-
-    try:
-        cm = client.get(CONFIGMAPS, ref[1], ref[0])
-    except KubeError:
-        return None
-    conf = conf_from_configmap(cm)
-    return None if conf is None else two_evictors_warning(conf, f"ConfigMap {ref[0]}/{ref[1]}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - convenience

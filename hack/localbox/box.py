@@ -647,11 +647,11 @@ class Box:
 
     def _scheduler_conf(self) -> Path:
         v = self.opts.volcano_conf
-        named = scheduler_conf_names()
-        src = paths.HACK_DIR / f"volcano-scheduler-{v}.conf" if v in named else Path(v)
+        named = paths.HACK_DIR / f"volcano-scheduler-{v}.conf"  # ours, native, gang-native, capacity, ...
+        src = named if "/" not in v and named.is_file() else Path(v)
         if not src.is_file():
             raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); "
-                           f"use {', '.join(named)} or a file")
+                           f"use one of {', '.join(scheduler_conf_names())} or a file")
         text = src.read_text()
         volcano = paths.versions().get("VOLCANO_VERSION", "")
         m = re.search(r"^actions:\s*\"?([^\"\n]*)", text, re.M)

@@ -9,21 +9,23 @@ evict on top. Also checks what Volcano itself sets on its victims (the condition
 
 from __future__ import annotations
 
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from elastic_controller.kube.client import KubeClient
-from elastic_controller.kube.resources import NAMESPACES
-from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries, paths
-from hack.localbox.box import PROFILES, version_tuple
+from hack.localbox import Box, paths
+from hack.localbox.box import version_tuple
+from tests.boxfixtures import box_fixture
 from tests.e2e.test_elastic_scaling import COOLDOWN, Scenario, start_stack, wait_until
 
-pytestmark = pytest.mark.e2e
+VOLCANO = paths.versions().get("VOLCANO_VERSION", "")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
+    version_tuple(VOLCANO) < (1, 15, 0),
+    reason=f"gangpreempt/gangreclaim need Volcano >= v1.15 (VOLCANO_VERSION={VOLCANO})")]
+
+box = box_fixture("full", "gang-native")  # a box of its own: Volcano's gang actions on
 
 
 def gang_native_config() -> str:
@@ -33,36 +35,14 @@ def gang_native_config() -> str:
             " maxScaleUpPerCycle: 8}\n")
 
 
-@pytest.fixture(scope="module")
-def gang_box() -> Iterator[Box]:
-    volcano = paths.versions().get("VOLCANO_VERSION", "")
-    if version_tuple(volcano) < (1, 15, 0):
-        pytest.skip(f"gangpreempt/gangreclaim need Volcano >= v1.15 (VOLCANO_VERSION={volcano})")
-    missing = missing_binaries(PROFILES["full"])
-    if missing:
-        pytest.skip(describe_missing(missing))
-    box = Box(BoxOptions(name=f"pytest-gang-native-{int(time.time()) % 100000}", profile="full",
-                         volcano_conf="gang-native", quiet=True))
-    box.up()
-    yield box
-    box.down(quiet=True)
-
-
-def test_agent_counts_volcano_gang_evictions_as_scale_events(gang_box: Box) -> None:
-    kc = KubeClient.from_kubeconfig(str(gang_box.kubeconfig))
-    ns = "gang-native"
-    kc.create(NAMESPACES, {"metadata": {"name": ns}})
-    tmp = Path(tempfile.mkdtemp(prefix="gang-native-"))
-    cfg = tmp / "config.yaml"
+def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, box_process: Any, kubeconfig: str,
+                                                             namespace: str, serving_cert: tuple[Path, Path],
+                                                             tmp_path: Path) -> None:
+    kc = KubeClient.from_kubeconfig(kubeconfig)
+    cfg = tmp_path / "config.yaml"
     cfg.write_text(gang_native_config())
-    started: list[str] = []
-
-    def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> Any:
-        started.append(name)
-        return gang_box.spawn(name, argv, env)
-
-    start_stack(kc, gang_box, spawn, str(gang_box.kubeconfig), cfg, gang_box.issue_serving_cert(tmp), ns)
-    sc = Scenario(kc, ns)
+    start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
+    sc = Scenario(kc, namespace)
     sc.queues()
     try:
         sc.fill_with_a(8, timeout=300)
@@ -85,6 +65,4 @@ def test_agent_counts_volcano_gang_evictions_as_scale_events(gang_box: Box) -> N
     finally:
         sc.stop()
         sc.delete_queues()
-        for name in started:
-            gang_box.stop(name)
         kc.close()

@@ -41,7 +41,7 @@ def denied(fn: Any) -> KubeError:
 
 def test_the_controller_token_may_only_lift_our_gate_and_write_our_annotations(
         box: Any, installed: list[dict[str, Any]], namespace: str, tmp_path: Path) -> None:  # noqa: F811
-    admin = KubeClient.from_kubeconfig(box.kubeconfig)
+    admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
     sa = KubeClient.from_kubeconfig(str(sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "sa.kubeconfig")))
     try:
         admin.create(PODS, _pod(namespace), namespace)

@@ -236,3 +236,41 @@ def test_after_an_api_outage_caches_relist_promptly_and_stale_ones_are_not_acted
         caches.stop()
         client.close()
         proxy.close()
+
+
+def test_controller_process_killed_mid_plan_the_next_one_finishes_it_within_seconds(
+        cluster: Cluster, box_process: Any, kubeconfig: str, tmp_path: Path) -> None:
+    """Item 1 end to end: a controller process dies like kill -9 right after stamping the victims'
+    job (VOLCANO_ELASTIC_FAULT=jobs-stamped=exit); the next process evicts the plan's victims within
+    seconds of starting (not after the 300 s cooldown its predecessor stamped), with every Event."""
+    import sys
+
+    scenario(cluster)
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: volcano-elastic.io/v1alpha1\nkind: ElasticConfig\n"
+                      "agent: {intervalSeconds: 1}\n"
+                      "defaults: {starvationSeconds: 0, minRuntimeSeconds: 0, cooldownSeconds: 300}\n")
+    argv = [sys.executable, "-m", "elastic_controller", "controller", f"--kubeconfig={kubeconfig}",
+            f"--config={config}", "--http-port=0", "--no-leader-elect"]
+    first = box_process("doomed", argv, env={"VOLCANO_ELASTIC_FAULT": "jobs-stamped=exit"})
+    wait_until("the first controller dies mid-plan", lambda: not alive(first.pid), timeout=60)
+    assert "fault injected" in Path(first.log).read_text()
+    ann = cluster.pg("a")["metadata"].get("annotations") or {}
+    assert ann.get(LAST) and terminating(cluster) == []  # cooling, nothing evicted: the old trap
+    started = time.monotonic()
+    box_process("successor", argv)
+    wait_until("the successor evicts the plan's victims",
+               lambda: terminating(cluster) == ["a-worker-4", "a-worker-5"], timeout=60)
+    took = time.monotonic() - started
+    assert took < 30, f"the successor needed {took:.0f}s"
+    wait_until("their Events", lambda: {("Pod", "a-worker-4", "EvictedForGang"),
+                                         ("Pod", "a-worker-5", "EvictedForGang")} <= set(reasons(cluster)))
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

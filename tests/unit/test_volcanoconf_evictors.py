@@ -1,35 +1,35 @@
-"""Reading the Volcano scheduler configuration: which actions evict, and the `status` warning."""
+"""Which actions of the Volcano scheduler evict, and `status`'s two-evictors warning."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from elastic_controller.kube.errors import ForbiddenError, NotFoundError
-from elastic_controller.kube.resources import CONFIGMAPS, Resource
-from elastic_controller.statuscmd import two_evictors
+from elastic_controller.kube.errors import ForbiddenError, KubeError
+from elastic_controller.kube.fake import FakeKube, raise_on
+from elastic_controller.kube.resources import CONFIGMAPS
 from elastic_controller.volcanoconf import (
-    conf_from_configmap,
-    parse_configmap_ref,
+    SchedulerConfError,
     parse_scheduler_actions,
+    two_evictors,
     two_evictors_warning,
 )
 
 HACK = Path(__file__).resolve().parents[2] / "hack"
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "volcano-scheduler.conf"
+REF = "volcano-system/volcano-scheduler-configmap"
 
 
 @pytest.mark.parametrize(("name", "evicting", "cdp"), [
     ("ours", (), False),
     ("native", ("preempt", "reclaim"), False),
     ("gang-native", ("gangpreempt", "gangreclaim"), True),
+    ("capacity", (), False),
 ])
 def test_the_shipped_configurations(name: str, evicting: tuple[str, ...], cdp: bool) -> None:
     conf = parse_scheduler_actions((HACK / f"volcano-scheduler-{name}.conf").read_text())
-    assert conf is not None
-    assert conf.evicting_actions == evicting
+    assert conf.evicting == evicting
     assert ("cdp" in conf.plugins) is cdp
     warning = two_evictors_warning(conf, "test")
     if evicting:
@@ -39,64 +39,64 @@ def test_the_shipped_configurations(name: str, evicting: tuple[str, ...], cdp: b
         assert warning is None
 
 
+def test_the_gang_native_conf_is_what_the_issue_names() -> None:
+    conf = parse_scheduler_actions((HACK / "volcano-scheduler-gang-native.conf").read_text())
+    assert conf.actions == ("enqueue", "allocate", "gangpreempt", "gangreclaim", "backfill")
+    assert {"priority", "gang", "conformance", "cdp", "drf", "predicates", "proportion", "nodeorder",
+            "binpack"} <= set(conf.plugins)
+    assert not {"preempt", "reclaim"} & set(conf.actions)  # Volcano's design forbids mixing them
+    # overcommit's enqueue admission would keep a gang larger than 20% of a full cluster Pending,
+    # and the gang actions skip Pending jobs (tests/e2e/test_volcano_gang_native.py)
+    assert "overcommit" not in conf.plugins
+
+
 def test_the_recommended_example_evicts_nothing() -> None:
     conf = parse_scheduler_actions(EXAMPLE.read_text())
-    assert conf is not None and conf.actions == ("enqueue", "allocate", "backfill")
+    assert conf.actions == ("enqueue", "allocate", "backfill")
     assert two_evictors_warning(conf, "x") is None
 
 
 def test_actions_are_trimmed_and_lowercased() -> None:
     conf = parse_scheduler_actions('actions: " Enqueue,allocate , GangReclaim,"\ntiers: []\n')
-    assert conf is not None and conf.actions == ("enqueue", "allocate", "gangreclaim")
-    assert conf.evicting_actions == ("gangreclaim",)
+    assert conf.actions == ("enqueue", "allocate", "gangreclaim")
+    assert conf.evicting == ("gangreclaim",)
 
 
 @pytest.mark.parametrize("text", ["", "[", "actions: [a, b]", "- 1\n- 2", "tiers: []"])
 def test_not_a_scheduler_configuration(text: str) -> None:
-    assert parse_scheduler_actions(text) is None
+    with pytest.raises(SchedulerConfError):
+        parse_scheduler_actions(text)
 
 
 def test_odd_tiers_are_skipped_not_fatal() -> None:
     conf = parse_scheduler_actions('actions: "reclaim"\ntiers: [null, {plugins: [x, {name: cdp}, {name: 3}]}, 7]\n')
-    assert conf is not None and conf.plugins == ("cdp",)
+    assert conf.plugins == ("cdp",)
 
 
-def test_configmap_key_preference() -> None:
-    cm = {"data": {"a.conf": 'actions: "preempt"', "volcano-scheduler.conf": 'actions: "allocate"'}}
-    conf = conf_from_configmap(cm)
-    assert conf is not None and conf.actions == ("allocate",)
-    conf = conf_from_configmap({"data": {"other.conf": "[", "z.conf": 'actions: "reclaim"'}})
-    assert conf is not None and conf.actions == ("reclaim",)
-    assert conf_from_configmap({"data": {"readme": 'actions: "reclaim"'}}) is None
-    assert conf_from_configmap({}) is None
+def _kube_with(conf: str | None) -> FakeKube:
+    kube = FakeKube()
+    data = {} if conf is None else {"volcano-scheduler.conf": conf}
+    kube.add(CONFIGMAPS, {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                          "data": data})
+    return kube
 
 
-@pytest.mark.parametrize("ref", ["volcano-system", "/x", "x/", "a/b/c", ""])
-def test_bad_configmap_refs(ref: str) -> None:
-    with pytest.raises(ValueError, match="NAMESPACE/NAME"):
-        parse_configmap_ref(ref)
-
-
-class OneObject:
-    def __init__(self, result: dict[str, Any] | Exception) -> None:
-        self.result = result
-        self.asked: list[tuple[Resource, str, str | None]] = []
-
-    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
-        self.asked.append((res, name, namespace))
-        if isinstance(self.result, Exception):
-            raise self.result
-        return self.result
-
-
-def test_status_warns_only_when_it_may_read_an_evicting_configuration() -> None:
-    ref = ("volcano-system", "volcano-scheduler-configmap")
-    gang = OneObject({"data": {"volcano-scheduler.conf": (HACK / "volcano-scheduler-gang-native.conf").read_text()}})
-    warning = two_evictors(gang, ref)
+def test_status_warns_when_it_may_read_an_evicting_configuration() -> None:
+    warning = two_evictors(_kube_with((HACK / "volcano-scheduler-gang-native.conf").read_text()), REF)
     assert warning is not None and "two evictors" in warning and "gangpreempt, gangreclaim" in warning
-    assert "ConfigMap volcano-system/volcano-scheduler-configmap" in warning
-    assert gang.asked == [(CONFIGMAPS, "volcano-scheduler-configmap", "volcano-system")]  # that one object
-    ours = OneObject({"data": {"volcano-scheduler.conf": (HACK / "volcano-scheduler-ours.conf").read_text()}})
-    assert two_evictors(ours, ref) is None
-    assert two_evictors(OneObject(ForbiddenError("forbidden")), ref) is None  # say nothing
-    assert two_evictors(OneObject(NotFoundError("absent")), ref) is None
+    assert f"ConfigMap {REF}" in warning
+    legacy = two_evictors(_kube_with((HACK / "volcano-scheduler-native.conf").read_text()), REF)
+    assert legacy is not None and "preempt, reclaim" in legacy
+
+
+@pytest.mark.parametrize("why", ["ours", "forbidden", "absent", "error", "no key", "garbage", "no ref", "bad ref"])
+def test_status_says_nothing_otherwise(why: str) -> None:
+    kube = _kube_with("[" if why == "garbage" else None if why == "no key" else
+                      (HACK / ("volcano-scheduler-ours.conf" if why == "ours" else
+                               "volcano-scheduler-gang-native.conf")).read_text())
+    ref = {"no ref": "", "bad ref": "volcano-system", "absent": "volcano-system/other"}.get(why, REF)
+    if why == "forbidden":
+        kube.faults.append(raise_on("get", "configmaps", error=ForbiddenError("forbidden", 403)))
+    if why == "error":
+        kube.faults.append(raise_on("get", "configmaps", error=KubeError("boom", 500)))
+    assert two_evictors(kube, ref) is None
