@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,10 @@ _INT_FIELDS_MIN = {
     "master": 1,
     "core": 1,
     "elastic": 1,
+    "firstRendezvousSeconds": 0,
 }
+# Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
+_OPTIONAL_INTS = {"scaleUpSnoozeSeconds"}
 
 
 def _check_fields(
@@ -59,8 +63,12 @@ def _check_fields(
         if key not in fields:
             problems.append(f"{sub}: unknown key (known: {', '.join(sorted(fields))})")
             continue
-        default = getattr(base if base is not None else cls(), key)
-        if isinstance(default, bool):
+        default = getattr(cls(), key)  # the type of the key (a queue's base may hold an int for a float)
+        if key in _OPTIONAL_INTS:
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                problems.append(f"{sub}: must be an integer >= 0 or null, got {value!r}")
+                continue
+        elif isinstance(default, bool):
             if not isinstance(value, bool):
                 problems.append(f"{sub}: must be true or false, got {value!r}")
                 continue
@@ -73,10 +81,15 @@ def _check_fields(
                 problems.append(f"{sub}: must be {kind}, got {value!r}")
                 continue
             low = _INT_FIELDS_MIN.get(key, 0)
+            if not math.isfinite(value):
+                problems.append(f"{sub}: must be a finite number, got {value!r}")
+                continue
             if value < low or (key == "intervalSeconds" and value <= 0):
                 problems.append(f"{sub}: must be {'> 0' if key == 'intervalSeconds' else f'>= {low}'}, "
                                 f"got {value!r}")
                 continue
+            if isinstance(default, float):
+                value = float(value)
         elif isinstance(default, str):
             if not isinstance(value, str) or not value:
                 problems.append(f"{sub}: must be a non-empty string, got {value!r}")

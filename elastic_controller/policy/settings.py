@@ -13,8 +13,19 @@ class QueuePolicy:
     minRuntimeSeconds: int = 120
     starvationSeconds: int = 30
     maxEvictionsPerCycle: int = 16
-    maxScaleUpPerCycle: int = 4
+    maxScaleUpPerCycle: int = 4  # jobs of the queue grown per cycle (each to its full size at once)
     preemptDuringCooldown: bool = False
+    # Growth must be worth a restart: a job grows only when its workers grow by at least this
+    # fraction ((new - now) / now), except in its first rendezvous (no restart). 0: any growth.
+    minScaleUpGain: float = 0.5
+    # A job shrunk for a gang is not grown again before this many seconds (None: cooldownSeconds).
+    scaleUpSnoozeSeconds: int | None = None
+    # A job whose gang was placed this recently and that was never scaled gets its elastic workers
+    # in its first rendezvous (torchrun's c10d last_call_timeout: 30 s by default): no restart.
+    firstRendezvousSeconds: int = 30
+
+    def snooze_seconds(self) -> int:
+        return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds
 
 
 @dataclass(frozen=True, slots=True)

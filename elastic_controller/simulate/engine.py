@@ -76,6 +76,9 @@ class SimSettings:
     prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
     cycle_seconds: float = 0.0  # agent cycle grid (0: the config's agent.intervalSeconds)
     timeline: bool = True
+    # Workers that join within this many seconds of the job's start, before any other scale event,
+    # join its first rendezvous (torchrun's c10d ``last_call_timeout``, 30 s by default): no restart.
+    rendezvous_last_call: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +329,7 @@ class Simulator:
             return
         self._settle(job, now)
         first = job.running == 0
+        before = job.running
         job.running = running
         if job.done:
             return
@@ -338,6 +342,9 @@ class Simulator:
         job.busy_gpus = running * g
         if first:
             job.resume_at = now
+        elif (running > before and job.evictions == 0 and job.restarts == 0
+              and now - job.started_at < self.settings.rendezvous_last_call):
+            pass  # they join the first rendezvous, which waits its last call for more workers
         else:
             job.resume_at = max(now + self.settings.restart_penalty, job.resume_at)
             if job.last_restart != now:

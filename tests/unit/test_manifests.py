@@ -634,7 +634,7 @@ def test_configuration_doc_names_every_key_with_its_default() -> None:
             for sub in dataclasses.fields(value):
                 default = getattr(value, sub.name)
                 shown = str(default).lower() if isinstance(default, bool) else f"{default:g}" if isinstance(
-                    default, float) else str(default)
+                    default, float) else "null" if default is None else str(default)
                 assert rows.get(prefix + sub.name) == shown, f"docs/configuration.md: {prefix + sub.name}"
         else:
             assert f.name in rows, f"docs/configuration.md: {f.name}"

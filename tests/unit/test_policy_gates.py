@@ -54,19 +54,80 @@ def test_releases_on_other_nodes() -> None:
 
 @pytest.mark.parametrize(
     ("limit", "expected"),
-    [pytest.param(0, [], id="zero"), pytest.param(1, ["j-worker-3"], id="one"),
-     pytest.param(2, ["j-worker-3", "j-worker-4"], id="two")],
+    [pytest.param(0, [], id="zero"), pytest.param(1, ["b-worker-1", "b-worker-2", "b-worker-3"], id="one"),
+     pytest.param(2, ["b-worker-1", "b-worker-2", "b-worker-3", "a-worker-2", "a-worker-3"], id="two")],
 )
-def test_max_scale_up_per_cycle(limit: int, expected: list[str]) -> None:
-    assert released(plan_of(node("n0"), *job(), cfg=cfg(maxScaleUpPerCycle=limit))) == expected
+def test_max_scale_up_per_cycle_counts_jobs_each_grown_in_full(limit: int, expected: list[str]) -> None:
+    objs = [node("n0"), *job("a", min_r=1, max_r=4, running=2), *job("b", min_r=1, max_r=4, running=1)]
+    assert released(plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=limit))) == expected
+
+
+def test_grows_to_the_largest_size_that_fits_in_one_event() -> None:
+    # 2 of max 8 running on an 8-GPU node: the six others in one cycle (one restart, not three).
+    plan = plan_of(node("n0"), *job(min_r=2, max_r=8, running=2), cfg=cfg(maxScaleUpPerCycle=2))
+    assert released(plan) == [f"j-worker-{i}" for i in range(2, 8)]
+    assert "grows from 2 to 8 of max 8 workers in one scale event" in plan.gate_releases[0].reason
+
+
+@pytest.mark.parametrize(
+    ("free", "gain", "expected"),
+    [pytest.param(1, 0.5, 0, id="+25%-below-0.5"), pytest.param(2, 0.5, 2, id="+50%-at-0.5"),
+     pytest.param(1, 0.25, 1, id="+25%-at-0.25"), pytest.param(1, 0.0, 1, id="off")],
+)
+def test_growth_must_be_worth_a_restart(free: int, gain: float, expected: int) -> None:
+    plan = plan_of(node("n0", gpus=4 + free), *job(min_r=2, max_r=8, running=4), cfg=cfg(minScaleUpGain=gain))
+    assert len(released(plan)) == expected
+
+
+def test_room_not_worth_a_restart_goes_to_the_next_job() -> None:
+    # a (4 of 4..8, least fulfilled, first) could take n0's free GPU: +25 %, not worth a restart at 0.3;
+    # c (3 of 2..4, n1 full) takes it instead: +33 %.
+    objs = [node("n0", gpus=5), *job("a", min_r=4, max_r=8, running=4), node("n1", gpus=3),
+            *job("c", min_r=2, max_r=4, running=3, nodes=["n1"])]
+    plan = plan_of(*objs, cfg=cfg(minScaleUpGain=0.3))
+    assert released(plan) == ["c-worker-3"] and plan.gate_releases[0].node == "n0"
+
+
+def test_first_rendezvous_takes_elastic_workers_without_minimum_gain() -> None:
+    # Just placed (10 s ago), never scaled: +1 worker (+25 %) joins its first rendezvous for free.
+    objs = [node("n0", gpus=5), *job(min_r=4, max_r=8, running=4, scheduled_at=ago(10))]
+    plan = plan_of(*objs)
+    assert released(plan) == ["j-worker-4"] and "first rendezvous" in plan.gate_releases[0].reason
+    objs = [node("n0", gpus=5), *job(min_r=4, max_r=8, running=4, scheduled_at=ago(60))]
+    assert released(plan_of(*objs)) == []  # its rendezvous is over: +25 % is not worth a restart
+    objs = [node("n0", gpus=5), *job(min_r=4, max_r=8, running=4, scheduled_at=ago(60))]
+    assert released(plan_of(*objs, cfg=cfg(firstRendezvousSeconds=90))) == ["j-worker-4"]
+
+
+def test_first_rendezvous_goes_first() -> None:
+    # b is more fulfilled, but its growth costs no restart.
+    objs = [node("n0", gpus=4), *job("a", min_r=1, max_r=2, running=1),
+            *job("b", min_r=1, max_r=4, running=2, scheduled_at=ago(5))]
+    assert released(plan_of(*objs)) == ["b-worker-2"]
+
+
+@pytest.mark.parametrize(
+    ("direction", "since", "settings", "releases"),
+    [
+        pytest.param("down", 400, {}, True, id="down-after-cooldown"),
+        pytest.param("down", 400, {"scaleUpSnoozeSeconds": 900}, False, id="down-snoozed"),
+        pytest.param("up", 400, {"scaleUpSnoozeSeconds": 900}, True, id="up-not-snoozed"),
+        pytest.param("down", 1000, {"scaleUpSnoozeSeconds": 900}, True, id="snooze-over"),
+    ],
+)
+def test_snooze_after_a_shrink(direction: str, since: int, settings: dict[str, Any], releases: bool) -> None:
+    objs = job(last_scale=ago(since))
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-scale-direction"] = direction
+    assert bool(plan_of(node("n0"), *objs, cfg=cfg(**settings)).gate_releases) is releases
 
 
 def test_max_scale_up_is_per_queue() -> None:
     objs = [node("n0"), node("n1"), *job("a", queue="qa"), *job("b", queue="qb", nodes=["n1"])]
     plan = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1))
-    assert sorted(released(plan)) == ["a-worker-3", "b-worker-3"]
+    assert sorted(released(plan)) == ["a-worker-3", "a-worker-4", "a-worker-5",
+                                      "b-worker-3", "b-worker-4", "b-worker-5"]
     objs = [node("n0"), node("n1"), *job("a", queue="q"), *job("b", queue="q", nodes=["n1"])]
-    assert len(released(plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1)))) == 1
+    assert {r.job for r in plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1)).gate_releases} == {"ns/a"}
 
 
 @pytest.mark.parametrize(
@@ -91,7 +152,8 @@ def test_least_fulfilled_job_first() -> None:
 
 def test_fulfillment_recomputed_as_gates_are_lifted() -> None:
     objs = [node("n0"), *job("a", min_r=1, max_r=3, running=1), *job("b", min_r=1, max_r=3, running=1)]
-    assert released(plan_of(*objs)) == ["a-worker-1", "b-worker-1", "a-worker-2", "b-worker-2"]
+    # Each job grows to its largest size at once, least fulfilled (then lowest index, name) first.
+    assert released(plan_of(*objs)) == ["a-worker-1", "a-worker-2", "b-worker-1", "b-worker-2"]
 
 
 def test_running_jobs_only() -> None:
@@ -113,7 +175,8 @@ def test_blocked_while_a_waiting_gang_could_be_placed_by_evicting() -> None:
 
 def test_room_of_a_waiting_gang_that_fits_now_is_set_aside() -> None:
     # 5 GPUs free; the gang's pod takes 4 of them: one gate is lifted around it, nothing blocks.
-    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=4, waiting_since=ago(10)))
+    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=4, waiting_since=ago(10)),
+                   cfg=cfg(minScaleUpGain=0))
     assert released(plan) == ["j-worker-3"] and plan.scale_up_blocked_by == ()
 
 
