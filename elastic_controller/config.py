@@ -45,6 +45,9 @@ _INT_FIELDS_MIN = {
 }
 # Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
 _OPTIONAL_INTS = {"scaleUpSnoozeSeconds"}
+_INT_FIELDS_MAX = {
+    "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
+}
 
 
 def _check_fields(
@@ -90,6 +93,10 @@ def _check_fields(
                 continue
             if isinstance(default, float):
                 value = float(value)
+            high = _INT_FIELDS_MAX.get(key)
+            if high is not None and value > high:
+                problems.append(f"{sub}: must be <= {high}, got {value!r}")
+                continue
         elif isinstance(default, str):
             if not isinstance(value, str) or not value:
                 problems.append(f"{sub}: must be a non-empty string, got {value!r}")

@@ -50,10 +50,12 @@ def podgroup_body(plan: PodGroupPlan, job: JobView, cfg: ElasticConfig) -> dict[
     }
     if plan.priority_class_name:
         spec["priorityClassName"] = plan.priority_class_name
+    meta_extra: dict[str, Any] = {"annotations": dict(plan.annotations)} if plan.annotations else {}
     return {
         "apiVersion": PODGROUPS.api_version, "kind": PODGROUPS.kind,
         "metadata": {
             "name": plan.name, "namespace": plan.namespace,
+            **meta_extra,
             "labels": {keys.MANAGED_BY_LABEL: keys.MANAGED_BY},
             "ownerReferences": [{
                 "apiVersion": PYTORCHJOBS.api_version, "kind": PYTORCHJOBS.kind, "name": job.name,
@@ -96,9 +98,20 @@ def podgroup_patch(current: Mapping[str, Any], want: Mapping[str, Any]) -> dict[
     patch: dict[str, Any] = {}
     if patch_spec:
         patch["spec"] = patch_spec
-    labels = (current.get("metadata") or {}).get("labels") or {}
+    meta_now = current.get("metadata") or {}
+    labels = meta_now.get("labels") or {}
+    meta_patch: dict[str, Any] = {}
     if labels.get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
-        patch["metadata"] = {"labels": {keys.MANAGED_BY_LABEL: keys.MANAGED_BY}}
+        meta_patch["labels"] = {keys.MANAGED_BY_LABEL: keys.MANAGED_BY}
+    # The job contract's copied annotations: set what the job says, remove what it dropped; the
+    # agent's own annotations (last-scale-time, ...) are never touched here.
+    ann_now = meta_now.get("annotations") or {}
+    ann_want = (want.get("metadata") or {}).get("annotations") or {}
+    ann_patch = {k: ann_want.get(k) for k in keys.COPIED_TO_PODGROUP if ann_now.get(k) != ann_want.get(k)}
+    if ann_patch:
+        meta_patch["annotations"] = ann_patch
+    if meta_patch:
+        patch["metadata"] = meta_patch
     return patch or None
 
 
@@ -235,6 +248,11 @@ class Controller:
             self._warn(raw, "QueueNotFound",
                        f"Volcano queue {plan.queue!r} (from {plan.queue_source}) does not exist; the PodGroup "
                        "is created anyway and waits until an admin creates the queue")
+        if plan.contract_problems:
+            effect = ("volcano-elastic neither shrinks nor grows this job" if job.worker_sizes.problem
+                      else "only the listed counts within [minReplicas, maxReplicas] are used")
+            self._warn(raw, "InvalidJobContract", f"{'; '.join(plan.contract_problems)} (until it is fixed, "
+                       f"{effect})")
         want = podgroup_body(plan, job, self.cfg)
         if pg is not None and job.uid and owner_uid(pg) and owner_uid(pg) != job.uid:
             # Ours, but owned by an earlier job of the same name: replace it.

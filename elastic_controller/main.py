@@ -16,8 +16,9 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .healthserver import HealthServer
 
 HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
 
@@ -148,34 +149,22 @@ class Health:
         return 200, "ok"
 
 
-def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetrics) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                body, ctype = metrics.render()
-                code = 200
-            elif path in ("/healthz", "/livez"):
-                code, text = health.healthz()
-                body, ctype = text.encode(), "text/plain"
-            elif path == "/readyz":
-                code, text = health.readyz()
-                body, ctype = text.encode(), "text/plain"
-            else:
-                code, body, ctype = 404, b"not found", "text/plain"
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetrics) -> HealthServer:
+    """/healthz (/livez), /readyz and /metrics on one asyncio thread (see ``healthserver``)."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
+    def route(path: str) -> tuple[int, bytes, str]:
+        if path == "/metrics":
+            body, ctype = metrics.render()
+            return 200, body, ctype
+        if path in ("/healthz", "/livez"):
+            code, text = health.healthz()
+            return code, text.encode(), "text/plain"
+        if path == "/readyz":
+            code, text = health.readyz()
+            return code, text.encode(), "text/plain"
+        return 404, b"not found", "text/plain"
 
-    server = ThreadingHTTPServer((address, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
-    return server
+    return HealthServer(address, port, route)
 
 
 def run(args: argparse.Namespace) -> int:

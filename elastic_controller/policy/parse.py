@@ -327,6 +327,7 @@ def parse_job(obj: Mapping[str, Any]) -> JobView:
         finished=finished,
         created=parse_time(meta.get("creationTimestamp")),
         raw=obj,
+        annotations=_dict(meta.get("annotations")),
     )
 
 

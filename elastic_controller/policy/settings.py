@@ -26,6 +26,9 @@ class QueuePolicy:
 
     def snooze_seconds(self) -> int:
         return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds
+    # Seconds between marking a victim (volcano-elastic.io/evict-after) and evicting it, so that its
+    # job can checkpoint; 0 evicts at once.
+    noticeSeconds: int = 0
 
 
 @dataclass(frozen=True, slots=True)

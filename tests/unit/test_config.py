@@ -123,6 +123,11 @@ def _problems(doc: Any) -> list[str]:
         pytest.param({"priorities": {"master": 100, "core": 500, "elastic": 100}}, "priorities",
                      id="master-not-above-core"),
         pytest.param({"priorities": {"elastic": 600}}, "priorities", id="elastic-above-default-core"),
+        pytest.param({"defaults": {"noticeSeconds": -1}}, "defaults.noticeSeconds", id="notice-negative"),
+        pytest.param({"defaults": {"noticeSeconds": 1.5}}, "defaults.noticeSeconds", id="notice-float"),
+        pytest.param({"defaults": {"noticeSeconds": "60"}}, "defaults.noticeSeconds", id="notice-string"),
+        pytest.param({"queues": {"q": {"noticeSeconds": 86_401}}}, "queues.q.noticeSeconds", id="notice-too-long"),
+        pytest.param({"queues": {"q": {"notice": 60}}}, "queues.q.notice", id="notice-misspelt"),
     ],
 )
 def test_each_problem_names_its_path(doc: dict[str, Any], path: str) -> None:
@@ -223,3 +228,12 @@ def test_restart_settings_per_queue() -> None:
     q, r = cfg.queue_policy("q"), cfg.queue_policy("r")
     assert (q.minScaleUpGain, q.snooze_seconds(), q.firstRendezvousSeconds) == (0.25, 900, 30)
     assert (r.minScaleUpGain, r.snooze_seconds(), r.firstRendezvousSeconds) == (1, 120, 60)
+def test_notice_seconds_default_and_per_queue() -> None:
+    assert parse_config({}).defaults.noticeSeconds == 0  # evict at once, as before the notice existed
+    cfg = load_config("defaults: {noticeSeconds: 30}\nqueues: {research: {noticeSeconds: 120}, batch: {}}\n")
+    assert cfg.queue_policy("research").noticeSeconds == 120
+    assert cfg.queue_policy("batch").noticeSeconds == 30 and cfg.queue_policy("other").noticeSeconds == 30
+    assert parse_config({"defaults": {"noticeSeconds": 86_400}}).defaults.noticeSeconds == 86_400
+    with pytest.raises(ConfigError) as err:
+        parse_config({"defaults": {"noticeSeconds": 90_000}})
+    assert err.value.problems == ["defaults.noticeSeconds: must be <= 86400, got 90000"]

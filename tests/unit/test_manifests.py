@@ -718,3 +718,25 @@ def test_kind_e2e_scenario_is_what_the_planner_decides() -> None:
     assert not plan.evictions and [s.decision for s in plan.starving] == ["wait"]
     text = (ROOT / "hack" / "kind-e2e.sh").read_text()
     assert "job nlp-fixed team-nlp 1 1 master" in text and "job vision-a team-vision 2 4" in text
+
+
+def test_network_policies_keep_pods_off_the_webhook(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """Issue 23, item 8: any pod could reach the webhook; only non-pod addresses (the API server,
+    kubelet probes) may, on the serving port only, and the controller's 8080 likewise plus scrapers."""
+    name, objs = rendered
+    if name == "overlays/local":
+        return  # no pods there
+    for app, port in (("volcano-elastic-webhook", "https"), ("volcano-elastic-controller", "http-metrics")):
+        pols = [p for p in of_kind(objs, "NetworkPolicy")
+                if selector_matches(p["spec"]["podSelector"], {"app.kubernetes.io/name": app})]
+        assert len(pols) == 1, f"{name}: {app} has {len(pols)} NetworkPolicies"
+        spec = pols[0]["spec"]
+        assert spec["policyTypes"] == ["Ingress"]
+        for rule in spec["ingress"]:
+            assert [p["port"] for p in rule["ports"]] == [port]
+            for peer in rule["from"]:
+                if "ipBlock" in peer:
+                    assert peer["ipBlock"]["except"], f"{name}: {app} admits the pod network"
+                else:
+                    assert peer.get("namespaceSelector", {}).get("matchLabels") == \
+                        {"volcano-elastic.io/scrape": "true"} and "podSelector" not in peer
