@@ -236,23 +236,35 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
             room[job.queue] -= size
             cap.take(node, pod_demand(pod))
             taken.append((pod, node))
+        # Only to a world size the training can use (volcano-elastic.io/worker-counts or -step).
+        allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas) \
+            if job.pg is not None else None
         target = now_workers + len(taken)
+        if allowed is not None and not allowed.every:
+            floor = allowed.floor(target)
+            target = floor if floor is not None and floor > now_workers else now_workers
         first = first_of[jid]
-        gain = len(taken) / max(1, now_workers)
-        if not taken or (not first and gain < policy.minScaleUpGain):
-            for pod, node in taken:  # not worth a restart: the room goes back to the next jobs
-                cap.give(node, pod_demand(pod))
-                room[job.queue] += pod.requests.get(dom, 0)
+        gain = (target - now_workers) / max(1, now_workers)
+        if target == now_workers or (not first and gain < policy.minScaleUpGain):
+            keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
+        else:
+            keep = target - now_workers
+        for pod, node in taken[keep:]:
+            cap.give(node, pod_demand(pod))
+            room[job.queue] += pod.requests.get(dom, 0)
+        taken = taken[:keep]
+        if not taken:
             continue
         job.added += len(taken)
         per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+        sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and not allowed.every else ""
         why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
                f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart" if first else
                f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}: worth a restart")
         for pod, node in taken:
             releases.append(GateRelease(
                 pod.key, jid, node, job.queue,
-                f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers in "
+                f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
                 f"one scale event (the most that fits now, least fulfilled job first), {why}; fits on {node} now",
             ))
     return releases, []

@@ -259,3 +259,30 @@ def test_released_only_within_the_queue_share_volcano_admits() -> None:
     assert released(plan_of(*objs)) == ["b-worker-2", "b-worker-3", "b-worker-4", "b-worker-5"]
     without_b = [o for o in objs if not o["metadata"]["name"].startswith("b")]
     assert released(plan_of(*without_b)) == ["a2-worker-2", "a2-worker-3", "a2-worker-4", "a2-worker-5"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "free", "expected"),
+    [pytest.param({"volcano-elastic.io/worker-counts": "2,4,8"}, 4, 2, id="counts-2-4-8-at-2-room-for-4"),
+     pytest.param({"volcano-elastic.io/worker-counts": "2,4,8"}, 6, 6, id="counts-to-8"),
+     pytest.param({"volcano-elastic.io/worker-counts": "2,8"}, 5, 0, id="counts-no-valid-size-fits"),
+     pytest.param({"volcano-elastic.io/worker-step": "3"}, 4, 3, id="step-3"),
+     pytest.param({}, 4, 4, id="unconstrained")],
+)
+def test_grows_only_to_an_allowed_world_size(annotation: dict[str, str], free: int, expected: int) -> None:
+    objs = job(min_r=2, max_r=8, running=2)
+    objs[0]["metadata"]["annotations"].update(annotation)
+    plan = plan_of(node("n0", gpus=2 + free), *objs)
+    assert released(plan) == [f"j-worker-{i}" for i in range(2, 2 + expected)]
+    if expected and annotation:
+        assert "allowed counts" in plan.gate_releases[0].reason
+
+
+def test_room_a_valid_size_leaves_goes_to_the_next_job() -> None:
+    # a (counts 2,4) could place 3 more but takes 2 (to 4); the third pod's GPU goes to b.
+    a = job("a", min_r=2, max_r=6, running=2)
+    a[0]["metadata"]["annotations"]["volcano-elastic.io/worker-counts"] = "2,4"
+    objs = [node("n0", gpus=5), *a, node("n1", gpus=3), *job("b", min_r=3, max_r=4, running=3, nodes=["n1"])]
+    plan = plan_of(*objs, cfg=cfg(minScaleUpGain=0.3))
+    assert released(plan) == ["a-worker-2", "a-worker-3", "b-worker-3"]
+    assert [r.node for r in plan.gate_releases] == ["n0", "n0", "n0"]
