@@ -11,11 +11,13 @@ from typing import Any
 import yaml
 
 from .policy.settings import (
+    SHARE_PLUGINS,
     AgentConfig,
     ElasticConfig,
     GatingConfig,
     PrioritiesConfig,
     QueuePolicy,
+    SharesConfig,
 )
 
 API_VERSION = "volcano-elastic.io/v1alpha1"
@@ -124,6 +126,7 @@ def parse_config(doc: Any, source: str = "config") -> ElasticConfig:
         "priorities": PrioritiesConfig,
         "agent": AgentConfig,
         "defaults": QueuePolicy,
+        "shares": SharesConfig,
     }
     top = {k: doc.pop(k) for k in list(doc) if k in nested or k in ("queues", "namespaceQueues")}
     values = _check_fields(doc, ElasticConfig, "", problems)
@@ -137,6 +140,12 @@ def parse_config(doc: Any, source: str = "config") -> ElasticConfig:
     if built["gating"].gateName and "/" not in built["gating"].gateName:
         problems.append(f"gating.gateName: must be a qualified name like example.io/gate, "
                         f"got {built['gating'].gateName!r}")
+    shares = built["shares"]
+    if shares.plugin not in SHARE_PLUGINS:
+        problems.append(f"shares.plugin: must be one of {', '.join(SHARE_PLUGINS)}, got {shares.plugin!r}")
+    elif shares.hierarchy and shares.plugin != "capacity":
+        problems.append("shares.hierarchy: hierarchical queues need shares.plugin: capacity "
+                        "(Volcano's proportion plugin ignores spec.parent)")
     ns_queues = top.get("namespaceQueues")
     if ns_queues is not None:
         if not isinstance(ns_queues, Mapping):

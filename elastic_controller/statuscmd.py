@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap, compared with config `shares` when readable "
+                             "('' to skip)")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -73,13 +77,17 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
+            # pods that predate our webhook (no group annotation), counted by their labels
+            "adoptedPods": sum(1 for p in pods if p.adopted),
         }
         out.setdefault(pg.queue, []).append(row)
     return out
 
 
-def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
-    lines: list[str] = []
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
+    """The tables; ``shares``: the queue-share model line printed first."""
+    lines: list[str] = [f"SHARES {shares}", ""] if shares else []
+    adopted = False
     for queue in sorted(rows):
         lines.append(f"QUEUE {queue}")
         table = [COLUMNS]
@@ -88,13 +96,22 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
             why = r["lastDecision"]
             why = why if len(why) <= width else why[: width - 1] + "…"
-            table.append((r["job"], str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
+            job = r["job"]
+            if r.get("adoptedPods"):
+                job, adopted = f"{job} (adopted)", True
+            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
                           str(r["starving"]), why or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
         for row in table:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         lines.append("")
-    return "\n".join(lines) if lines else "no elastic jobs or waiting gangs\n"
+    if adopted:
+        lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
+                     "restart them at a quiet moment (docs/compatibility.md#adopting-running-jobs)")
+        lines.append("")
+    if not rows:
+        lines.append("no elastic jobs or waiting gangs\n")
+    return "\n".join(lines)
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
@@ -136,7 +153,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(rows, indent=2))
     else:
-        sys.stdout.write(render(rows))
+        from .volcanoconf import check_scheduler
+
+        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
+        sys.stdout.write(render(rows, shares=check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)))
     return 0
 
 

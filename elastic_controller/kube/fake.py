@@ -205,6 +205,9 @@ class FakeKube:
         self._call(f"patch-{patch_type}", res, namespace, name, dry_run)
         with self._lock:
             old = self._find(res, name, namespace)
+            want = ((patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None)
+            if want and want != old["metadata"]["resourceVersion"]:  # as the API server: a precondition
+                raise ConflictError(f"{res.plural} {name}: resourceVersion changed", 409, "Conflict")
             if patch_type == "merge":
                 new = merge_patch(old, patch)
             elif patch_type == "strategic":

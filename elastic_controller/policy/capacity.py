@@ -47,7 +47,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import QueueView
+from .model import PodGroupView, PodView, QueueView
 
 ROOT = "root"  # capacity.go:49 rootQueueID
 DEFAULT_QUEUE = "default"
@@ -609,3 +609,107 @@ def filter_victims(shares: CapacityShares, allocated: Mapping[str, Amounts],
             left[queue] = sub(left[queue], _clean(request))
             out.append(i)
     return out
+
+
+def victims_reason(shares: CapacityShares, allocated: Amounts, queue: str, requests: Sequence[Amounts],
+                   gang_request: Amounts | None = None) -> str | None:
+    """None when every pod of ``requests`` (all of ``queue``, whose allocation ``allocated`` still
+    holds them) may be taken together for a gang of another queue, with our stricter rule; else why not.
+
+    The same as ``victim_reason(strict=True)`` for each pod in turn, each judged with the ones before
+    it gone (``filter_victims``), in whatever order: with the stricter rule every condition is
+    checked on the dimensions the pod asks for, and only pods asking for a dimension lower it, so
+    the set passes exactly when each pod passes against the allocation with the whole set gone."""
+    after = _clean(allocated)
+    for req in requests:
+        after = sub(after, _clean(req))
+    for req in requests:
+        why = victim_reason(shares, add(after, _clean(req)), queue, req, gang_request, strict=True)
+        if why is not None:
+            return why
+    return None
+
+
+@dataclass(slots=True)
+class QueueUsage:
+    """Per leaf queue, what the capacity plugin counts at session open (capacity.go:1093-1131):
+    ``allocated`` (pods bound and not terminating: ``AllocatedStatus``), ``inqueue`` (what admitted
+    jobs still reserve, ``job_inqueue``) and ``elastic`` (what jobs hold beyond their
+    ``minResources``, ``job_elastic``)."""
+
+    allocated: dict[str, dict[str, float]] = field(default_factory=dict)
+    inqueue: dict[str, dict[str, float]] = field(default_factory=dict)
+    elastic: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def usage_of_groups(groups: Iterable[tuple[PodGroupView, Sequence[PodView]]]) -> QueueUsage:
+    """``QueueUsage`` from each PodGroup and its pods."""
+    out = QueueUsage()
+    for pg, pods in groups:
+        held: dict[str, float] = {}
+        tasks = 0
+        for p in pods:
+            if p.node_name and not p.deleting and not p.terminal:
+                held = add(held, _clean(p.requests))
+                tasks += 1
+        q = pg.queue
+        if held:
+            out.allocated[q] = add(out.allocated.get(q, {}), held)
+        minimum = pg.min_resources or None
+        reserved = job_inqueue(minimum, held, pg.phase, tasks, pg.min_member)
+        if reserved:
+            out.inqueue[q] = add(out.inqueue.get(q, {}), reserved)
+        beyond = {k: v for k, v in job_elastic(held, minimum).items() if v > 0}
+        if beyond:
+            out.elastic[q] = add(out.elastic.get(q, {}), beyond)
+    return out
+
+
+class CapacityLedger:
+    """One planning cycle's view of the capacity plugin: the session's attributes and each leaf
+    queue's allocation, which plans change as they commit (victims leave, gangs and released pods
+    arrive), so that every later question sees them."""
+
+    def __init__(self, shares: CapacityShares, allocated: Mapping[str, Amounts]) -> None:
+        self.shares = shares
+        self.allocated: dict[str, dict[str, float]] = {q: _clean(a) for q, a in allocated.items()}
+
+    def of(self, queue: str) -> dict[str, float]:
+        return self.allocated.get(queue, {})
+
+    def take(self, queue: str, request: Amounts) -> None:
+        """``request`` is placed in ``queue``."""
+        self.allocated[queue] = add(self.of(queue), _clean(request))
+
+    def give(self, queue: str, request: Amounts) -> None:
+        """``request`` leaves ``queue``."""
+        self.allocated[queue] = sub(self.of(queue), _clean(request))
+
+    def allocatable(self, queue: str, request: Amounts) -> bool:
+        return allocatable(self.shares, self.allocated, queue, request)
+
+    def allocatable_reason(self, queue: str, request: Amounts) -> str | None:
+        return allocatable_reason(self.shares, self.allocated, queue, request)
+
+    def excess(self, queue: str, request: Amounts) -> dict[str, dict[str, float]]:
+        return capability_excess(self.shares, self.allocated, queue, request)
+
+    def may_reclaim_reason(self, queue: str, request: Amounts) -> str | None:
+        return may_reclaim_reason(self.shares, self.allocated, queue, request)
+
+    def victims_reason(self, queue: str, requests: Sequence[Amounts],
+                       gang_request: Amounts | None = None) -> str | None:
+        return victims_reason(self.shares, self.of(queue), queue, requests, gang_request)
+
+    def without(self, leaving: Iterable[tuple[str, Amounts]]) -> CapacityLedger:
+        """A copy with the (queue, request) pods of ``leaving`` gone (victims being weighed)."""
+        out = CapacityLedger(self.shares, {})
+        out.allocated = dict(self.allocated)
+        for queue, request in leaving:
+            out.give(queue, request)
+        return out
+
+    def in_subtree(self, queue: str, ancestor: str) -> bool:
+        """``queue`` is ``ancestor`` or below it (its allocation counts in the ancestor's)."""
+        attr = self.shares.get(queue)
+        return queue == ancestor or (attr is not None and ancestor in attr.ancestors)

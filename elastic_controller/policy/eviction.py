@@ -20,22 +20,30 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 from .cooldowns import old_enough
 from .decisions import Eviction, GangDecision
 from .fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from .keys import GPU
 from .model import PodView, newest_checkpoint
+from .ordering import JobRank, Key, gang_key, job_rank, sequence_key, victim_key
 from .quantity import add, format_resources, sub
 from .world import Gang, JobState, World, is_candidate_role, job_id
 
 _MAX_COMBINATIONS = 4000
-# A victim's preference, smallest first: (-fulfillment, job priority, -checkpoint time (unknown:
-# +inf), the job's GPUs (all restart), -replica index, UID).
-_Pref = tuple[float, int, float, int, int, str]
-# A plan's score on one node, smallest first: (jobs it newly disrupts, victims, their preferences in
-# order, dominant resource left, node name).
-_Score = tuple[int, int, tuple[_Pref, ...], int, str]
+
+
+class _Score(NamedTuple):
+    """A node's plan for one needed pod; the smallest wins (fields compared in order: ordering.py,
+    "Victim sets")."""
+
+    new_jobs: int  # jobs it disrupts that no victim of this cycle disrupted yet (each restarts)
+    victims: int  # how many
+    order: tuple[Key, ...]  # their victim keys in order (ordering.sequence_key)
+    left: int  # dominant resource left free on the node after the pod
+    node: str
+
 # Every node is scored for every needed pod when True (the reference the indexed search must match;
 # the properties compare both).
 EXHAUSTIVE_NODE_SCAN = False
@@ -97,31 +105,30 @@ class Planner:
         self._profile_ids = profile_ids
         self.kinds: dict[str, frozenset[tuple[str, int, bool]]] = {}
         self._kinds_ok: dict[frozenset[tuple[str, int, bool]], bool] = {}  # for the gang being planned
-        self.start_pref: dict[str, _Pref] = {}
+        self.start_pref: dict[str, Key] = {}
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         jobs = world.jobs  # only the candidates' jobs are ranked
-        # What disrupting each candidate's job costs beyond fairness: the work since its last checkpoint
-        # (newest first; unknown counts as oldest) and how many GPUs restart (all of its workers').
-        self.job_cost: dict[str, tuple[float, int]] = {}
+        # What disrupting each candidate's job loses beyond fairness (ordering.py, victim criterion 3):
+        # the work since its last checkpoint (newest first; unknown counts as oldest) and how many GPUs
+        # restart (all of its workers'). Fixed for the cycle.
         for jid, pods in self.candidates_by_job.items():
             job = jobs[jid]
             ckpt = newest_checkpoint(None, job.pg, world.pods_by_group.get(pods[0].group_key, ()))
-            self.job_cost[jid] = (-ckpt.timestamp() if ckpt is not None else math.inf,
-                                  job.running_workers * pods[0].requests.get(world.dominant, 0))
-        job_key = {jid: (-jobs[jid].fulfillment(), jobs[jid].priority, *self.job_cost[jid])
-                   for jid in self.candidates_by_job}
+            job.loss = (-ckpt.timestamp() if ckpt is not None else math.inf,
+                        job.running_workers * pods[0].requests.get(world.dominant, 0))
+        job_key = {jid: job_rank(jobs[jid]) for jid in self.candidates_by_job}
         # Nodes holding candidates of a job disrupted this cycle (victims taken, or picked for the gang
         # being planned), counted per such job: more victims there may disrupt no new job.
         self.hit_nodes: dict[str, int] = {}
-        # False while a gang is planned again by fewest victims alone (see plan_gang): disrupted jobs
+        # False while a gang is planned again by fewest victims alone (see _assign): disrupted jobs
         # then count 0 in every score.
         self.restart_aware = True
         # Per node: its candidates as (size, preference at the start = self.preference(p)).
-        keyed: dict[str, list[tuple[int, _Pref]]] = {}
+        keyed: dict[str, list[tuple[int, Key]]] = {}
         sizes: set[int] = set()
         for node, pods in self.candidates_by_node.items():
-            pairs = keyed[node] = [(p.requests.get(dom, 0), (*job_key[p.job_id], -p.replica_index, p.uid))
+            pairs = keyed[node] = [(p.requests.get(dom, 0), victim_key(job_key[p.job_id], p))
                                    for p in pods]
             sizes.update(size for size, _ in pairs)
             self.start_pref[node] = min(pref for _, pref in pairs)
@@ -132,7 +139,7 @@ class Planner:
         # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
         # also ranked, per candidate size, by their most preferred candidate at least that large.
         self.sizes = sorted(sizes)
-        self.pref_at_least: dict[int, dict[str, _Pref]] = {size: {} for size in self.sizes}
+        self.pref_at_least: dict[int, dict[str, Key]] = {size: {} for size in self.sizes}
         for node, pairs in keyed.items():
             pairs.sort(key=lambda sp: sp[0], reverse=True)  # largest first: a running minimum per size
             i, best = 0, None
@@ -186,7 +193,7 @@ class Planner:
         jobs, taken, dom, now = w.jobs, self.taken, w.dominant, w.now
         for p in self.candidates_by_node.get(node, ()):
             job = jobs.get(p.job_id)
-            if job is None or job.bounds is None or p.key in taken:
+            if job is None or job.bounds is None or job.pg is None or p.key in taken:
                 continue
             policy = w.policy(job.queue)
             if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, now):
@@ -260,6 +267,8 @@ class Planner:
         first rules, in its order), or None."""
         if job is None or job.bounds is None:
             return "unknown job"
+        if job.pg is None:
+            return "no PodGroup"  # not ours to shrink: a neighbour's job, or one the controller refused
         if job.priority > gang.priority:
             return "higher priority"
         if job.cooling and not self.w.policy(job.queue).preemptDuringCooldown:
@@ -283,19 +292,13 @@ class Planner:
                 return False
         return True
 
-    def preference(self, pod: PodView, extra_taken: int = 0) -> _Pref:
-        jid = job_id(pod)
-        job = self.w.jobs[jid]
-        job.taken += extra_taken
-        try:
-            return (-job.fulfillment(), job.priority, *self.job_cost[jid], -pod.replica_index, pod.uid)
-        finally:
-            job.taken -= extra_taken
+    def preference(self, pod: PodView, extra_taken: int = 0) -> Key:
+        """``pod``'s victim key (``ordering.victim_key``) with ``extra_taken`` more of its job's workers taken."""
+        return victim_key(job_rank(self.w.jobs[pod.job_id], extra_taken), pod)
 
-    def _job_part(self, pod: PodView, extra_taken: int) -> tuple[float, int, float, int]:
-        """The job's part of ``preference(pod, extra_taken)`` (all but index and UID)."""
-        pref = self.preference(pod, extra_taken)
-        return pref[0], pref[1], pref[2], pref[3]
+    def order_key(self, subset: Sequence[PodView]) -> tuple[Key, ...]:
+        """``ordering.sequence_key`` of ``subset``: among equally small sets, the smallest comes first."""
+        return sequence_key(self.w.jobs, subset)
 
     def _take(self, pod: PodView, delta: int) -> None:
         """Count ``pod`` as a victim (``delta`` 1) or not any more (-1) in its job's ``taken``,
@@ -327,29 +330,15 @@ class Planner:
         already disrupted)."""
         return 0 if hit or not self.restart_aware else 1
 
-    def _can_beat(self, jobs_low: int, victims_low: int, pref_low: _Pref | tuple[()],
-                  beat: _Score | None) -> bool:
+    @staticmethod
+    def _can_beat(jobs_low: int, victims_low: int, pref_low: Key | tuple[()], beat: _Score | None) -> bool:
         """Whether a plan disrupting at least ``jobs_low`` new jobs with at least ``victims_low`` victims,
         the first preferred no more than ``pref_low``, could score below ``beat``."""
         if beat is None:
             return True
-        if (jobs_low, victims_low) != (beat[0], beat[1]):
-            return (jobs_low, victims_low) < (beat[0], beat[1])
-        return not beat[2] or pref_low <= beat[2][0]
-
-    def order_key(self, subset: Sequence[PodView]) -> tuple[_Pref, ...]:
-        """The victims of ``subset`` in preference order, fulfillment recomputed as each is taken:
-        among equally small sets, the one with the smallest key comes first."""
-        rest = list(subset)
-        extra: dict[str, int] = {}
-        out = []
-        while rest:
-            keyed = [(self.preference(p, extra.get(job_id(p), 0)), p) for p in rest]
-            key, best = min(keyed, key=lambda kp: kp[0])
-            out.append(key)
-            rest.remove(best)
-            extra[job_id(best)] = extra.get(job_id(best), 0) + 1
-        return tuple(out)
+        if (jobs_low, victims_low) != (beat.new_jobs, beat.victims):
+            return (jobs_low, victims_low) < (beat.new_jobs, beat.victims)
+        return not beat.order or pref_low <= beat.order[0]
 
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
@@ -371,7 +360,7 @@ class Planner:
         jobs = self.w.jobs
         floor = self._jobs_floor(any(jobs[c.job_id].taken for c in cands))
         budget = _MAX_COMBINATIONS
-        best: tuple[tuple[int, int, tuple[_Pref, ...]], tuple[PodView, ...]] | None = None
+        best: tuple[tuple[int, int, tuple[Key, ...]], tuple[PodView, ...]] | None = None
         for k in range(1, len(cands) + 1):
             if best is not None and (floor, k) > best[0][:2]:
                 break  # more victims and no fewer new jobs: cannot win
@@ -434,7 +423,7 @@ class Planner:
                 chosen.add(v.key)
                 victims.append(v)
                 self._take(v, 1)
-            cap.take(score[4], pod_demand(pod))
+            cap.take(score.node, pod_demand(pod))
         return victims
 
     def _score(self, gang: Gang, pod: PodView, name: str, cap: Capacity, chosen: set[str],
@@ -443,8 +432,8 @@ class Planner:
         if subset is None:
             return None
         left = add(cap.free[name], _sum_demand(subset))
-        return (self.new_jobs(subset), len(subset), self.order_key(subset), left.get(self.w.dominant, 0),
-                name), subset
+        return _Score(self.new_jobs(subset), len(subset), self.order_key(subset), left.get(self.w.dominant, 0),
+                      name), subset
 
     def _best_node(self, gang: Gang, pod: PodView, cap: Capacity,
                    chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
@@ -476,7 +465,7 @@ class Planner:
                         if node_accepts(nodes[n], pod):
                             name = n
             if name is not None:
-                return (0, 0, (), free, name), []
+                return _Score(0, 0, (), free, name), []
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
@@ -508,8 +497,8 @@ class Planner:
                 size = self.sizes[i]
                 low = self.pref_at_least[size]
             order = self._tag_order(tag, size, low)
-            if not order or (best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound, low[order[0]],
-                                                                     best[0])):
+            if not order or (best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound,
+                                                                     low[order[0]], best[0])):
                 continue  # even the tag's best node cannot beat the best plan found
             for name in self._ranked(names, order, low):
                 if best is not None and not self._can_beat(self._jobs_floor(name in hit), bound, low[name], best[0]):
@@ -527,7 +516,7 @@ class Planner:
                     best = found
         return best
 
-    def _tag_order(self, tag: int, size: int, low: dict[str, _Pref]) -> list[str]:
+    def _tag_order(self, tag: int, size: int, low: dict[str, Key]) -> list[str]:
         """Every node given ``tag`` (some may have moved on) by ``low``, most preferred first; nodes
         missing from ``low`` have no large enough candidate."""
         order = self._tag_orders.get((tag, size))
@@ -537,7 +526,7 @@ class Planner:
         return order
 
     @staticmethod
-    def _ranked(names: set[str], order: list[str], low: dict[str, _Pref]) -> Iterable[str]:
+    def _ranked(names: set[str], order: list[str], low: dict[str, Key]) -> Iterable[str]:
         """``names`` (nodes of one tag, now in one bucket) in ``order``: a large bucket is walked along
         the tag's order, a small one sorted."""
         if len(names) * 8 < len(order):
@@ -555,7 +544,7 @@ class Planner:
                 continue
             if best is None or found[0] < best[0]:
                 best = found
-                if not found[1] and found[0][3] == pod.requests.get(self.w.dominant, 0):
+                if not found[1] and found[0].left == pod.requests.get(self.w.dominant, 0):
                     break  # exact fit without victims: cannot do better
         return best
 
@@ -716,15 +705,15 @@ class Planner:
         left = list(cands)
         need = excess
         ascending = sorted(c.requests.get(dom, 0) for c in left)  # sizes of `left`
-        # Per job: (-fulfillment, priority) with this construction's picks taken, or None when one more
-        # victim would take it below min; only the job of the last pick changes between steps.
-        job_part: dict[str, tuple[float, int, float, int] | None] = {}
+        # Per job: its job_rank with this construction's picks taken, or None when one more victim
+        # would take it below min; only the job of the last pick changes between steps.
+        job_part: dict[str, JobRank | None] = {}
         while len(picked) < k:
             slots = k - len(picked) - 1
             with_c = sum(ascending[max(0, len(ascending) - slots - 1):])  # the largest slots + 1
             without_c = sum(ascending[max(0, len(ascending) - slots):]) if slots else 0  # the largest slots
             edge = ascending[len(ascending) - slots - 1] if slots < len(ascending) else 0
-            best: tuple[_Pref, int] | None = None
+            best: tuple[Key, int] | None = None
             for i, c in enumerate(left):
                 jid = c.job_id
                 if jid in job_part:
@@ -735,14 +724,14 @@ class Planner:
                     n = extra.get(jid, 0)
                     part = job_part[jid] = (
                         None if job.current_workers() - n - 1 < job.bounds.min_replicas
-                        else self._job_part(c, n))
+                        else job_rank(job, n))
                 if part is None:
                     continue
                 size = c.requests.get(dom, 0)
                 others = with_c - size if size >= edge else without_c  # the largest `slots` besides c
                 if size + others < need:
                     continue
-                key = (*part, -c.replica_index, c.uid)  # = self.preference(c, extra[jid])
+                key = victim_key(part, c)  # = self.preference(c, extra[jid])
                 if best is None or key < best[0]:
                     best = (key, i)
             if best is None:
@@ -934,5 +923,5 @@ def starving_gangs(world: World) -> list[Gang]:
         if gang.since is None or (world.now - gang.since).total_seconds() >= policy.starvationSeconds:
             out.append(gang)
     epoch = world.now.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
-    out.sort(key=lambda g: (-g.priority, g.pg.created or g.since or epoch, g.key))
+    out.sort(key=lambda g: gang_key(g, epoch))
     return out

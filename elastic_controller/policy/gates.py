@@ -15,6 +15,7 @@ from .decisions import GateRelease
 from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import LAST_SCALE_DIRECTION, Direction
 from .model import PodView
+from .ordering import ScaleUpKey, scale_up_key, scale_up_pod_rank
 from .quantity import add
 from .world import Gang, JobState, World, job_id
 
@@ -200,21 +201,22 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
             if pod.gated(gate):
                 by_job.setdefault(job_id(pod), []).append(pod)
             group_of[job_id(pod)] = key
-    # Jobs in their first rendezvous first (growing them costs no restart), then least fulfilled,
-    # then lowest pending index and name: a total order, whatever order the groups come in.
-    order: list[tuple[int, float, int, str, str]] = []
+    # ordering.scale_up_key: jobs in their first rendezvous first (growing them costs no restart),
+    # then least fulfilled, then lowest pending index and name: a total order, whatever order the
+    # groups come in.
+    order: list[ScaleUpKey] = []
     first_of: dict[str, bool] = {}
     for jid, pods in by_job.items():
         job = world.jobs.get(jid)
         if job is None or job.bounds is None or job.cooling or _snoozed(world, job):
             continue
-        pods.sort(key=lambda p: (p.replica_index, p.name))
+        pods.sort(key=scale_up_pod_rank)
         first = first_of[jid] = _first_rendezvous(world, job, group_of[jid])
-        order.append((0 if first else 1, job.fulfillment(), pods[0].replica_index, pods[0].name, jid))
+        order.append(scale_up_key(first, job, pods[0], jid))
     order.sort()
     per_queue: dict[str, int] = {}  # jobs grown per queue this cycle (each is one scale event)
     releases: list[GateRelease] = []
-    for _, _, _, _, jid in order:
+    for *_, jid in order:
         job = world.jobs[jid]
         assert job.bounds is not None
         policy = world.policy(job.queue)

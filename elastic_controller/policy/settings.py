@@ -50,6 +50,19 @@ class AgentConfig:
     dryRun: bool = False
 
 
+SHARE_PLUGINS = ("proportion", "capacity")
+
+
+@dataclass(frozen=True, slots=True)
+class SharesConfig:
+    """Which Volcano plugin divides the cluster between queues (the agent must judge as it does):
+    ``proportion`` (weights, Volcano's Helm default; flat) or ``capacity`` (per-queue deserved,
+    guarantee and capability; hierarchical queues with ``hierarchy``, its ``enableHierarchy``)."""
+
+    plugin: str = "proportion"
+    hierarchy: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class ElasticConfig:
     schedulerName: str = "volcano"
@@ -60,6 +73,7 @@ class ElasticConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     defaults: QueuePolicy = field(default_factory=QueuePolicy)
     queues: dict[str, QueuePolicy] = field(default_factory=dict)
+    shares: SharesConfig = field(default_factory=SharesConfig)
 
     def queue_policy(self, queue: str) -> QueuePolicy:
         return self.queues.get(queue, self.defaults)

@@ -64,7 +64,7 @@ class BoxOptions:
     node_cpu: str = "32"
     node_memory: str = "256Gi"
     node_pods: int = 110
-    volcano_conf: str = "ours"  # ours | native | path to a scheduler conf file
+    volcano_conf: str = "ours"  # NAME of hack/volcano-scheduler-NAME.conf (ours, native, ...) | a file
     timeout: float = 90.0  # per component health wait
     keep_on_failure: bool = False
     quiet: bool = False
@@ -646,9 +646,12 @@ class Box:
 
     def _scheduler_conf(self) -> Path:
         v = self.opts.volcano_conf
-        src = paths.HACK_DIR / f"volcano-scheduler-{v}.conf" if v in ("ours", "native") else Path(v)
+        named = paths.HACK_DIR / f"volcano-scheduler-{v}.conf"  # ours, native, capacity, ...
+        src = named if "/" not in v and named.is_file() else Path(v)
         if not src.is_file():
-            raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); use ours, native or a file")
+            known = ", ".join(sorted(f.name[len("volcano-scheduler-"):-len(".conf")]
+                                     for f in paths.HACK_DIR.glob("volcano-scheduler-*.conf")))
+            raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); use one of {known} or a file")
         dst = self.dir / "volcano-scheduler.conf"
         shutil.copyfile(src, dst)
         return dst

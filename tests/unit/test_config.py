@@ -123,6 +123,12 @@ def _problems(doc: Any) -> list[str]:
         pytest.param({"priorities": {"master": 100, "core": 500, "elastic": 100}}, "priorities",
                      id="master-not-above-core"),
         pytest.param({"priorities": {"elastic": 600}}, "priorities", id="elastic-above-default-core"),
+        pytest.param({"shares": {"plugin": "drf"}}, "shares.plugin", id="shares-unknown-plugin"),
+        pytest.param({"shares": {"plugin": ""}}, "shares.plugin", id="shares-empty-plugin"),
+        pytest.param({"shares": {"hierarchy": "yes"}}, "shares.hierarchy", id="shares-hierarchy-string"),
+        pytest.param({"shares": {"hierarchy": True}}, "shares.hierarchy", id="shares-hierarchy-needs-capacity"),
+        pytest.param({"shares": {"enableHierarchy": True}}, "shares.enableHierarchy", id="shares-unknown-key"),
+        pytest.param({"shares": "capacity"}, "shares", id="shares-not-mapping"),
         pytest.param({"defaults": {"noticeSeconds": -1}}, "defaults.noticeSeconds", id="notice-negative"),
         pytest.param({"defaults": {"noticeSeconds": 1.5}}, "defaults.noticeSeconds", id="notice-float"),
         pytest.param({"defaults": {"noticeSeconds": "60"}}, "defaults.noticeSeconds", id="notice-string"),
@@ -228,6 +234,19 @@ def test_restart_settings_per_queue() -> None:
     q, r = cfg.queue_policy("q"), cfg.queue_policy("r")
     assert (q.minScaleUpGain, q.snooze_seconds(), q.firstRendezvousSeconds) == (0.25, 900, 30)
     assert (r.minScaleUpGain, r.snooze_seconds(), r.firstRendezvousSeconds) == (1, 120, 60)
+
+
+@pytest.mark.parametrize(("doc", "plugin", "hierarchy"), [
+    ({}, "proportion", False),
+    ({"shares": {"plugin": "capacity"}}, "capacity", False),
+    ({"shares": {"plugin": "capacity", "hierarchy": True}}, "capacity", True),
+    ({"shares": {"plugin": "proportion", "hierarchy": False}}, "proportion", False),
+])
+def test_shares(doc: dict[str, Any], plugin: str, hierarchy: bool) -> None:
+    cfg = parse_config(doc)
+    assert (cfg.shares.plugin, cfg.shares.hierarchy) == (plugin, hierarchy)
+
+
 def test_notice_seconds_default_and_per_queue() -> None:
     assert parse_config({}).defaults.noticeSeconds == 0  # evict at once, as before the notice existed
     cfg = load_config("defaults: {noticeSeconds: 30}\nqueues: {research: {noticeSeconds: 120}, batch: {}}\n")

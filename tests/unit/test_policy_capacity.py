@@ -435,3 +435,56 @@ def test_strict_never_takes_a_queue_below_deserved(scn: _Scenario) -> None:
         left[name] = {k: left[name].get(k, 0) - r.get(k, 0) for k in set(left[name]) | set(r)}
         for k in cap.relevant_dimensions(shares.queues[name].deserved, r):
             assert left[name].get(k, 0) >= shares.queues[name].deserved[k]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_scenario(), st.randoms(use_true_random=False))
+def test_a_set_of_victims_passes_in_any_order_or_not_at_all(scn: _Scenario, rnd: Any) -> None:
+    """victims_reason (the set at once) agrees with filter_victims (one by one) in every order."""
+    shares, allocated, cands = scn
+    for name in ("q0", "q1", "q2"):
+        mine = [r for n, r in cands if n == name]
+        together = cap.victims_reason(shares, allocated[name], name, mine) is None
+        for _ in range(3):
+            rnd.shuffle(mine)
+            one_by_one = cap.filter_victims(shares, allocated, [(name, r) for r in mine], strict=True)
+            assert (len(one_by_one) == len(mine)) is together
+
+
+def test_usage_of_groups() -> None:
+    """capacity.go:1093-1131: allocated (bound, not terminating), inqueue, elastic per queue."""
+    from elastic_controller.policy.model import PodGroupView, PodView
+
+    def pods(group: str, placed: int, pending: int = 0, deleting: int = 0) -> list[PodView]:
+        out = [PodView("ns", f"{group}-{i}", f"u-{group}-{i}", phase="Running", node_name="n0", requests={GPU: 2},
+                       group=group) for i in range(placed)]
+        out += [PodView("ns", f"{group}-p{i}", f"u-{group}-p{i}", requests={GPU: 2}, group=group)
+                for i in range(pending)]
+        out += [PodView("ns", f"{group}-d{i}", f"u-{group}-d{i}", phase="Running", node_name="n0", requests={GPU: 2},
+                        group=group, deleting=True) for i in range(deleting)]
+        return out
+
+    a = PodGroupView("ns", "a", 2, "qa", min_resources={GPU: 4}, phase="Running")
+    b = PodGroupView("ns", "b", 2, "qb", min_resources={GPU: 4}, phase="Inqueue")
+    usage = cap.usage_of_groups([(a, pods("a", 3, deleting=1)), (b, pods("b", 1, pending=1))])
+    assert usage.allocated["qa"] == {GPU: 6} and usage.elastic["qa"] == {GPU: 2} and "qa" not in usage.inqueue
+    assert usage.allocated["qb"] == {GPU: 2} and usage.inqueue["qb"] == {GPU: 2} and "qb" not in usage.elastic
+
+
+def test_ledger_follows_the_plan() -> None:
+    shares = cap.build(dept(), res(gpu=16), hierarchy=True)
+    led = cap.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
+    assert led.excess("team-b", res(gpu=2)) == {"dept": {GPU: 2.0}}
+    led.give("scratch", res(gpu=2))
+    assert led.allocatable("team-b", res(gpu=2)) and led.in_subtree("scratch", "dept")
+    led.take("team-b", res(gpu=2))
+    assert not led.allocatable("team-b", res(gpu=1))
+    assert led.victims_reason("scratch", [res(gpu=2)], res(gpu=2)) is None  # best-effort: immediate victim
+    assert led.may_reclaim_reason("scratch", res(gpu=1)) is not None  # best-effort never reclaims
+
+
+def test_ledger_without_leaves_the_original_alone() -> None:
+    shares = cap.build(dept(), res(gpu=16), hierarchy=True)
+    led = cap.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
+    trial = led.without([("scratch", res(gpu=2)), ("scratch", res(gpu=2))])
+    assert trial.excess("team-b", res(gpu=4)) == {} and led.excess("team-b", res(gpu=4)) == {"dept": {GPU: 4.0}}

@@ -15,7 +15,8 @@ from elastic_controller.simulate.generate import GeneratorOptions, generate
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec
 
-LINEAR = SimSettings(curve=ScalingCurve(1.0))
+# hand-computed trajectories: no checkpoint loss (tests of it set an interval)
+LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
 
 
 def cluster(nodes: int = 1, gpus: int = 8, queues: tuple[QueueSpec, ...] = (QueueSpec("default"),)) -> ClusterSpec:
@@ -101,7 +102,7 @@ def test_smaller_gang_is_not_blocked_by_a_bigger_one() -> None:
 
 def test_scaling_efficiency_slows_bigger_jobs() -> None:
     r = simulate([job("a", 0, 2, 2, 4, 8000)], cluster(), ElasticConfig(), "static-max",
-                 SimSettings(curve=ScalingCurve(0.8)))
+                 SimSettings(curve=ScalingCurve(0.8), checkpoint_interval=0))
     assert times(r) == {"a": (0.0, pytest.approx(8000 / (8 * 0.8)))}
 
 
@@ -110,7 +111,9 @@ def test_queues_share_by_weight() -> None:
     queues = (QueueSpec("heavy", 3), QueueSpec("light", 1))
     jobs = [job(f"h{i}", 0, 1, 1, 1, 100, queue="heavy") for i in range(8)]
     jobs += [job(f"l{i}", 0, 1, 1, 1, 100, queue="light") for i in range(8)]
-    r = simulate(jobs, cluster(nodes=8, gpus=1, queues=queues), ElasticConfig(), "static-max", LINEAR)
+    # allocate's shares alone (enqueue would admit 9.6 GPUs' worth of the 16 jobs, see test_enqueue_*)
+    r = simulate(jobs, cluster(nodes=8, gpus=1, queues=queues), ElasticConfig(), "static-max",
+                 dataclasses.replace(LINEAR, enqueue=False))
     first_wave = {j.name for j in r.jobs if j.start == 0.0}
     assert len(first_wave) == 8
     assert sum(1 for n in first_wave if n.startswith("h")) == 6
@@ -193,7 +196,8 @@ def test_skipping_idle_cycles_changes_nothing() -> None:
 
 # --- the engine guards what it applies -----------------------------------------------------------
 
-EVERY_CYCLE = SimSettings(curve=ScalingCurve(1.0), prefilter=False)  # fake planners break its premises
+# fake planners break the prefilter's premises
+EVERY_CYCLE = SimSettings(curve=ScalingCurve(1.0), prefilter=False, checkpoint_interval=0)
 
 def test_a_plan_evicting_a_master_or_core_pod_is_refused() -> None:
     from elastic_controller.policy.decisions import CyclePlan, Eviction
