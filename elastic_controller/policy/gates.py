@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from .decisions import GateRelease
 from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import LAST_SCALE_DIRECTION, Direction
-from .model import PodView
+from .model import PodView, newest_checkpoint
 from .ordering import ScaleUpKey, scale_up_key, scale_up_pod_rank
 from .quantity import add
 from .world import Gang, JobState, World, job_id
@@ -144,6 +144,16 @@ def _snoozed(world: World, job: JobState) -> bool:
     return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds()
 
 
+def _checkpointed_lately(world: World, job: JobState, group: str, window: int | None) -> bool:
+    """Whether growing ``job`` now loses little work: no ``scaleUpAfterCheckpointSeconds`` window, no
+    checkpoint time published (``volcano-elastic.io/last-checkpoint-time`` on the PodGroup or a pod:
+    nothing known), or its last checkpoint at most ``window`` seconds ago."""
+    if window is None:
+        return True
+    last = newest_checkpoint(None, job.pg, world.pods_by_group.get(group, ()))
+    return last is None or (world.now - last).total_seconds() <= window
+
+
 def _first_rendezvous(world: World, job: JobState, group: str) -> bool:
     """Whether ``job`` is still in its first rendezvous: never scaled, and its gang placed within its
     queue's firstRendezvousSeconds (torchrun's c10d rendezvous waits ``last_call_timeout`` after its
@@ -222,6 +232,9 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         policy = world.policy(job.queue)
         if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
             continue
+        first = first_of[jid]
+        if not first and not _checkpointed_lately(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds):
+            continue  # a restart now would lose the work since its last checkpoint: wait for the next one
         now_workers = job.current_workers()
         # The largest size that fits now: lowest indexes first, each where it fits (capacity only
         # shrinks as pods are placed, so the first pod that does not fit ends the job's growth).
@@ -245,7 +258,6 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         if allowed is not None and not allowed.every:
             floor = allowed.floor(target)
             target = floor if floor is not None and floor > now_workers else now_workers
-        first = first_of[jid]
         gain = (target - now_workers) / max(1, now_workers)
         if target == now_workers or (not first and gain < policy.minScaleUpGain):
             keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
@@ -260,9 +272,12 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         job.added += len(taken)
         per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
         sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and not allowed.every else ""
+        after = ("" if policy.scaleUpAfterCheckpointSeconds is None else
+                 f", checkpointed within scaleUpAfterCheckpointSeconds {policy.scaleUpAfterCheckpointSeconds}s "
+                 "(or publishes no checkpoint time)")
         why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
                f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart" if first else
-               f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}: worth a restart")
+               f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart")
         for pod, node in taken:
             releases.append(GateRelease(
                 pod.key, jid, node, job.queue,

@@ -23,6 +23,9 @@ class QueuePolicy:
     # A job whose gang was placed this recently and that was never scaled gets its elastic workers
     # in its first rendezvous (torchrun's c10d last_call_timeout: 30 s by default): no restart.
     firstRendezvousSeconds: int = 30
+    # A job that publishes volcano-elastic.io/last-checkpoint-time grows only within this many
+    # seconds after its last checkpoint (a restart then loses little work); None: whenever.
+    scaleUpAfterCheckpointSeconds: int | None = None
 
     def snooze_seconds(self) -> int:
         return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds

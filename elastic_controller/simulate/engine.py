@@ -88,6 +88,9 @@ class SimSettings:
     pod_cooldown: float = 0.0
     enqueue: bool = True  # model Volcano's enqueue admission (tests turn it off)
     overcommit_factor: float = 1.2  # the overcommit plugin's overcommit-factor
+    # elastic: jobs publish volcano-elastic.io/last-checkpoint-time on their PodGroup (the contract's
+    # annotation, as training code writes it), so the planner sees what a restart would lose
+    publish_checkpoints: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -606,9 +609,13 @@ class Simulator:
     def snapshot(self) -> Snapshot:
         pods: list[PodView] = []
         groups: list[PodGroupView] = []
+        publish = self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0
         for job in self.active.values():
             if not job.done:
-                groups.append(job.pg_view or self._group_view(job))
+                view = job.pg_view
+                if view is None or (publish and job.rate > 0 and (job.id in self.grown or job.id in self.gated)):
+                    view = self._group_view(job)  # (its checkpoint time moves while it runs)
+                groups.append(view)
             views = job.views
             if views is None:
                 views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
@@ -621,6 +628,9 @@ class Simulator:
         if job.last_scale >= 0:
             annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
             annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
+            # what the training code writes (docs/checkpointing.md): its last checkpoint's time
+            annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(self._last_checkpoint(job)))
         spec = job.spec
         view = PodGroupView(
             namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
@@ -632,6 +642,13 @@ class Simulator:
             uid=f"pg-{job.id}")
         job.pg_view = view
         return view
+
+    def _last_checkpoint(self, job: SimJob) -> float:
+        """When ``job`` last checkpointed (or resumed from one), as of now: progress since the last
+        settle counts, checkpoints fall every ``checkpoint_interval`` seconds of progress."""
+        interval = self.settings.checkpoint_interval
+        progress = max(0.0, self.now - job.resume_at)  # progress since the last settle
+        return self.now - math.fmod(job.since_checkpoint + progress, interval)
 
     def _pod_view(self, pod: SimPod) -> PodView:
         job = pod.job

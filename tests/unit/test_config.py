@@ -219,6 +219,10 @@ def test_gating_disabled() -> None:
         pytest.param({"scaleUpSnoozeSeconds": 1.5}, "queues.q.scaleUpSnoozeSeconds", id="float-snooze"),
         pytest.param({"scaleUpSnoozeSeconds": True}, "queues.q.scaleUpSnoozeSeconds", id="bool-snooze"),
         pytest.param({"firstRendezvousSeconds": -5}, "queues.q.firstRendezvousSeconds", id="negative-rendezvous"),
+        pytest.param({"scaleUpAfterCheckpointSeconds": -1}, "queues.q.scaleUpAfterCheckpointSeconds",
+                     id="negative-checkpoint-window"),
+        pytest.param({"scaleUpAfterCheckpointSeconds": "5m"}, "queues.q.scaleUpAfterCheckpointSeconds",
+                     id="text-checkpoint-window"),
     ],
 )
 def test_restart_settings_validated_strictly(queue: dict[str, Any], path: str) -> None:

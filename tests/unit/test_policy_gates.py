@@ -8,7 +8,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, queue
+from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, queue, ts
 
 GATE = "volcano-elastic.io/scale-up"
 
@@ -286,3 +286,26 @@ def test_room_a_valid_size_leaves_goes_to_the_next_job() -> None:
     plan = plan_of(*objs, cfg=cfg(minScaleUpGain=0.3))
     assert released(plan) == ["a-worker-2", "a-worker-3", "b-worker-3"]
     assert [r.node for r in plan.gate_releases] == ["n0", "n0", "n0"]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_age", "window", "releases"),
+    [pytest.param(600, 300, False, id="checkpointed-10min-ago-window-5min"),
+     pytest.param(120, 300, True, id="checkpointed-2min-ago"),
+     pytest.param(None, 300, True, id="no-checkpoint-published"),
+     pytest.param(600, None, True, id="no-window")],
+)
+def test_growth_waits_for_a_fresh_checkpoint(checkpoint_age: int | None, window: int | None, releases: bool) -> None:
+    objs = job(min_r=2, max_r=6, running=2)
+    if checkpoint_age is not None:
+        objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(checkpoint_age))
+    plan = plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=window))
+    assert bool(plan.gate_releases) is releases
+    if releases and window is not None:
+        assert "scaleUpAfterCheckpointSeconds" in plan.gate_releases[0].reason
+
+
+def test_first_rendezvous_does_not_wait_for_a_checkpoint() -> None:
+    objs = job(min_r=2, max_r=6, running=2, scheduled_at=ago(5))
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(3600))
+    assert len(plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=60)).gate_releases) == 4

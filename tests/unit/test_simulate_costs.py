@@ -53,6 +53,37 @@ def test_restarts_lose_the_work_since_the_last_checkpoint() -> None:
     assert sum(j.lost_work for j in r0.jobs) == 0.0
 
 
+def test_jobs_publish_their_last_checkpoint_to_the_planner() -> None:
+    """The planner sees volcano-elastic.io/last-checkpoint-time on a running elastic job's PodGroup:
+    A (1..2 workers, grown at 0 in its first rendezvous) checkpoints every 100 s of progress."""
+    from datetime import datetime
+
+    from elastic_controller.policy import keys
+    from elastic_controller.policy.decisions import CyclePlan
+    from elastic_controller.policy.model import Snapshot
+
+    seen: list[tuple[datetime, str]] = []
+
+    def planner(snap: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
+        for pg in snap.podgroups:
+            if keys.LAST_CHECKPOINT_TIME in pg.annotations:
+                seen.append((now, pg.annotations[keys.LAST_CHECKPOINT_TIME]))
+        from elastic_controller.policy.cycle import plan_cycle
+        return plan_cycle(snap, cfg, now)
+
+    jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 250, 1, 1, 4, 4000)]
+    settings = dataclasses.replace(LINEAR, checkpoint_interval=100)
+    simulate(jobs, cluster(), ElasticConfig(), "elastic", settings, planner=planner)
+    assert seen, "no cycle saw a checkpoint time"
+    for now, text in seen:
+        age = (now - datetime.fromisoformat(text.replace("Z", "+00:00"))).total_seconds()
+        assert 0 <= age < 100 + 60, (now, text)  # within one interval (plus a restart's penalty)
+    off = dataclasses.replace(settings, publish_checkpoints=False)
+    seen.clear()
+    simulate(jobs, cluster(), ElasticConfig(), "elastic", off, planner=planner)
+    assert not seen
+
+
 # --- enqueue -------------------------------------------------------------------------------------
 
 TWO_QUEUES = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("q1"), QueueSpec("q2")))
