@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
                         metavar="NAMESPACE/NAME",
-                        help="the Volcano scheduler's ConfigMap, compared with config `shares` when readable "
-                             "('' to skip)")
+                        help="the Volcano scheduler's ConfigMap, read when RBAC allows get on it ('' to "
+                             "skip): compared with config `shares`, and a warning that two evictors run when "
+                             "its actions evict (preempt, reclaim, gangpreempt, gangreclaim)")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -73,7 +74,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "max": bounds.max_replicas if bounds else pg.min_member,
             "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
             if bounds and workers >= bounds.min_replicas else None,
-            "cooldownSeconds": int(cooldown_remaining(pg, policy, now)),
+            "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
@@ -82,6 +83,25 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         }
         out.setdefault(pg.queue, []).append(row)
     return out
+
+
+def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
+    """Objects the agent cannot use as they are (malformed, or partly implausible like a node
+    claiming 1e18 GPUs), one line each: what the agent logs once at WARNING."""
+    from .policy.parse import parse_objects
+
+    snap, warnings = parse_objects(items, cfg)
+    out = list(warnings)
+    for node in snap.nodes:
+        out.extend(f"Node {node.name}: {problem}" for problem in node.problems)
+    return out
+
+
+def render_skipped(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return f"SKIPPED OBJECTS ({len(lines)}: not used by the agent as they are)\n" + \
+        "".join(f"  {line}\n" for line in lines)
 
 
 def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
@@ -150,13 +170,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
+    from .volcanoconf import two_evictors
+
+    warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
+    skipped = skipped_objects(items, cfg)
     if args.output == "json":
-        print(json.dumps(rows, indent=2))
+        if warning:
+            print(warning, file=sys.stderr)
+        out: dict[str, Any] = dict(rows)
+        if skipped:
+            out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
+        print(json.dumps(out, indent=2))
     else:
         from .volcanoconf import check_scheduler
 
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
-        sys.stdout.write(render(rows, shares=check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)))
+        shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
+        sys.stdout.write(render_skipped(skipped))
     return 0
 
 

@@ -7,6 +7,12 @@ mutually exclusive there (Volcano's docs/user-guide/how_to_use_capacity_plugin.m
 with ``enableHierarchy: true`` makes queues a tree. The agent decides on one model (config
 ``shares``): when the scheduler runs the other one, the agent's evictions and gate lifts follow
 rules Volcano does not apply, hence the loud warning (``mismatch``).
+
+And which actions evict: the legacy ``preempt`` and ``reclaim``, or (Volcano >= 1.15) the
+gang-aware ``gangpreempt`` and ``gangreclaim``. Next to the volcano-elastic agent that makes two
+evictors racing for the same GPUs (``two_evictors``, docs/volcano-native.md). Both mark their
+victims with the pod condition DisruptionTarget, reason PreemptionByScheduler, and delete them;
+the agent counts those as scale events of the victim's job.
 """
 
 from __future__ import annotations
@@ -158,3 +164,70 @@ def check_scheduler(api: KubeAPI, shares: SharesConfig, ref: str, recorder: Even
         ref_obj = owner_ref({**cm, "apiVersion": "v1", "kind": "ConfigMap"})
         recorder.emit(ref_obj, "Warning", MISMATCH_REASON, f"volcano-elastic: {problem}")
     return f"{model} (MISMATCH: {problem})"
+
+
+EVICTING_ACTIONS = ("preempt", "reclaim", "gangpreempt", "gangreclaim")
+# Plugins that only matter when an evicting action runs (cdp: cooldown before a pod may be evicted).
+EVICTION_PLUGINS = ("cdp",)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerActions:
+    """The actions (lowercased, in order) and every plugin name of a scheduler configuration."""
+
+    actions: tuple[str, ...]
+    plugins: tuple[str, ...]
+
+    @property
+    def evicting(self) -> tuple[str, ...]:
+        return tuple(a for a in self.actions if a in EVICTING_ACTIONS)
+
+
+def parse_scheduler_actions(text: str) -> SchedulerActions:
+    """The ``actions`` and plugin names of a ``volcano-scheduler.conf`` document."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SchedulerConfError(f"not valid YAML: {exc}".replace("\n", " ")) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("actions"), str):
+        raise SchedulerConfError("no actions string")
+    actions = tuple(a.strip().lower() for a in doc["actions"].split(",") if a.strip())
+    plugins: list[str] = []
+    tiers = doc.get("tiers")
+    for tier in tiers if isinstance(tiers, list) else []:
+        entries = tier.get("plugins") if isinstance(tier, dict) else None
+        for p in entries if isinstance(entries, list) else []:
+            if isinstance(p, dict) and isinstance(p.get("name"), str):
+                plugins.append(p["name"])
+    return SchedulerActions(actions, tuple(plugins))
+
+
+def two_evictors_warning(conf: SchedulerActions, source: str) -> str | None:
+    """The warning ``status`` prints when Volcano evicts next to our agent, else None."""
+    if not conf.evicting:
+        return None
+    extra = [p for p in conf.plugins if p in EVICTION_PLUGINS]
+    with_plugins = f" (with plugin {', '.join(extra)})" if extra else ""
+    return (f"WARNING: two evictors are running: the Volcano scheduler ({source}) runs "
+            f"{', '.join(conf.evicting)}{with_plugins} next to the volcano-elastic agent. Volcano deletes "
+            f"pods without the Eviction API (no PDBs, no fulfillment or cooldown), and the two race for "
+            f"the same GPUs; the agent counts Volcano's evictions as scale events. Recommended: actions "
+            f"\"enqueue, allocate, backfill\" (see docs/volcano-native.md).")
+
+
+def two_evictors(api: KubeAPI, ref: str) -> str | None:
+    """The two-evictors warning when the scheduler's ConfigMap ``ref`` (``NAMESPACE/NAME``) can be
+    read and its actions evict; None (say nothing) when it cannot be read (forbidden, absent,
+    not a scheduler configuration) or ``ref`` is empty. Never raises."""
+    if not ref:
+        return None
+    try:
+        namespace, name = split_ref(ref)
+        cm = api.get(CONFIGMAPS, name, namespace)
+        text = (cm.get("data") or {}).get(CONF_KEY)
+        if not isinstance(text, str):
+            return None
+        conf = parse_scheduler_actions(text)
+    except (KubeError, ValueError):
+        return None
+    return two_evictors_warning(conf, f"ConfigMap {ref}")

@@ -809,6 +809,10 @@ class Planner:
             fits_now = not w.releasing or fits_all(gang.needed, w.free_now)
             self.capacity = trial  # promise the room to this gang
             if fits_now:
+                blocked = _queue_blocks(w, gang.queue)
+                if blocked:  # not "waiting for the scheduler" forever: it never will
+                    return wait(f"its min set fits on free capacity now, but {blocked}: Volcano will not "
+                                "place it")
                 return wait("its min set fits on free capacity now; waiting for the scheduler to place it")
             n = sum(len(v) for v in w.releasing.values())
             return wait(f"fits once {n} terminating pod(s) release their resources "
@@ -898,6 +902,14 @@ class Planner:
             why += f" and brings queue {gang.queue} back within its deserved share (before: {share_note})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
+
+
+def _queue_blocks(world: World, queue: str) -> str:
+    """Why Volcano will never place a gang of ``queue`` whatever the capacity ("" when nothing we see)."""
+    for q in world.snapshot.queues:
+        if q.name == queue:
+            return "" if q.state in ("", "Open") else f"its queue {queue} is {q.state}"
+    return f"its queue {queue} does not exist"
 
 
 def _sum_demand(pods: Sequence[PodView]) -> dict[str, int]:
