@@ -46,7 +46,7 @@ agent: {{intervalSeconds: 1}}
 defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3, maxScaleUpPerCycle: 2,
             minScaleUpGain: 0.3}}
 """
-# minScaleUpGain 0.3 (default 0.5): in step 4, A's growth from 6 back to 8 workers (+33 %) is worth a
+# minScaleUpGain 0.3 (default 1): in step 4, A's growth from 6 back to 8 workers (+33 %) is worth a
 # restart in this story; with the default it would keep its 6 until more room frees up.
 T0 = time.monotonic()
 

@@ -144,14 +144,14 @@ def _snoozed(world: World, job: JobState) -> bool:
     return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds()
 
 
-def _checkpointed_lately(world: World, job: JobState, group: str, window: int | None) -> bool:
-    """Whether growing ``job`` now loses little work: no ``scaleUpAfterCheckpointSeconds`` window, no
-    checkpoint time published (``volcano-elastic.io/last-checkpoint-time`` on the PodGroup or a pod:
-    nothing known), or its last checkpoint at most ``window`` seconds ago."""
+def _checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
+    """Seconds since ``job``'s last published checkpoint (``volcano-elastic.io/last-checkpoint-time``
+    on its PodGroup or a pod), or None: none published, or no ``scaleUpAfterCheckpointSeconds``
+    window to check it against (growing it then waits for nothing)."""
     if window is None:
-        return True
+        return None
     last = newest_checkpoint(None, job.pg, world.pods_by_group.get(group, ()))
-    return last is None or (world.now - last).total_seconds() <= window
+    return None if last is None else (world.now - last).total_seconds()
 
 
 def _first_rendezvous(world: World, job: JobState, group: str) -> bool:
@@ -233,7 +233,9 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
             continue
         first = first_of[jid]
-        if not first and not _checkpointed_lately(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds):
+        age = _checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
+        window = policy.scaleUpAfterCheckpointSeconds
+        if not first and age is not None and window is not None and age > window:
             continue  # a restart now would lose the work since its last checkpoint: wait for the next one
         now_workers = job.current_workers()
         # The largest size that fits now: lowest indexes first, each where it fits (capacity only
@@ -272,9 +274,8 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         job.added += len(taken)
         per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
         sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and not allowed.every else ""
-        after = ("" if policy.scaleUpAfterCheckpointSeconds is None else
-                 f", checkpointed within scaleUpAfterCheckpointSeconds {policy.scaleUpAfterCheckpointSeconds}s "
-                 "(or publishes no checkpoint time)")
+        after = ("" if age is None else
+                 f", checkpointed {age:.0f}s ago (within scaleUpAfterCheckpointSeconds {window})")
         why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
                f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart" if first else
                f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart")

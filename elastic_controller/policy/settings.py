@@ -17,7 +17,7 @@ class QueuePolicy:
     preemptDuringCooldown: bool = False
     # Growth must be worth a restart: a job grows only when its workers grow by at least this
     # fraction ((new - now) / now), except in its first rendezvous (no restart). 0: any growth.
-    minScaleUpGain: float = 0.5
+    minScaleUpGain: float = 1.0
     # A job shrunk for a gang is not grown again before this many seconds (None: cooldownSeconds).
     scaleUpSnoozeSeconds: int | None = None
     # A job whose gang was placed this recently and that was never scaled gets its elastic workers
@@ -25,7 +25,7 @@ class QueuePolicy:
     firstRendezvousSeconds: int = 30
     # A job that publishes volcano-elastic.io/last-checkpoint-time grows only within this many
     # seconds after its last checkpoint (a restart then loses little work); None: whenever.
-    scaleUpAfterCheckpointSeconds: int | None = None
+    scaleUpAfterCheckpointSeconds: int | None = 300
 
     def snooze_seconds(self) -> int:
         return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds

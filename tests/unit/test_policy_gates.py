@@ -35,8 +35,9 @@ def test_releases_lowest_index_first_up_to_max() -> None:
 
 
 def test_only_where_it_fits_now() -> None:
-    assert released(plan_of(node("n0", gpus=5), *job())) == ["j-worker-3", "j-worker-4"]
-    assert released(plan_of(node("n0", gpus=3), *job())) == []
+    half = cfg(minScaleUpGain=0.5)  # 3 -> 5 workers: +67 %
+    assert released(plan_of(node("n0", gpus=5), *job(), cfg=half)) == ["j-worker-3", "j-worker-4"]
+    assert released(plan_of(node("n0", gpus=3), *job(), cfg=half)) == []
 
 
 def test_capacity_promised_to_earlier_releases_is_taken() -> None:
@@ -47,7 +48,7 @@ def test_capacity_promised_to_earlier_releases_is_taken() -> None:
 
 
 def test_releases_on_other_nodes() -> None:
-    plan = plan_of(node("n0", gpus=3), node("n1", gpus=2), *job())
+    plan = plan_of(node("n0", gpus=3), node("n1", gpus=2), *job(), cfg=cfg(minScaleUpGain=0.5))
     assert sorted(released(plan)) == ["j-worker-3", "j-worker-4"]
     assert {g.node for g in plan.gate_releases} == {"n1"}
 
@@ -243,7 +244,7 @@ def test_gang_its_queue_share_keeps_out_does_not_block() -> None:
 
 def test_gang_its_own_queue_can_make_room_for_has_its_room_set_aside() -> None:
     # a (qa) is cooling down: g waits for its victims; its 2 GPUs on n1 are kept free for it.
-    plan = plan_of(*over_share(a_last_scale=ago(60)))
+    plan = plan_of(*over_share(a_last_scale=ago(60)), cfg=cfg(minScaleUpGain=0.5))  # b: 4 -> 6
     assert plan.scale_up_blocked_by == ()
     assert released(plan) == ["b-worker-4", "b-worker-5"]
 
@@ -301,7 +302,7 @@ def test_growth_waits_for_a_fresh_checkpoint(checkpoint_age: int | None, window:
         objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(checkpoint_age))
     plan = plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=window))
     assert bool(plan.gate_releases) is releases
-    if releases and window is not None:
+    if releases and window is not None and checkpoint_age is not None:
         assert "scaleUpAfterCheckpointSeconds" in plan.gate_releases[0].reason
 
 
