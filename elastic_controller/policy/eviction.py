@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -25,7 +26,7 @@ from .cooldowns import old_enough
 from .decisions import Eviction, GangDecision
 from .fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from .keys import GPU
-from .model import PodView
+from .model import PodView, newest_checkpoint
 from .ordering import JobRank, Key, gang_key, job_rank, sequence_key, victim_key
 from .quantity import add, format_resources, sub
 from .world import Gang, JobState, World, is_candidate_role, job_id
@@ -34,8 +35,10 @@ _MAX_COMBINATIONS = 4000
 
 
 class _Score(NamedTuple):
-    """A node's plan for one needed pod; the smallest wins (fields compared in order)."""
+    """A node's plan for one needed pod; the smallest wins (fields compared in order: ordering.py,
+    "Victim sets")."""
 
+    new_jobs: int  # jobs it disrupts that no victim of this cycle disrupted yet (each restarts)
     victims: int  # how many
     order: tuple[Key, ...]  # their victim keys in order (ordering.sequence_key)
     left: int  # dominant resource left free on the node after the pod
@@ -106,7 +109,21 @@ class Planner:
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         jobs = world.jobs  # only the candidates' jobs are ranked
+        # What disrupting each candidate's job loses beyond fairness (ordering.py, victim criterion 3):
+        # the work since its last checkpoint (newest first; unknown counts as oldest) and how many GPUs
+        # restart (all of its workers'). Fixed for the cycle.
+        for jid, pods in self.candidates_by_job.items():
+            job = jobs[jid]
+            ckpt = newest_checkpoint(None, job.pg, world.pods_by_group.get(pods[0].group_key, ()))
+            job.loss = (-ckpt.timestamp() if ckpt is not None else math.inf,
+                        job.running_workers * pods[0].requests.get(world.dominant, 0))
         job_key = {jid: job_rank(jobs[jid]) for jid in self.candidates_by_job}
+        # Nodes holding candidates of a job disrupted this cycle (victims taken, or picked for the gang
+        # being planned), counted per such job: more victims there may disrupt no new job.
+        self.hit_nodes: dict[str, int] = {}
+        # False while a gang is planned again by fewest victims alone (see _assign): disrupted jobs
+        # then count 0 in every score.
+        self.restart_aware = True
         # Per node: its candidates as (size, preference at the start = self.preference(p)).
         keyed: dict[str, list[tuple[int, Key]]] = {}
         sizes: set[int] = set()
@@ -283,6 +300,46 @@ class Planner:
         """``ordering.sequence_key`` of ``subset``: among equally small sets, the smallest comes first."""
         return sequence_key(self.w.jobs, subset)
 
+    def _take(self, pod: PodView, delta: int) -> None:
+        """Count ``pod`` as a victim (``delta`` 1) or not any more (-1) in its job's ``taken``,
+        keeping ``hit_nodes`` (nodes with candidates of a disrupted job) up to date."""
+        jid = job_id(pod)
+        job = self.w.jobs[jid]
+        before = job.taken
+        job.taken += delta
+        if (before == 0) == (job.taken == 0):
+            return
+        hit = self.hit_nodes
+        for node in {c.node_name for c in self.candidates_by_job.get(jid, ())}:
+            n = hit.get(node, 0) + (1 if delta > 0 else -1)
+            if n:
+                hit[node] = n
+            else:
+                del hit[node]
+
+    def new_jobs(self, subset: Sequence[PodView]) -> int:
+        """How many jobs ``subset`` disrupts that no victim of this cycle (or of the gang being planned)
+        disrupted yet: every worker of such a job restarts, however many of its workers go."""
+        if not self.restart_aware:
+            return 0
+        jobs = self.w.jobs
+        return len({v.job_id for v in subset if jobs[v.job_id].taken == 0})
+
+    def _jobs_floor(self, hit: bool) -> int:
+        """The fewest new jobs any victim set on a node disrupts (``hit``: it holds candidates of a job
+        already disrupted)."""
+        return 0 if hit or not self.restart_aware else 1
+
+    @staticmethod
+    def _can_beat(jobs_low: int, victims_low: int, pref_low: Key | tuple[()], beat: _Score | None) -> bool:
+        """Whether a plan disrupting at least ``jobs_low`` new jobs with at least ``victims_low`` victims,
+        the first preferred no more than ``pref_low``, could score below ``beat``."""
+        if beat is None:
+            return True
+        if (jobs_low, victims_low) != (beat.new_jobs, beat.victims):
+            return (jobs_low, victims_low) < (beat.new_jobs, beat.victims)
+        return not beat.order or pref_low <= beat.order[0]
+
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
                           chosen: set[str], beat: _Score | None = None) -> list[PodView] | None:
@@ -297,25 +354,32 @@ class Planner:
         if not cands or not _covers(deficit, cands):
             return None
         cands.sort(key=self.preference)
+        # Fewest newly disrupted jobs first, then fewest victims, then preference: a larger set may win
+        # when it takes from fewer jobs (or from jobs already disrupted), so sizes go up until no
+        # larger set can beat the best found (no set disrupts fewer than ``floor`` new jobs).
+        jobs = self.w.jobs
+        floor = self._jobs_floor(any(jobs[c.job_id].taken for c in cands))
         budget = _MAX_COMBINATIONS
+        best: tuple[tuple[int, int, tuple[Key, ...]], tuple[PodView, ...]] | None = None
         for k in range(1, len(cands) + 1):
-            if beat is not None and (k > beat.victims or
-                                     (k == beat.victims and self.preference(cands[0]) > beat.order[0])):
-                return None  # more victims, or as many whose first is less preferred: cannot win
-            feasible: list[tuple[PodView, ...]] = []
+            if best is not None and (floor, k) > best[0][:2]:
+                break  # more victims and no fewer new jobs: cannot win
+            if not self._can_beat(floor, k, self.preference(cands[0]), beat):
+                return None  # cannot beat the best plan found on other nodes
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
                     break
                 if _covers(deficit, subset) and self._subset_ok(gang, subset):
-                    feasible.append(subset)
-            if feasible:
-                best: tuple[PodView, ...] = min(feasible, key=self.order_key)
-                return list(best)
+                    score = (self.new_jobs(subset), k, self.order_key(subset))
+                    if best is None or score < best[0]:
+                        best = (score, subset)
             if budget < 0:
+                if best is not None:
+                    return list(best[1])
                 self.used_greedy = True
                 return self._greedy(gang, deficit, cands)
-        return None
+        return list(best[1]) if best is not None else None
 
     def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView]) -> list[PodView] | None:
         chosen: list[PodView] = []
@@ -327,7 +391,25 @@ class Planner:
         return None
 
     def _assign(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
-        """Greedy per needed pod: the node needing the fewest (most preferred) victims."""
+        """Greedy per needed pod: the node whose victims disrupt the fewest new jobs, then are fewest
+        (then most preferred). Greedy choices that save a restart for one pod may leave no room for a
+        later one: the gang is then planned again by fewest victims alone (the order before issue
+        19), so that restart awareness never makes a gang wait that could be placed."""
+        victims = self._assign_greedy(gang, cap)
+        if victims is not None or not self.inflight:
+            return victims  # a plan, or not even the first needed pod found room: no other order helps
+        for v in self.inflight:  # the picks of the failed attempt are not victims
+            self._take(v, -1)
+        self.inflight = []
+        self._job_verdicts = {}  # verdicts and share refusals depended on those picks
+        self._share_refusals = set()
+        self.restart_aware = False
+        try:
+            return self._assign_greedy(gang, self.capacity.copy())  # (``cap`` is not read afterwards)
+        finally:
+            self.restart_aware = True
+
+    def _assign_greedy(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
         victims: list[PodView] = []
         self.inflight = victims
         chosen: set[str] = set()
@@ -340,7 +422,7 @@ class Planner:
                 cap.give(v.node_name, pod_demand(v))
                 chosen.add(v.key)
                 victims.append(v)
-                self.w.jobs[job_id(v)].taken += 1
+                self._take(v, 1)
             cap.take(score.node, pod_demand(pod))
         return victims
 
@@ -350,7 +432,8 @@ class Planner:
         if subset is None:
             return None
         left = add(cap.free[name], _sum_demand(subset))
-        return _Score(len(subset), self.order_key(subset), left.get(self.w.dominant, 0), name), subset
+        return _Score(self.new_jobs(subset), len(subset), self.order_key(subset), left.get(self.w.dominant, 0),
+                      name), subset
 
     def _best_node(self, gang: Gang, pod: PodView, cap: Capacity,
                    chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
@@ -382,7 +465,7 @@ class Planner:
                         if node_accepts(nodes[n], pod):
                             name = n
             if name is not None:
-                return _Score(0, (), free, name), []
+                return _Score(0, 0, (), free, name), []
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
@@ -400,8 +483,11 @@ class Planner:
             buckets.append((bound, free, tag, names))
         buckets.sort(key=lambda b: (b[0], b[1], b[2]))
         best: tuple[_Score, list[PodView]] | None = None
+        hit = self.hit_nodes
         for bound, free, tag, names in buckets:
-            if best is not None and bound > best[0].victims:
+            # No node of this bucket or later ones (as many victims or more) disrupts fewer than one new
+            # job, unless it holds candidates of a disrupted job (then 0).
+            if best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound, (), best[0]):
                 break
             size, low = 0, self.start_pref
             if bound == 1 and free < gpus:
@@ -411,11 +497,14 @@ class Planner:
                 size = self.sizes[i]
                 low = self.pref_at_least[size]
             order = self._tag_order(tag, size, low)
-            if not order or (best is not None and bound == best[0].victims and low[order[0]] > best[0].order[0]):
+            if not order or (best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound,
+                                                                     low[order[0]], best[0])):
                 continue  # even the tag's best node cannot beat the best plan found
             for name in self._ranked(names, order, low):
-                if best is not None and bound == best[0].victims and low[name] > best[0].order[0]:
-                    break
+                if best is not None and not self._can_beat(self._jobs_floor(name in hit), bound, low[name], best[0]):
+                    if hit and self.restart_aware:
+                        continue  # (a later node holding a disrupted job's candidates still may)
+                    break  # later nodes come by preference: none can beat it either
                 kinds = self.kinds[name]
                 may_give = self._kinds_ok.get(kinds)  # _may_give's cache, read inline: a hot loop
                 if may_give is None:
@@ -755,7 +844,7 @@ class Planner:
             share_failed = extra is None
             victims = None if extra is None else victims + extra
         for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
-            w.jobs[job_id(v)].taken -= 1
+            self._take(v, -1)
         self.inflight = []
         if victims is None:
             if share_failed:
@@ -796,7 +885,7 @@ class Planner:
             reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
                       f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
                       f"{gang.key} in queue {gang.queue}")
-            job.taken += 1
+            self._take(v, 1)
             self.taken.add(v.key)
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
             evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))
