@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ class JobState:
     cooling: bool = False
     taken: int = 0  # victims taken this cycle
     added: int = 0  # gates lifted this cycle
+    # What disrupting the job loses beyond fairness (victim criterion 3, see ordering.py), fixed for
+    # the cycle: (-its last checkpoint's POSIX time, or +inf when unknown; the GPUs that restart).
+    loss: tuple[float, int] = (math.inf, 0)
     job_ref: str = ""  # ns/PyTorchJob name (from the pods' job-name label; "" when none)
 
     def current_workers(self) -> int:

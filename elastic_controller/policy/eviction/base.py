@@ -3,13 +3,14 @@ committed plans change (capacity, victims taken, each queue's allocation), and t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ..decisions import Eviction, GangDecision
 from ..fit import pod_demand
-from ..model import PodView
+from ..model import PodView, newest_checkpoint
 from ..ordering import Key, job_rank, sequence_key, victim_key
 from ..quantity import add
 from ..world import Gang, World, is_candidate_role, job_id
@@ -90,6 +91,21 @@ class PlannerBase:
             if pods is None:
                 pods = by_job[pod.job_id] = []
             pods.append(pod)
+        # What disrupting each candidate's job loses beyond fairness (ordering.py, victim criterion 3):
+        # the work since its last checkpoint (newest first; unknown counts as oldest) and how many GPUs
+        # restart (all of its workers'). Fixed for the cycle (set before any job is ranked).
+        jobs = world.jobs
+        for jid, pods in by_job.items():
+            job = jobs[jid]
+            ckpt = newest_checkpoint(None, job.pg, world.pods_by_group.get(pods[0].group_key, ()))
+            job.loss = (-ckpt.timestamp() if ckpt is not None else math.inf,
+                        job.running_workers * pods[0].requests.get(world.dominant, 0))
+        # Nodes holding candidates of a job disrupted this cycle (victims taken, or picked for the gang
+        # being planned), counted per such job: more victims there may disrupt no new job.
+        self.hit_nodes: dict[str, int] = {}
+        # False while a gang is planned again by fewest victims alone (see search._assign): disrupted
+        # jobs then count 0 in every score.
+        self.restart_aware = True
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
         self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
@@ -114,6 +130,23 @@ class PlannerBase:
     def order_key(self, subset: Sequence[PodView]) -> tuple[Key, ...]:
         """``ordering.sequence_key`` of ``subset``: among equally small sets, the smallest comes first."""
         return sequence_key(self.w.jobs, subset)
+
+    def _take(self, pod: PodView, delta: int) -> None:
+        """Count ``pod`` as a victim (``delta`` 1) or not any more (-1) in its job's ``taken``,
+        keeping ``hit_nodes`` (nodes with candidates of a disrupted job) up to date."""
+        jid = job_id(pod)
+        job = self.w.jobs[jid]
+        before = job.taken
+        job.taken += delta
+        if (before == 0) == (job.taken == 0):
+            return
+        hit = self.hit_nodes
+        for node in {c.node_name for c in self.candidates_by_job.get(jid, ())}:
+            n = hit.get(node, 0) + (1 if delta > 0 else -1)
+            if n:
+                hit[node] = n
+            else:
+                del hit[node]
 
     def _own_share(self, gang: Gang, victims: Sequence[PodView]) -> int:
         """The dominant resource that ``victims`` from ``gang``'s own queue give back to it."""

@@ -101,7 +101,7 @@ class Planner(VictimSearch, ShareVictims):
             share_failed = extra is None
             victims = None if extra is None else victims + extra
         for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
-            w.jobs[job_id(v)].taken -= 1
+            self._take(v, -1)
         self.inflight = []
         if victims is None:
             if share_failed:
@@ -142,7 +142,7 @@ class Planner(VictimSearch, ShareVictims):
             reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
                       f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
                       f"{gang.key} in queue {gang.queue}")
-            job.taken += 1
+            self._take(v, 1)
             self.taken.add(v.key)
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
             evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))

@@ -5,7 +5,7 @@ without dropped (``_minimize``)."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import combinations
 from typing import NamedTuple
 
@@ -14,15 +14,17 @@ from ..keys import GPU
 from ..model import PodView
 from ..ordering import Key
 from ..quantity import add
-from ..world import Gang, job_id
+from ..world import Gang
 from .admissibility import Admissibility
 from .base import _MAX_COMBINATIONS, _covers, _deficit, _sum_demand
 from .index import NodeIndex
 
 
 class _Score(NamedTuple):
-    """A node's plan for one needed pod; the smallest wins (fields compared in order)."""
+    """A node's plan for one needed pod; the smallest wins (fields compared in order: ordering.py,
+    "Victim sets")."""
 
+    new_jobs: int  # jobs it disrupts that no victim of this cycle disrupted yet (each restarts)
     victims: int  # how many
     order: tuple[Key, ...]  # their victim keys in order (ordering.sequence_key)
     left: int  # dominant resource left free on the node after the pod
@@ -30,6 +32,30 @@ class _Score(NamedTuple):
 
 
 class VictimSearch(Admissibility, NodeIndex):
+    # -- restart cost ---------------------------------------------------------------------
+    def new_jobs(self, subset: Sequence[PodView]) -> int:
+        """How many jobs ``subset`` disrupts that no victim of this cycle (or of the gang being planned)
+        disrupted yet: every worker of such a job restarts, however many of its workers go."""
+        if not self.restart_aware:
+            return 0
+        jobs = self.w.jobs
+        return len({v.job_id for v in subset if jobs[v.job_id].taken == 0})
+
+    def _jobs_floor(self, hit: bool) -> int:
+        """The fewest new jobs any victim set on a node disrupts (``hit``: it holds candidates of a job
+        already disrupted)."""
+        return 0 if hit or not self.restart_aware else 1
+
+    @staticmethod
+    def _can_beat(jobs_low: int, victims_low: int, pref_low: Key | tuple[()], beat: _Score | None) -> bool:
+        """Whether a plan disrupting at least ``jobs_low`` new jobs with at least ``victims_low`` victims,
+        the first preferred no more than ``pref_low``, could score below ``beat``."""
+        if beat is None:
+            return True
+        if (jobs_low, victims_low) != (beat.new_jobs, beat.victims):
+            return (jobs_low, victims_low) < (beat.new_jobs, beat.victims)
+        return not beat.order or pref_low <= beat.order[0]
+
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
                           chosen: set[str], beat: _Score | None = None) -> list[PodView] | None:
@@ -44,25 +70,32 @@ class VictimSearch(Admissibility, NodeIndex):
         if not cands or not _covers(deficit, cands):
             return None
         cands.sort(key=self.preference)
+        # Fewest newly disrupted jobs first, then fewest victims, then preference: a larger set may win
+        # when it takes from fewer jobs (or from jobs already disrupted), so sizes go up until no
+        # larger set can beat the best found (no set disrupts fewer than ``floor`` new jobs).
+        jobs = self.w.jobs
+        floor = self._jobs_floor(any(jobs[c.job_id].taken for c in cands))
         budget = _MAX_COMBINATIONS
+        best: tuple[tuple[int, int, tuple[Key, ...]], tuple[PodView, ...]] | None = None
         for k in range(1, len(cands) + 1):
-            if beat is not None and (k > beat.victims or
-                                     (k == beat.victims and self.preference(cands[0]) > beat.order[0])):
-                return None  # more victims, or as many whose first is less preferred: cannot win
-            feasible: list[tuple[PodView, ...]] = []
+            if best is not None and (floor, k) > best[0][:2]:
+                break  # more victims and no fewer new jobs: cannot win
+            if not self._can_beat(floor, k, self.preference(cands[0]), beat):
+                return None  # cannot beat the best plan found on other nodes
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
                     break
                 if _covers(deficit, subset) and self._subset_ok(gang, subset):
-                    feasible.append(subset)
-            if feasible:
-                best: tuple[PodView, ...] = min(feasible, key=self.order_key)
-                return list(best)
+                    score = (self.new_jobs(subset), k, self.order_key(subset))
+                    if best is None or score < best[0]:
+                        best = (score, subset)
             if budget < 0:
+                if best is not None:
+                    return list(best[1])
                 self.used_greedy = True
                 return self._greedy(gang, deficit, cands)
-        return None
+        return list(best[1]) if best is not None else None
 
     def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView]) -> list[PodView] | None:
         chosen: list[PodView] = []
@@ -74,7 +107,25 @@ class VictimSearch(Admissibility, NodeIndex):
         return None
 
     def _assign(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
-        """Greedy per needed pod: the node needing the fewest (most preferred) victims."""
+        """Greedy per needed pod: the node whose victims disrupt the fewest new jobs, then are fewest
+        (then most preferred). Greedy choices that save a restart for one pod may leave no room for a
+        later one: the gang is then planned again by fewest victims alone (the order before issue
+        19), so that restart awareness never makes a gang wait that could be placed."""
+        victims = self._assign_greedy(gang, cap)
+        if victims is not None or not self.inflight:
+            return victims  # a plan, or not even the first needed pod found room: no other order helps
+        for v in self.inflight:  # the picks of the failed attempt are not victims
+            self._take(v, -1)
+        self.inflight = []
+        self._job_verdicts = {}  # verdicts and share refusals depended on those picks
+        self._share_refusals = set()
+        self.restart_aware = False
+        try:
+            return self._assign_greedy(gang, self.capacity.copy())  # (``cap`` is not read afterwards)
+        finally:
+            self.restart_aware = True
+
+    def _assign_greedy(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
         victims: list[PodView] = []
         self.inflight = victims
         chosen: set[str] = set()
@@ -87,7 +138,7 @@ class VictimSearch(Admissibility, NodeIndex):
                 cap.give(v.node_name, pod_demand(v))
                 chosen.add(v.key)
                 victims.append(v)
-                self.w.jobs[job_id(v)].taken += 1
+                self._take(v, 1)
             cap.take(score.node, pod_demand(pod))
         return victims
 
@@ -97,7 +148,8 @@ class VictimSearch(Admissibility, NodeIndex):
         if subset is None:
             return None
         left = add(cap.free[name], _sum_demand(subset))
-        return _Score(len(subset), self.order_key(subset), left.get(self.w.dominant, 0), name), subset
+        return _Score(self.new_jobs(subset), len(subset), self.order_key(subset), left.get(self.w.dominant, 0),
+                      name), subset
 
     def _best_node(self, gang: Gang, pod: PodView, cap: Capacity,
                    chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
@@ -129,7 +181,7 @@ class VictimSearch(Admissibility, NodeIndex):
                         if node_accepts(nodes[n], pod):
                             name = n
             if name is not None:
-                return _Score(0, (), free, name), []
+                return _Score(0, 0, (), free, name), []
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
@@ -147,8 +199,11 @@ class VictimSearch(Admissibility, NodeIndex):
             buckets.append((bound, free, tag, names))
         buckets.sort(key=lambda b: (b[0], b[1], b[2]))
         best: tuple[_Score, list[PodView]] | None = None
+        hit = self.hit_nodes
         for bound, free, tag, names in buckets:
-            if best is not None and bound > best[0].victims:
+            # No node of this bucket or later ones (as many victims or more) disrupts fewer than one new
+            # job, unless it holds candidates of a disrupted job (then 0).
+            if best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound, (), best[0]):
                 break
             size, low = 0, self.start_pref
             if bound == 1 and free < gpus:
@@ -158,11 +213,14 @@ class VictimSearch(Admissibility, NodeIndex):
                 size = self.sizes[i]
                 low = self.pref_at_least[size]
             order = self._tag_order(tag, size, low)
-            if not order or (best is not None and bound == best[0].victims and low[order[0]] > best[0].order[0]):
+            if not order or (best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound,
+                                                                     low[order[0]], best[0])):
                 continue  # even the tag's best node cannot beat the best plan found
             for name in self._ranked(names, order, low):
-                if best is not None and bound == best[0].victims and low[name] > best[0].order[0]:
-                    break
+                if best is not None and not self._can_beat(self._jobs_floor(name in hit), bound, low[name], best[0]):
+                    if hit and self.restart_aware:
+                        continue  # (a later node holding a disrupted job's candidates still may)
+                    break  # later nodes come by preference: none can beat it either
                 kinds = self.kinds[name]
                 may_give = self._kinds_ok.get(kinds)  # _may_give's cache, read inline: a hot loop
                 if may_give is None:
