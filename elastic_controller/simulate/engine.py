@@ -212,6 +212,7 @@ class Simulator:
         self.area_while_arriving: float | None = None  # self.area once the last submission came
         self.timeline: list[tuple[float, int]] = []
         self.evictions = 0
+        self.pod_changes = 0  # placements, evictions and frees (volcano-gang skips runs without any)
         self.restarts = 0
         self.cooldown_violations = 0
         self.rejected: list[str] = []
@@ -467,12 +468,14 @@ class Simulator:
         pod.placed_at = self.now
         pod.view = None
         self.allocated_gpus += job.spec.gpus
+        self.pod_changes += 1
 
     def free_pod(self, pod: SimPod) -> None:
         job = pod.job
         if pod.node < 0:
             return
         self.nodes.give(pod.node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
+        self.pod_changes += 1
         job.held_gpu_seconds += job.spec.gpus * (self.now - pod.placed_at)
         self.allocated_gpus -= job.spec.gpus
         if not pod.deleting:
@@ -490,6 +493,7 @@ class Simulator:
         pod.view = None
         pod.job.evictions += 1
         self.evictions += 1
+        self.pod_changes += 1
         self.alloc.pod_released(pod)
         self._push(now + self.settings.grace_period, _GRACE_END, pod, 0)
 

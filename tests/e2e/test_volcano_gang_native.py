@@ -9,12 +9,14 @@ evict on top. Also checks what Volcano itself sets on its victims (the condition
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from elastic_controller.kube.client import KubeClient
+from elastic_controller.kube.resources import NAMESPACES
 from hack.localbox import Box, paths
 from hack.localbox.box import version_tuple
 from tests.boxfixtures import box_fixture
@@ -35,13 +37,23 @@ def gang_native_config() -> str:
             " maxScaleUpPerCycle: 8}\n")
 
 
-def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, box_process: Any, kubeconfig: str,
-                                                             namespace: str, serving_cert: tuple[Path, Path],
-                                                             tmp_path: Path) -> None:
+def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, tmp_path: Path) -> None:
+    # Only `box` (this module's own) and its methods: the session fixtures kubeconfig, namespace,
+    # box_process and serving_cert are bound to the tier's first box (ours), not to this one.
+    kubeconfig = str(box.kubeconfig)
     kc = KubeClient.from_kubeconfig(kubeconfig)
+    namespace = f"gang-native-{uuid.uuid4().hex[:5]}"
+    kc.create(NAMESPACES, {"metadata": {"name": namespace}})
     cfg = tmp_path / "config.yaml"
     cfg.write_text(gang_native_config())
-    start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
+    started: list[str] = []
+
+    def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> Any:
+        unique = f"{name}-{uuid.uuid4().hex[:4]}"
+        started.append(unique)
+        return box.spawn(unique, argv, env)
+
+    start_stack(kc, box, spawn, kubeconfig, cfg, box.issue_serving_cert(tmp_path), namespace)
     sc = Scenario(kc, namespace)
     sc.queues()
     try:
@@ -65,4 +77,6 @@ def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, box_proce
     finally:
         sc.stop()
         sc.delete_queues()
+        for name in reversed(started):
+            box.stop(name)
         kc.close()
