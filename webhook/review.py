@@ -59,6 +59,9 @@ def review_pod(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
     if req.operation != "CREATE" or req.sub_resource or (req.kind and req.kind != "Pod") or req.obj is None:
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)
     patch = plan_pod_patch(req.obj, cfg)
+    if patch.neighbour:
+        fields.update(job=patch.job, reason=f"neighbour: {patch.neighbour}", warnings=patch.warnings)
+        return ReviewOutcome(respond(req.uid, warnings=patch.warnings), "allowed", fields=fields, notable=True)
     if patch.role is None:
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)
     fields.update(job=patch.job, role=patch.role.value, ops=len(patch.ops))

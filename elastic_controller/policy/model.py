@@ -52,6 +52,7 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    problems: tuple[str, ...] = ()  # what parsing did not take at face value (reported, never silent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,9 @@ class PodView:
     task_priority: int = 0
     annotations: dict[str, str] = field(default_factory=dict)
     preempted_by_scheduler: bool = False
+    # A PyTorchJob pod without a group annotation (created before our webhook was registered, or
+    # while it was bypassed): a member of its job's PodGroup by its labels (``group`` = job name).
+    adopted: bool = False
     # Derived once at construction (the planners read them for every pod, every cycle; the view is
     # frozen, so they cannot go stale): plain attributes, not properties.
     key: str = field(default="", init=False, repr=False, compare=False)  # ns/name
@@ -167,12 +171,17 @@ class PodGroupView:
     # was written here.
     worker_sizes: WorkerSizes = field(default=UNCONSTRAINED, init=False, repr=False, compare=False)
     last_checkpoint: datetime | None = field(default=None, init=False, repr=False, compare=False)
+    # The annotation is there but is no time: read as a scale event now (cooldown in force; the agent
+    # re-stamps it with the time it saw it and emits a Warning Event).
+    last_scale_invalid: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "key", f"{self.namespace}/{self.name}")
         ann = self.annotations
-        put(self, "last_scale", parse_time(ann.get(LAST_SCALE_TIME)))
+        raw = ann.get(LAST_SCALE_TIME)
+        put(self, "last_scale", parse_time(raw))
+        put(self, "last_scale_invalid", raw is not None and self.last_scale is None)
         put(self, "worker_sizes", parse_worker_sizes(ann))
         put(self, "last_checkpoint", parse_time(ann.get(LAST_CHECKPOINT_TIME)))
 
@@ -217,6 +226,10 @@ class JobView:
     finished: bool = False
     created: datetime | None = None
     raw: Any = None
+    # The job's own copy of its cooldown stamp (``volcano-elastic.io/last-scale-time`` on the
+    # PyTorchJob): a PodGroup deleted by hand and recreated without annotations keeps no cooldown.
+    last_scale: datetime | None = None
+    last_scale_invalid: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
     # Derived from the annotations at construction: the job contract as its owner wrote it, and
     # the checkpoint time the training code wrote on the job (None when absent or unreadable).

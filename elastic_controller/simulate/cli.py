@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-HELP = "simulate a job trace on a cluster under elastic, static-max and static-min scheduling"
+HELP = "simulate a job trace on a cluster under elastic, volcano-gang, static-max and static-min scheduling"
 
-POLICY_CHOICES = ("elastic", "static-max", "static-min", "all")
+POLICY_CHOICES = ("elastic", "volcano-gang", "static-max", "static-min", "all")
+# --example --seeds: the generator's settings of the bundled trace (examples/sim/README)
+EXAMPLE_JOBS, EXAMPLE_LOAD = 500, 1.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("input")
-    src.add_argument("--trace", metavar="FILE", help="job trace: our CSV/YAML, Helios cluster_log.csv or "
-                     "Alibaba openb_pod_list_*.csv (see docs/simulate.md)")
+    src.add_argument("--trace", metavar="FILE", help="job trace: our CSV/YAML, Helios cluster_log.csv, "
+                     "Alibaba openb_pod_list_*.csv, Philly (Pollux layout) or Tiresias CSV (see docs/simulate.md)")
     src.add_argument("--cluster", metavar="FILE", help="cluster YAML: node pools and queues")
     src.add_argument("--example", action="store_true",
                      help="use the bundled 64-node / 512-GPU cluster and 500-job trace")
@@ -22,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="instead of --trace, generate N synthetic jobs for the cluster (seeded by --seed)")
     src.add_argument("--load", type=float, default=1.2,
                      help="offered load of generated jobs, at max size (default: 1.2)")
-    src.add_argument("--trace-format", default="auto", choices=("auto", "csv", "yaml", "helios", "alibaba"),
+    src.add_argument("--trace-format", default="auto",
+                     choices=("auto", "csv", "yaml", "helios", "alibaba", "philly", "tiresias"),
                      help="format of --trace (default: from the suffix and header)")
     src.add_argument("--min-fraction", type=float, default=0.5,
                      help="imported traces: min workers = ceil(max * F) (default: 0.5)")
@@ -30,12 +32,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="imported traces: split each job into workers of N GPUs (default: as traced)")
     src.add_argument("--limit", type=int, default=0, metavar="N",
                      help="imported traces: keep the first N GPU jobs")
+    src.add_argument("--elastic-fraction", type=float, default=1.0, metavar="F",
+                     help="imported traces: the share of multi-worker jobs made elastic, drawn with --seed "
+                     "(the others stay rigid, min = max; default: 1.0)")
     sim = parser.add_argument_group("simulation")
     sim.add_argument("--policy", default="all", choices=POLICY_CHOICES, help="default: all")
     sim.add_argument("--config", metavar="FILE", help="ElasticConfig YAML (cooldowns etc.; default: defaults)")
-    sim.add_argument("--seed", type=int, default=1, help="seed of the synthetic generator (default: 1)")
+    sim.add_argument("--seed", type=int, default=1,
+                     help="seed of the synthetic generator and of --elastic-fraction's draw (default: 1)")
+    sim.add_argument("--seeds", metavar="LIST",
+                     help="generated traces: run every seed of LIST (1,2,3 or 1-5), print mean and spread, "
+                     "write one summary per seed under --out/seed-N/")
     sim.add_argument("--restart-penalty", type=float, default=60.0, metavar="SECONDS",
-                     help="time a job makes no progress after each scale event (default: 60)")
+                     help="time a job makes no progress after each restart (default: 60)")
+    sim.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="SECONDS",
+                     help="a job checkpoints after every SECONDS of progress; a restart loses the work since "
+                     "its last checkpoint (default: 1800; 0: off, nothing lost)")
+    sim.add_argument("--no-whole-bundle", action="store_true",
+                     help="volcano-gang: gangpreempt/gangreclaim take only SAFE bundles (allowWholeBundle: false)")
+    sim.add_argument("--pod-cooldown", type=float, default=0.0, metavar="SECONDS",
+                     help="volcano-gang: pods placed less than SECONDS ago are no victims (the cdp plugin's "
+                     "cooldown; default: 0, off)")
+    sim.add_argument("--no-enqueue", action="store_true",
+                     help="do not model Volcano's enqueue admission (every PodGroup Inqueue at once)")
     sim.add_argument("--grace-period", type=float, default=30.0, metavar="SECONDS",
                      help="an evicted worker holds its GPUs this long (default: 30)")
     sim.add_argument("--scaling-efficiency", default="0.95", metavar="CURVE",
@@ -57,19 +76,18 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     from importlib.resources import files
     from pathlib import Path
 
     from ..config import ConfigError, load_config_file
-    from .cluster import load_cluster, parse_cluster
-    from .engine import POLICIES, SimSettings, simulate
+    from .cluster import ClusterSpec, load_cluster, parse_cluster
+    from .engine import POLICIES, SimSettings
     from .generate import GeneratorOptions, generate
     from .plots import MISSING, have_matplotlib, write_plots
-    from .progress import ProgressBar
-    from .report import comparison, jobs_csv, summarize, table
+    from .runner import print_run, run_policies
     from .scaling import CurveError, parse_curve
-    from .trace import ImportOptions, TraceError, dump_csv, load_trace, parse_own_csv
+    from .seeds import class_ratio_table, parse_seeds, seeds_table
+    from .trace import ImportOptions, JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
     from .validate import check_jobs
 
     try:
@@ -80,84 +98,110 @@ def run(args: argparse.Namespace) -> int:
         curve = parse_curve(args.scaling_efficiency)
     except CurveError as exc:
         return _fail(str(exc))
-    if args.restart_penalty < 0 or args.grace_period < 0 or args.cycle_seconds < 0:
-        return _fail("--restart-penalty, --grace-period and --cycle-seconds must not be negative")
+    if (args.restart_penalty < 0 or args.grace_period < 0 or args.cycle_seconds < 0
+            or args.checkpoint_interval < 0 or args.pod_cooldown < 0):
+        return _fail("--restart-penalty, --grace-period, --cycle-seconds, --checkpoint-interval and "
+                     "--pod-cooldown must not be negative")
     if not 0 < args.min_fraction <= 1:
         return _fail("--min-fraction must be in (0, 1]")
+    if not 0 <= args.elastic_fraction <= 1:
+        return _fail("--elastic-fraction must be in [0, 1]")
+    if args.worker_gpus < 0:
+        return _fail("--worker-gpus must not be negative")
     if args.example and (args.trace or args.cluster or args.generate):
         return _fail("--example replaces --trace, --cluster and --generate")
     if not args.example and not args.cluster:
         return _fail("give --cluster FILE (with --trace FILE or --generate N), or --example")
     if not args.example and bool(args.trace) == bool(args.generate):
         return _fail("give exactly one of --trace FILE and --generate N")
+    seeds: list[int] = []
+    if args.seeds:
+        if args.trace:
+            return _fail("--seeds needs generated traces (--generate N, or --example for the bundled mix)")
+        try:
+            seeds = parse_seeds(args.seeds)
+        except ValueError as exc:
+            return _fail(str(exc))
 
+    traces: list[tuple[str, int, list[JobSpec]]] = []  # (name, seed, jobs)
+    cluster: ClusterSpec
     try:
         if args.example:
             base = files("elastic_controller") / "examples" / "sim"
             cluster = parse_cluster(base.joinpath("cluster.yaml").read_text(encoding="utf-8"),
                                     "<example>/cluster.yaml")
-            jobs = parse_own_csv(base.joinpath("trace.csv").read_text(encoding="utf-8"), "<example>/trace.csv")
+            if seeds:
+                for seed in seeds:
+                    traces.append((f"<example mix, seed {seed}>", seed, generate(cluster, GeneratorOptions(
+                        jobs=EXAMPLE_JOBS, seed=seed, load=EXAMPLE_LOAD))))
+            else:
+                traces.append(("<example>/trace.csv", 0, parse_own_csv(
+                    base.joinpath("trace.csv").read_text(encoding="utf-8"), "<example>/trace.csv")))
         else:
             cluster = load_cluster(args.cluster)
             if args.generate:
                 if args.generate < 1 or args.load <= 0:
                     return _fail("--generate needs N >= 1 and --load > 0")
-                jobs = generate(cluster, GeneratorOptions(jobs=args.generate, seed=args.seed, load=args.load))
+                for seed in seeds or [args.seed]:
+                    traces.append((f"<generated, seed {seed}>", seed, generate(cluster, GeneratorOptions(
+                        jobs=args.generate, seed=seed, load=args.load))))
             else:
-                jobs = load_trace(args.trace, args.trace_format, ImportOptions(
-                    min_fraction=args.min_fraction, worker_gpus=max(0, args.worker_gpus),
-                    limit=max(0, args.limit)))
+                traces.append((args.trace, 0, load_trace(args.trace, args.trace_format, ImportOptions(
+                    min_fraction=args.min_fraction, worker_gpus=args.worker_gpus,
+                    limit=max(0, args.limit), elastic_fraction=args.elastic_fraction, seed=args.seed))))
     except TraceError as exc:
         return _fail(str(exc))
 
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
-    trace_name = "<example>/trace.csv" if args.example else (args.trace or "<generated>")
-    problems = check_jobs(jobs, cluster, policies, trace_name)
-    if problems:
-        shown = problems[:20]
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        return _fail("the trace cannot run on this cluster:\n  " + "\n  ".join(shown) + more)
+    for name, _, jobs in traces:
+        problems = check_jobs(jobs, cluster, policies, name)
+        if problems:
+            shown = problems[:20]
+            more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+            return _fail("the trace cannot run on this cluster:\n  " + "\n  ".join(shown) + more)
 
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        for _, seed, _ in traces:
+            if seeds:
+                (out / f"seed-{seed}").mkdir(exist_ok=True)
         if args.write_trace:
-            Path(args.write_trace).write_text(dump_csv(jobs), encoding="utf-8")
+            if seeds:
+                return _fail("--write-trace writes one trace: not with --seeds")
+            Path(args.write_trace).write_text(dump_csv(traces[0][2]), encoding="utf-8")
     except OSError as exc:
         return _fail(f"cannot write output: {exc}")
 
     settings = SimSettings(restart_penalty=args.restart_penalty, grace_period=args.grace_period, curve=curve,
-                           cycle_seconds=args.cycle_seconds)
-    print(f"{len(jobs)} jobs, {sum(j.work for j in jobs) / 3600:,.0f} GPU-hours of work; "
-          f"{cluster.node_count} nodes, {cluster.total_gpus} GPUs; scaling efficiency {curve.describe()}, "
-          f"restart penalty {args.restart_penalty:g}s, grace period {args.grace_period:g}s")
-    results = []
-    summaries: dict[str, dict[str, Any]] = {}
-    for policy in policies:
-        bar = ProgressBar(policy) if not args.no_progress else None
-        result = simulate(jobs, cluster, cfg, policy, settings, progress=bar)
-        if bar is not None:
-            bar.close()
-        if result.rejected_decisions:
-            print(f"warning: {policy}: {len(result.rejected_decisions)} decision(s) of the planner could not "
-                  f"be applied, first: {result.rejected_decisions[0]}", file=sys.stderr)
-        results.append(result)
-        summaries[policy] = summarize(result)
-        (out / f"jobs-{policy}.csv").write_text(jobs_csv(result), encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n", encoding="utf-8")
-    print(table(results, summaries))
-    line = comparison(summaries)
-    if line:
-        print(line)
-    for r in results:
-        if r.policy == "elastic":
-            print(f"elastic: {r.plan_calls} planning cycles ({r.plan_seconds:.1f}s in plan_cycle), "
-                  f"{r.cycles_skipped} skipped as idle; simulated in {r.wall_seconds:.1f}s")
-    if not args.no_plots:
+                           cycle_seconds=args.cycle_seconds, checkpoint_interval=args.checkpoint_interval,
+                           allow_whole_bundle=not args.no_whole_bundle, pod_cooldown=args.pod_cooldown,
+                           enqueue=not args.no_enqueue)
+    ckpt = f"every {args.checkpoint_interval:g}s" if args.checkpoint_interval else "off"
+    print(f"{cluster.node_count} nodes, {cluster.total_gpus} GPUs; scaling efficiency {curve.describe()}, "
+          f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s")
+    per_seed = {}
+    last = None
+    for name, seed, jobs in traces:
+        where = out / f"seed-{seed}" if seeds else out
+        print(f"\n{name}: {len(jobs)} jobs, {sum(j.work for j in jobs) / 3600:,.0f} GPU-hours of work")
+        try:
+            last = run_policies(jobs, cluster, cfg, policies, settings, where, progress=not args.no_progress,
+                                label=f"seed {seed} " if seeds else "")
+        except OSError as exc:
+            return _fail(f"cannot write output: {exc}")
+        print_run(last)
+        per_seed[seed] = last.summaries
+        print(f"wrote {where / 'summary.json'}")
+    if seeds and len(seeds) > 1:
+        print(f"\nover seeds {', '.join(map(str, seeds))}: mean ±standard deviation (min..max)")
+        print(seeds_table(policies, per_seed))
+        print("\naverage JCT against static-max per class, mean (min..max) over the seeds:")
+        print(class_ratio_table(policies, per_seed))
+    if not args.no_plots and last is not None:
         if have_matplotlib():
-            for path in write_plots(results, out):
+            for path in write_plots(last.results, out, last.summaries):
                 print(f"wrote {path}")
         else:
             print(MISSING, file=sys.stderr)
-    print(f"wrote {out / 'summary.json'}")
     return 0

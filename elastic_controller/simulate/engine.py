@@ -24,7 +24,9 @@ from ..policy.parse import format_time
 from ..policy.roles import plan_role, task_priority
 from ..policy.settings import ElasticConfig, QueuePolicy
 from .cluster import ClusterSpec
+from .gang import GangActions
 from .nodes import NodeTable
+from .restarts import advance, lose_since_checkpoint
 from .scaling import ScalingCurve
 from .state import SimJob, SimPod
 from .trace import JobSpec
@@ -33,7 +35,7 @@ from .volcano import Allocator
 Planner = Callable[[Snapshot, ElasticConfig, datetime], CyclePlan]
 Progress = Callable[[int, int], None]
 
-POLICIES = ("elastic", "static-max", "static-min")
+POLICIES = ("elastic", "volcano-gang", "static-max", "static-min")
 NAMESPACE = "sim"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -76,6 +78,19 @@ class SimSettings:
     prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
     cycle_seconds: float = 0.0  # agent cycle grid (0: the config's agent.intervalSeconds)
     timeline: bool = True
+    # Workers that join within this many seconds of the job's start, before any other scale event,
+    # join its first rendezvous (torchrun's c10d ``last_call_timeout``, 30 s by default): no restart.
+    rendezvous_last_call: float = 30.0
+    checkpoint_interval: float = 1800.0  # seconds of progress between checkpoints (0: none)
+    # volcano-gang: gangpreempt/gangreclaim may take whole bundles (Volcano's allowWholeBundle)
+    allow_whole_bundle: bool = True
+    # volcano-gang: a pod placed less than this long ago is not a victim (cdp's cooldown; 0: off)
+    pod_cooldown: float = 0.0
+    enqueue: bool = True  # model Volcano's enqueue admission (tests turn it off)
+    overcommit_factor: float = 1.2  # the overcommit plugin's overcommit-factor
+    # elastic: jobs publish volcano-elastic.io/last-checkpoint-time on their PodGroup (the contract's
+    # annotation, as training code writes it), so the planner sees what a restart would lose
+    publish_checkpoints: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +110,9 @@ class JobResult:
     work_done: float
     held_gpu_seconds: float
     scale_events: tuple[tuple[float, str], ...]
+    trace_min: int = 0  # the trace's bounds (min_workers/max_workers are the policy's)
+    trace_max: int = 0
+    lost_work: float = 0.0  # GPU-seconds of work done again after restarts (checkpoints)
 
     @property
     def finished(self) -> bool:
@@ -171,6 +189,8 @@ class Simulator:
         self.plan_cfg = batched_config(cfg, self.interval)
         self.nodes = NodeTable(cluster)
         self.alloc = Allocator(self, cluster)
+        self.gang_actions: GangActions | None = GangActions(self) if policy == "volcano-gang" else None
+        self.alloc.after_allocate = self.gang_actions.run if self.gang_actions is not None else None
         self.now = 0.0
         self.events: list[tuple[float, int, int, object, int]] = []
         self.seq = 0
@@ -192,6 +212,7 @@ class Simulator:
         self.area_while_arriving: float | None = None  # self.area once the last submission came
         self.timeline: list[tuple[float, int]] = []
         self.evictions = 0
+        self.pod_changes = 0  # placements, evictions and frees (volcano-gang skips runs without any)
         self.restarts = 0
         self.cooldown_violations = 0
         self.rejected: list[str] = []
@@ -208,7 +229,8 @@ class Simulator:
                 "pods": self.nodes.pods[i]})
             for i in range(len(self.nodes)))
         self.queue_views = tuple(QueueView(name=q.name, weight=q.weight, reclaimable=q.reclaimable,
-                                           parent="root") for q in cluster.queues)
+                                           deserved=q.deserved, guarantee=q.guarantee, capability=q.capability,
+                                           parent=q.parent or "root") for q in cluster.queues)
         self.priority_classes = {f"p{s.priority}": s.priority for s in jobs if s.priority}
         for i, spec in enumerate(jobs):
             self._push(spec.submit, _ARRIVAL, i, 0)
@@ -223,7 +245,7 @@ class Simulator:
         heapq.heappush(self.events, (t, kind, self.seq, obj, version))
 
     def request_tick(self, t: float) -> None:
-        if self.policy != "elastic":
+        if self.policy != "elastic" and not (self.policy == "volcano-gang" and self.settings.pod_cooldown):
             return
         grid = math.ceil(t / self.interval - 1e-9) * self.interval
         if grid <= self.last_tick:
@@ -308,7 +330,7 @@ class Simulator:
         if index == 0:
             labels[keys.JOB_ROLE_LABEL] = "master"
         role = plan_role(labels, job.bounds).role
-        gated = role is Role.ELASTIC and self.cfg.gating.enabled
+        gated = role is Role.ELASTIC and self.cfg.gating.enabled and self.policy == "elastic"
         self.uid_seq += 1
         pod = SimPod(job, index, role, gated, self.now, f"uid-{self.uid_seq:08d}")
         if index < len(job.pods):
@@ -325,9 +347,32 @@ class Simulator:
         if not job.started:
             return
         self._settle(job, now)
-        first = job.running == 0
-        job.running = running
+        # a job's first start, also with its pods placed later in the same scheduling pass
+        # (volcano-gang's surplus pods: Volcano binds them in the session that binds the gang)
+        first = (job.running == 0 and not job.whole_evicted) or job.id in self.alloc.started_now
+        before = job.running
+        # workers added within the last call of the job's first rendezvous join it: no restart
+        joins_first = (not first and running > before and job.evictions == 0 and job.restarts == 0
+                       and now - job.started_at < self.settings.rendezvous_last_call)
         if job.done:
+            job.running = running
+            return
+        if not first and not joins_first and job.running > 0:
+            # the workers that ran restart from the last checkpoint
+            self.busy_area -= lose_since_checkpoint(job, self.settings.checkpoint_interval)
+        job.running = running
+        if running == 0:
+            # every worker evicted (volcano-gang's whole bundles): the job waits as a gang again
+            job.rate = 0.0
+            job.busy_gpus = 0
+            job.whole_evicted = True
+            job.version += 1
+            if job.last_restart != now:
+                job.restarts += 1
+                self.restarts += 1
+                job.last_restart = now
+            self.grown.pop(job.id, None)
+            self.alloc.job_requeued(job)
             return
         if running < job.bounds_min or running > job.bounds_max:
             self.bound_violations += 1
@@ -338,9 +383,13 @@ class Simulator:
         job.busy_gpus = running * g
         if first:
             job.resume_at = now
+        elif joins_first:
+            pass  # they join the first rendezvous, which waits its last call for more workers
         else:
             job.resume_at = max(now + self.settings.restart_penalty, job.resume_at)
-            if job.last_restart != now:
+            if job.whole_evicted:
+                job.whole_evicted = False  # counted when it was evicted
+            elif job.last_restart != now:
                 job.restarts += 1
                 self.restarts += 1
                 job.last_restart = now
@@ -364,6 +413,7 @@ class Simulator:
             self.busy_area += job.busy_gpus * delta / job.rate  # the GPUs' time that did this work
             job.work_left -= delta
             job.work_done += delta
+            advance(job, delta / job.rate, self.settings.checkpoint_interval)
             job.resume_at = now
 
     def _complete(self, job: SimJob) -> None:
@@ -418,12 +468,14 @@ class Simulator:
         pod.placed_at = self.now
         pod.view = None
         self.allocated_gpus += job.spec.gpus
+        self.pod_changes += 1
 
     def free_pod(self, pod: SimPod) -> None:
         job = pod.job
         if pod.node < 0:
             return
         self.nodes.give(pod.node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
+        self.pod_changes += 1
         job.held_gpu_seconds += job.spec.gpus * (self.now - pod.placed_at)
         self.allocated_gpus -= job.spec.gpus
         if not pod.deleting:
@@ -432,9 +484,26 @@ class Simulator:
         pod.view = None
         self.alloc.capacity_freed()
 
+    def evict(self, pod: SimPod, now: float, for_gang: str) -> None:
+        """Volcano evicts ``pod`` (volcano-gang): it terminates for the grace period, then the
+        operator recreates it. The caller settles its job (``workers_changed``)."""
+        pod.deleting = True
+        self.terminating_gpus += pod.job.spec.gpus
+        pod.evicted_for = for_gang
+        pod.view = None
+        pod.job.evictions += 1
+        self.evictions += 1
+        self.pod_changes += 1
+        self.alloc.pod_released(pod)
+        self._push(now + self.settings.grace_period, _GRACE_END, pod, 0)
+
     # --- the agent -------------------------------------------------------------------------------
 
     def _agent_cycle(self, now: float) -> None:
+        if self.gang_actions is not None:  # a pod's cooldown ended: Volcano's next session
+            self.alloc.dirty = True
+            self.alloc.schedule(now)
+            return
         if self.settings.prefilter and not self._may_act(now):
             self.cycles_skipped += 1
             return
@@ -544,9 +613,13 @@ class Simulator:
     def snapshot(self) -> Snapshot:
         pods: list[PodView] = []
         groups: list[PodGroupView] = []
+        publish = self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0
         for job in self.active.values():
             if not job.done:
-                groups.append(job.pg_view or self._group_view(job))
+                view = job.pg_view
+                if view is None or (publish and job.rate > 0 and (job.id in self.grown or job.id in self.gated)):
+                    view = self._group_view(job)  # (its checkpoint time moves while it runs)
+                groups.append(view)
             views = job.views
             if views is None:
                 views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
@@ -559,6 +632,9 @@ class Simulator:
         if job.last_scale >= 0:
             annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
             annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
+            # what the training code writes (docs/checkpointing.md): its last checkpoint's time
+            annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(self._last_checkpoint(job)))
         spec = job.spec
         view = PodGroupView(
             namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
@@ -570,6 +646,13 @@ class Simulator:
             uid=f"pg-{job.id}")
         job.pg_view = view
         return view
+
+    def _last_checkpoint(self, job: SimJob) -> float:
+        """When ``job`` last checkpointed (or resumed from one), as of now: progress since the last
+        settle counts, checkpoints fall every ``checkpoint_interval`` seconds of progress."""
+        interval = self.settings.checkpoint_interval
+        progress = max(0.0, self.now - job.resume_at)  # progress since the last settle
+        return self.now - math.fmod(job.since_checkpoint + progress, interval)
 
     def _pod_view(self, pod: SimPod) -> PodView:
         job = pod.job
@@ -605,7 +688,8 @@ class Simulator:
                 min_workers=j.bounds_min, max_workers=j.bounds_max,
                 min_seen=j.min_seen if j.started else 0, max_seen=j.max_seen, work=j.spec.work,
                 work_done=j.work_done, held_gpu_seconds=j.held_gpu_seconds,
-                scale_events=tuple(j.scale_events))
+                scale_events=tuple(j.scale_events), trace_min=j.spec.min_workers,
+                trace_max=j.spec.max_workers, lost_work=j.lost_work)
             for j in self.jobs)
         first = min((j.submit for j in jobs), default=0.0)
         last = max((j.finish for j in jobs), default=0.0)

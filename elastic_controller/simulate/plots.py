@@ -56,9 +56,14 @@ def _resample(timeline: Sequence[tuple[float, int]], end: float, points: int = 2
     return xs, ys
 
 
-def write_plots(results: Sequence[SimResult], out: Path) -> list[Path]:
+def write_plots(results: Sequence[SimResult], out: Path,
+                summaries: dict[str, dict[str, Any]] | None = None) -> list[Path]:
     plt = _pyplot()
     written = []
+    if summaries is not None:
+        path = _class_plot(plt, results, summaries, out)
+        if path is not None:
+            written.append(path)
     fig, ax = plt.subplots(figsize=(10, 4))
     for r in results:
         xs, ys = _resample(r.timeline, r.span[1])
@@ -92,3 +97,36 @@ def write_plots(results: Sequence[SimResult], out: Path) -> list[Path]:
     plt.close(fig)
     written.append(path)
     return written
+
+
+def _class_plot(plt: Any, results: Sequence[SimResult], summaries: dict[str, dict[str, Any]],
+                out: Path) -> Path | None:
+    """jct_by_class.png: each class's average JCT against static-max's, one bar per policy."""
+    policies = [r.policy for r in results if r.policy != "static-max"]
+    classes: list[tuple[str, int]] = []
+    for p in policies:
+        for e in summaries[p].get("perClass", []):
+            key = (e["kind"], e["maxWorkers"])
+            if key not in classes:
+                classes.append(key)
+    if not policies or not classes:
+        return None
+    classes.sort(key=lambda k: (k[0] != "elastic", k[1]))
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(classes)), 4))
+    width = 0.8 / len(policies)
+    for i, p in enumerate(policies):
+        by = {(e["kind"], e["maxWorkers"]): e["avgJctRatioVsStaticMax"] for e in summaries[p]["perClass"]}
+        ax.bar([c + i * width for c in range(len(classes))], [by.get(k) or 0.0 for k in classes], width,
+               label=p)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([c + width * (len(policies) - 1) / 2 for c in range(len(classes))])
+    ax.set_xticklabels([f"{k} {n}" for k, n in classes], rotation=30, ha="right")
+    ax.set_ylabel("average JCT / static-max's")
+    ax.set_title("Who pays: JCT against static-max per class (kind, max workers)")
+    ax.legend()
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = out / "jct_by_class.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -9,7 +9,8 @@ from typing import Any
 from .engine import SimResult
 
 SUMMARY_KEYS = ("gpuAllocation", "avgJctSeconds", "p50JctSeconds", "p99JctSeconds", "avgQueueingSeconds",
-                "evictions", "restarts", "cooldownViolations", "gpuBusy", "gpuAllocationWhileArriving")
+                "evictions", "restarts", "cooldownViolations", "gpuBusy", "gpuAllocationWhileArriving",
+                "restartsPerJob", "lostWorkGpuHours", "perClass")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -23,7 +24,10 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def summarize(result: SimResult) -> dict[str, Any]:
+def summarize(result: SimResult, reference: SimResult | None = None) -> dict[str, Any]:
+    """summary.json's entry of one policy (``reference``: static-max's run, for ``perClass``)."""
+    from .classes import per_class
+
     done = [j for j in result.jobs if j.finished]
     jcts = [j.jct for j in done]
     queueing = [j.queueing for j in result.jobs if j.start >= 0]
@@ -41,6 +45,10 @@ def summarize(result: SimResult) -> dict[str, Any]:
         # last submission (see docs/simulate.md, "Metrics").
         "gpuBusy": round(result.gpu_busy, 4),
         "gpuAllocationWhileArriving": round(result.gpu_allocation_while_arriving, 4),
+        "restartsPerJob": round(result.restarts / len(result.jobs), 3) if result.jobs else 0.0,
+        # work done again after restarts, from each job's last checkpoint (--checkpoint-interval)
+        "lostWorkGpuHours": round(sum(j.lost_work for j in result.jobs) / 3600, 1),
+        "perClass": per_class(result, reference),
     }
 
 
@@ -55,7 +63,7 @@ def duration(seconds: float) -> str:
 
 def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any]]) -> str:
     head = ("policy", "jobs", "GPU alloc", "busy", "alloc arriving", "avg JCT", "p50 JCT", "p99 JCT", "avg queue",
-            "evictions", "restarts/job", "cooldown viol.")
+            "evictions", "restarts/job", "lost GPU-h", "cooldown viol.")
     rows = [head]
     for r in results:
         s = summaries[r.policy]
@@ -65,7 +73,8 @@ def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any
             r.policy, jobs, f"{100 * s['gpuAllocation']:.1f}%", f"{100 * s['gpuBusy']:.1f}%",
             f"{100 * s['gpuAllocationWhileArriving']:.1f}%", duration(s["avgJctSeconds"]),
             duration(s["p50JctSeconds"]), duration(s["p99JctSeconds"]), duration(s["avgQueueingSeconds"]),
-            str(s["evictions"]), f"{s['restarts'] / max(1, len(r.jobs)):.2f}", str(s["cooldownViolations"]),
+            str(s["evictions"]), f"{s['restartsPerJob']:.2f}", f"{s['lostWorkGpuHours']:,.0f}",
+            str(s["cooldownViolations"]),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
@@ -74,26 +83,26 @@ def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any
     return "\n".join(lines)
 
 
-def comparison(summaries: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """elastic against static-max, the comparison admins ask for."""
-    if "elastic" not in summaries or "static-max" not in summaries:
+def comparison(summaries: Mapping[str, Mapping[str, Any]], peer: str = "static-max") -> str | None:
+    """elastic against static-max (or volcano-gang), the comparisons admins ask for."""
+    if "elastic" not in summaries or peer not in summaries:
         return None
-    e, m = summaries["elastic"], summaries["static-max"]
+    e, m = summaries["elastic"], summaries[peer]
     points = 100 * (e["gpuAllocation"] - m["gpuAllocation"])
     ratio = e["avgJctSeconds"] / m["avgJctSeconds"] if m["avgJctSeconds"] else float("nan")
     busy = 100 * (e["gpuBusy"] - m["gpuBusy"])
     arriving = 100 * (e["gpuAllocationWhileArriving"] - m["gpuAllocationWhileArriving"])
-    return (f"elastic vs static-max: GPU allocation {points:+.1f} points ({busy:+.1f} busy, "
+    return (f"elastic vs {peer}: GPU allocation {points:+.1f} points ({busy:+.1f} busy, "
             f"{arriving:+.1f} while jobs arrive), average JCT x{ratio:.2f}")
 
 
 def jobs_csv(result: SimResult) -> str:
     lines = ["name,queue,submit,start,finish,jct,queueing,min,max,minSeen,maxSeen,restarts,evictions,"
-             "work,heldGpuSeconds"]
+             "work,heldGpuSeconds,lostWork"]
     for j in result.jobs:
         lines.append(
             f"{j.name},{j.queue},{j.submit:g},{j.start:g},{j.finish:g},"
             f"{j.jct if j.finished else -1:g},{j.queueing if j.start >= 0 else -1:g},{j.min_workers},"
             f"{j.max_workers},{j.min_seen},{j.max_seen},{j.restarts},{j.evictions},{j.work:g},"
-            f"{j.held_gpu_seconds:.1f}")
+            f"{j.held_gpu_seconds:.1f},{j.lost_work:.1f}")
     return "\n".join(lines) + "\n"

@@ -46,6 +46,7 @@ class SimPod:
 
 class SimJob:
     __slots__ = (
+        "admitted",
         "bounds",
         "bounds_max",
         "bounds_min",
@@ -61,11 +62,13 @@ class SimJob:
         "last_restart",
         "last_scale",
         "last_scale_direction",
+        "lost_work",
         "marked",
         "max_seen",
         "min_member",
         "min_seen",
         "namespace",
+        "nominated",
         "pg_view",
         "pods",
         "queue",
@@ -76,10 +79,12 @@ class SimJob:
         "resume_at",
         "running",
         "scale_events",
+        "since_checkpoint",
         "spec",
         "started_at",
         "version",
         "views",
+        "whole_evicted",
         "work_done",
         "work_left",
     )
@@ -121,6 +126,11 @@ class SimJob:
         self.marked = False  # its pending gang pods carry PodScheduled=False
         self.pg_view: PodGroupView | None = None
         self.cand_key = (-spec.priority, spec.submit, job_id)
+        self.admitted = False  # Volcano's enqueue let its PodGroup in (Inqueue)
+        self.since_checkpoint = 0.0  # seconds of progress since its last checkpoint
+        self.lost_work = 0.0  # GPU-seconds of work redone after restarts
+        self.whole_evicted = False  # all its workers were evicted; its next start is a restart
+        self.nominated: list[SimPod] = []  # victims evicted for it, still terminating (volcano-gang)
 
     @property
     def started(self) -> bool:

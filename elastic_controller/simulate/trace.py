@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -30,7 +31,7 @@ ALIBABA_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "g
                    "pod_phase", "creation_time", "deletion_time", "scheduled_time")
 OWN_REQUIRED = ("name", "submit", "min", "max", "gpus", "work")
 OWN_OPTIONAL = ("queue", "priority", "cpu", "memory")
-FORMATS = ("auto", "csv", "yaml", "helios", "alibaba")
+FORMATS = ("auto", "csv", "yaml", "helios", "alibaba", "philly", "tiresias")
 
 
 class TraceError(ValueError):
@@ -74,13 +75,17 @@ class ImportOptions:
     """How jobs of a public trace (which are not elastic) become elastic jobs.
 
     ``max`` is the job's size in the trace; ``min = ceil(max * min_fraction)``. With
-    ``worker_gpus`` set, a job of G GPUs becomes ceil(G / worker_gpus) workers of that size.
+    ``worker_gpus`` set, a job of G GPUs becomes ceil(G / worker_gpus) workers of that size. With
+    ``elastic_fraction`` below 1, each multi-worker job is elastic with that probability (drawn
+    from ``seed`` and the job's name, so independent of row order) and rigid (min = max) otherwise.
     """
 
     min_fraction: float = 0.5
     worker_gpus: int = 0
     queue: str = ""  # force one queue (Helios: the VC otherwise; Alibaba: "default")
     limit: int = 0  # keep only the first N jobs (0: all)
+    elastic_fraction: float = 1.0
+    seed: int = 1
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -284,7 +289,7 @@ def parse_own_yaml(text: str, path: str) -> list[JobSpec]:
 
 # --- public traces -------------------------------------------------------------------------------
 
-def _elastic(total_gpus: int, workers: int, opts: ImportOptions) -> tuple[int, int, int]:
+def _elastic(total_gpus: int, workers: int, opts: ImportOptions, name: str = "") -> tuple[int, int, int]:
     """(min, max, gpus per worker) of an imported job that used ``total_gpus`` on ``workers`` nodes."""
     if opts.worker_gpus:
         per = opts.worker_gpus
@@ -293,6 +298,8 @@ def _elastic(total_gpus: int, workers: int, opts: ImportOptions) -> tuple[int, i
         hi = max(1, workers)
         per = max(1, math.ceil(total_gpus / hi))
     lo = min(hi, max(1, math.ceil(hi * opts.min_fraction - 1e-9)))
+    if opts.elastic_fraction < 1 and hi > 1 and random.Random(f"{opts.seed}:{name}").random() >= opts.elastic_fraction:
+        lo = hi  # drawn to stay rigid
     return lo, hi, per
 
 
@@ -336,11 +343,12 @@ def parse_helios(text: str, path: str, opts: ImportOptions | None = None) -> lis
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or duration <= 0:
             continue
-        lo, hi, per = _elastic(gpus, nodes, opts)
+        name = f"h-{_slug(job_id)}"[:50]
+        lo, hi, per = _elastic(gpus, nodes, opts, name)
         queue = opts.queue or _slug(str(row.get("vc") or "default"))
         cpu_total = math.ceil(cpus * 1000)
         jobs.append((line, JobSpec(
-            name=f"h-{_slug(job_id)}"[:50], submit=submit, min_workers=lo, max_workers=hi, gpus=per,
+            name=name, submit=submit, min_workers=lo, max_workers=hi, gpus=per,
             work=duration * gpus, queue=queue, cpu=max(1, cpu_total // hi) if cpu_total else 0,
         )))
         if opts.limit and len(jobs) >= opts.limit:
@@ -379,7 +387,7 @@ def parse_alibaba(text: str, path: str, opts: ImportOptions | None = None) -> li
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or scheduled is None or deleted <= scheduled:
             continue
-        lo, hi, per = _elastic(gpus, 1, opts)
+        lo, hi, per = _elastic(gpus, 1, opts, _slug(name)[:50])
         jobs.append((line, JobSpec(
             name=_slug(name)[:50], submit=created, min_workers=lo, max_workers=hi, gpus=per,
             work=(deleted - scheduled) * gpus, queue=opts.queue or "default",
@@ -403,10 +411,18 @@ def detect_format(path: str, text: str) -> str:
         return "helios"
     if {"num_gpu", "cpu_milli", "scheduled_time"} <= columns:
         return "alibaba"
+    from .public_traces import PHILLY_COLUMNS, TIRESIAS_COLUMNS
+
+    if set(PHILLY_COLUMNS) <= columns:
+        return "philly"
+    if {"job_id", "num_gpu", "submit_time", "duration"} <= columns and set(TIRESIAS_COLUMNS) & columns:
+        return "tiresias"
     return "csv"
 
 
 def load_trace(path: str | Path, fmt: str = "auto", opts: ImportOptions | None = None) -> list[JobSpec]:
+    from .public_traces import parse_philly, parse_tiresias
+
     name = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -419,6 +435,8 @@ def load_trace(path: str | Path, fmt: str = "auto", opts: ImportOptions | None =
         "yaml": lambda: parse_own_yaml(text, name),
         "helios": lambda: parse_helios(text, name, opts),
         "alibaba": lambda: parse_alibaba(text, name, opts),
+        "philly": lambda: parse_philly(text, name, opts),
+        "tiresias": lambda: parse_tiresias(text, name, opts),
     }
     if fmt not in readers:
         raise TraceError(name, 0, f"unknown trace format {fmt!r} (known: {', '.join(FORMATS)})")

@@ -16,10 +16,11 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .cluster import ClusterSpec
+from .enqueue import Admission
 from .state import SimJob, SimPod
 
 if TYPE_CHECKING:
@@ -41,21 +42,35 @@ class Allocator:
         self.des: dict[str, float] = {}
         self.gen = 0  # bumped whenever capacity frees up
         self.dirty = False
+        self.admission = Admission(self, cluster, sim.settings.overcommit_factor, sim.settings.enqueue)
+        self.after_allocate: Callable[[float], None] | None = None  # volcano-gang's evicting actions
+        self.started_now: set[int] = set()  # jobs that started in the current pass (first start)
 
     # --- notifications from the engine -----------------------------------------------------------
 
     def job_arrived(self, job: SimJob) -> None:
         self.request[job.queue] += job.replicas * job.spec.gpus
         self.waiting[job.id] = job
+        self.admission.arrived(job)  # a candidate once its PodGroup is Inqueue
+        self.dirty = True
+
+    def job_admitted(self, job: SimJob) -> None:
         self._add(job)
+
+    def job_requeued(self, job: SimJob) -> None:
+        """All of a running job's workers were evicted: it is a waiting gang again (still Inqueue)."""
+        self.waiting[job.id] = job
+        job.marked = False
+        job.fail_gen = -1
 
     def job_finished(self, job: SimJob) -> None:
         self.waiting.pop(job.id, None)
+        self.admission.finished(job)
         self._remove(job)
 
     def pod_created(self, pod: SimPod) -> None:
         self.request[pod.job.queue] += pod.job.spec.gpus
-        if not pod.gated:
+        if not pod.gated and pod.job.admitted:
             pod.job.fail_gen = -1
             self._add(pod.job)
 
@@ -117,8 +132,21 @@ class Allocator:
         self.dirty = False
         des = self.deserved()
         self.des = des
-        ptr = dict.fromkeys(self.queues, 0)
+        self.admission.enqueue(now)
+        self.started_now = set()
         done: list[SimJob] = []
+        # The gang plugin's job order puts jobs below their minMember before ready ones (within a
+        # priority): starting gangs first, then the pods of running jobs.
+        self._pass(now, des, done, gangs_only=True)
+        self._pass(now, des, done, gangs_only=False)
+        for job in done:
+            self._remove(job)
+        self.started_now = set()
+        if self.after_allocate is not None:
+            self.after_allocate(now)
+
+    def _pass(self, now: float, des: dict[str, float], done: list[SimJob], gangs_only: bool) -> None:
+        ptr = dict.fromkeys(self.queues, 0)
         jobs = self.sim.jobs
         while True:
             best = ""
@@ -137,41 +165,52 @@ class Allocator:
             while ptr[best] < len(lst) and self.allocated[best] == before:
                 job = jobs[lst[ptr[best]][1]]
                 ptr[best] += 1
-                if self._try(job, now):
+                if gangs_only and job.running > 0:
+                    continue
+                if self._try(job, now, surplus=not gangs_only):
                     done.append(job)
-        for job in done:
-            self._remove(job)
 
-    def _try(self, job: SimJob, now: float) -> bool:
-        """Place what can be placed of ``job``; True when it has no pending ungated pod left."""
+    def _try(self, job: SimJob, now: float, surplus: bool = True) -> bool:
+        """Place what can be placed of ``job``; True when it has no pending ungated pod left.
+
+        ``surplus`` False: only its gang (its pods beyond minMember wait for the second pass)."""
         if job.fail_gen == self.gen:
             return False  # nothing freed since it last failed
         spec = job.spec
         g, cpu, mem = spec.gpus, job.requests["cpu"], job.requests["memory"]
         nodes = self.nodes
         headroom = self.des[job.queue] - self.allocated[job.queue] + 1e-6  # proportion's AllocatableFn
-        if not job.started and job.min_member * g > headroom:
+        gang = job.running == 0  # not started, or every worker evicted (volcano-gang)
+        if gang and job.min_member * g > headroom:
             self._unschedulable(job, None, now, capacity=False)
             return False
-        if not job.started and (job.min_member * g > nodes.free_gpus or nodes.slots(g) < job.min_member):
+        if gang and (job.min_member * g > nodes.free_gpus or nodes.slots(g) < job.min_member):
             self._unschedulable(job, None, now)
             return False
         pending = [p for p in job.pods if p.node < 0 and not p.gated and not p.deleting]
         if not pending:
             return True
         changed = False
-        if not job.started:
+        if gang:
             need = job.min_member - sum(1 for p in job.pods if p.node >= 0 and not p.deleting)
+            if len(pending) < need:  # its workers are still being recreated
+                return False
             chosen = self._fit_gang(need, g, cpu, mem) if need * g <= nodes.free_gpus else None
             if chosen is None:
                 self._unschedulable(job, pending, now)
                 return False
             for pod, node in zip(pending, chosen, strict=False):
                 self._place(pod, node)
-            job.started_at = now
+            if not job.started:
+                job.started_at = now
+                self.started_now.add(job.id)
             self.waiting.pop(job.id, None)
+            job.nominated = []
             pending = pending[len(chosen):]
             changed = True
+            if not surplus and pending:
+                self.sim.workers_changed(job, now)
+                return False
         left = room_fail = False
         for pod in pending:
             if self.allocated[job.queue] + g > self.des[job.queue] + 1e-6:
@@ -208,6 +247,10 @@ class Allocator:
     def _place(self, pod: SimPod, node: int) -> None:
         self.sim.place_pod(pod, node)
         self.allocated[pod.job.queue] += pod.job.spec.gpus
+
+    def mark_unschedulable(self, job: SimJob, now: float) -> None:
+        """A job that is not Inqueue: its pods are marked unschedulable all the same."""
+        self._unschedulable(job, None, now, capacity=False)
 
     def _unschedulable(self, job: SimJob, pending: list[SimPod] | None, now: float,
                        capacity: bool = True) -> None:

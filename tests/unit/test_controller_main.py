@@ -26,7 +26,7 @@ def test_json_logs_carry_structured_fields() -> None:
 
 
 def test_health_and_readiness() -> None:
-    caches = SimpleNamespace(unsynced=lambda: ["pods"])
+    caches = SimpleNamespace(unsynced=lambda: ["pods"], stale=lambda: [])
     h = Health(caches, stale_after=10)
     assert h.readyz()[0] == 503 and "pods" in h.readyz()[1]
     caches.unsynced = lambda: []
@@ -65,7 +65,7 @@ def test_subcommands_are_wired() -> None:
 def test_http_endpoint_survives_idle_slow_and_vanishing_clients(capfd: pytest.CaptureFixture[str]) -> None:
     """Issue 23, item 8: 1,000 idle connections must not be 1,000 threads; slow header senders are
     cut off after the read deadline; clients that go away leave no traceback behind."""
-    caches = SimpleNamespace(unsynced=lambda: [])
+    caches = SimpleNamespace(unsynced=lambda: [], stale=lambda: [])
     server = serve_http("127.0.0.1", 0, Health(caches, stale_after=10), PrometheusMetrics())
     port = server.port
     threads_before = threading.active_count()

@@ -39,16 +39,22 @@ def test_all_policies_write_summary_and_jobs(files: dict[str, str], capsys: pyte
     assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
     out, err = capsys.readouterr()
     summary = json.loads((Path(files["out"]) / "summary.json").read_text())
-    assert list(summary) == ["elastic", "static-max", "static-min"]
+    assert list(summary) == ["elastic", "volcano-gang", "static-max", "static-min"]
     for values in summary.values():
         assert tuple(values) == SUMMARY_KEYS
+        assert [(c["kind"], c["maxWorkers"], c["jobs"]) for c in values["perClass"]] == [
+            ("elastic", 2, 1), ("elastic", 4, 2), ("rigid", 1, 1)]
+        assert values["restartsPerJob"] == round(values["restarts"] / 4, 3)
+    for c in summary["static-max"]["perClass"]:
+        assert (c["avgJctRatioVsStaticMax"], c["jobsOver1_2xStaticMax"]) == (1.0, 0)
         assert 0 < values["gpuAllocation"] <= 1
         assert values["cooldownViolations"] == 0
     assert summary["static-max"]["restarts"] == 0
     for policy in summary:
         lines = (Path(files["out"]) / f"jobs-{policy}.csv").read_text().splitlines()
         assert len(lines) == 5
-    assert "restarts/job" in out and "elastic vs static-max" in out
+    assert "restarts/job" in out and "elastic vs static-max" in out and "elastic vs volcano-gang" in out
+    assert "per class" in out and "elastic max 4" in out
     assert "plots skipped: matplotlib is not installed" in err
 
 
@@ -142,3 +148,36 @@ def test_progress_bar_only_on_a_terminal_and_after_a_delay() -> None:
     bar(250, 500)
     bar.close()
     assert "50.0% 250/500 jobs" in drawn.getvalue() and drawn.getvalue().endswith("\n")
+
+
+def test_cluster_queues_with_capacity_fields() -> None:
+    from elastic_controller.simulate.cluster import dump_cluster, parse_cluster
+
+    text = ("nodes:\n  - {name: gpu, count: 2, gpus: 8}\nqueues:\n"
+            "  - {name: dept, capability: {nvidia.com/gpu: 12}}\n"
+            "  - {name: team, parent: dept, deserved: {nvidia.com/gpu: 4, cpu: 10}, guarantee: {nvidia.com/gpu: 2}}\n"
+            "  - {name: scratch, parent: dept, reclaimable: false}\n"
+            "  - {name: other, parent: root, weight: 3}\n")
+    cluster = parse_cluster(text, "c.yaml")
+    dept, team, scratch, other = cluster.queues
+    assert dept.capability == {"nvidia.com/gpu": 12} and dept.parent == ""
+    assert team.deserved == {"nvidia.com/gpu": 4, "cpu": 10_000} and team.guarantee == {"nvidia.com/gpu": 2}
+    assert (team.parent, scratch.parent, scratch.reclaimable, other.parent, other.weight) == ("dept", "dept", False,
+                                                                                              "", 3)
+    assert parse_cluster(dump_cluster(cluster), "again.yaml") == cluster
+
+
+@pytest.mark.parametrize(("queue", "message"), [
+    ("{name: a, deserved: 4}", "'deserved' must be a non-empty map"),
+    ("{name: a, guarantee: {}}", "'guarantee' must be a non-empty map"),
+    ("{name: a, capability: {nvidia.com/gpu: lots}}", "'capability': not a quantity"),
+    ("{name: a, deserved: {cpu: -1}}", "must not be negative"),
+    ("{name: a, parent: nowhere}", "parent 'nowhere' is not a queue of the file"),
+    ("{name: a, parent: a}", "'parent' must be another queue's name"),
+])
+def test_cluster_queue_errors(queue: str, message: str) -> None:
+    from elastic_controller.simulate.cluster import parse_cluster
+    from elastic_controller.simulate.trace import TraceError
+
+    with pytest.raises(TraceError, match=message):
+        parse_cluster(f"nodes:\n  - {{name: gpu, count: 1, gpus: 8}}\nqueues:\n  - {queue}\n", "c.yaml")

@@ -1,0 +1,117 @@
+"""Volcano's ``enqueue`` action, as the simulator models it (for every policy).
+
+A PodGroup waits in phase Pending until ``enqueue`` moves it to Inqueue; only Inqueue jobs are
+candidates of ``allocate``. Every scheduling pass, queues in order of their share (allocated over
+deserved, lowest first) and within a queue jobs by priority then creation, each Pending job is
+admitted when both plugins of the default configuration that decide it agree (GPUs only):
+
+- ``overcommit`` (``plugins/overcommit/overcommit.go``, ``OnSessionOpen`` and its
+  ``JobEnqueueableFn``): the ``minResources`` of all Inqueue jobs plus this job's fit into
+  ``overcommit-factor`` (1.2) times the cluster's GPUs less the GPUs in use (terminating pods
+  included);
+- ``proportion`` (``plugins/proportion/proportion.go``, ``JobEnqueueableFn``): this job's
+  ``minResources`` plus its queue's allocated GPUs, plus its queue's Inqueue reservations, less
+  its queue's elastic GPUs (allocated beyond each running job's minimum) fit into the queue's
+  ``realCapability``, which without capability or guarantee is the whole cluster.
+
+An admitted job reserves its ``minResources`` less the GPUs of its scheduling-gated pods
+(``JobInfo.DeductSchGatedResources``, floored at 0): under ``elastic`` an unstarted job whose
+gated elastic pods hold as many GPUs as its minimum reserves nothing. A running job at or above
+its minimum reserves nothing more (``util.GetInqueueResource``). A job stays Inqueue until it
+finishes (also when volcano-gang evicts all of its workers). The pods of a Pending job are marked
+unschedulable, as Volcano's ``RecordJobStatusEvent`` does for Pending and Inqueue PodGroups.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import TYPE_CHECKING
+
+from .cluster import ClusterSpec
+from .state import SimJob
+
+if TYPE_CHECKING:
+    from .volcano import Allocator
+
+
+def reservation(job: SimJob) -> int:
+    """GPUs an Inqueue job that is not running reserves: minResources less its gated pods'."""
+    g = job.spec.gpus
+    gated = sum(1 for p in job.pods if p.gated and not p.deleting)
+    return max(0, job.min_member - gated) * g
+
+
+class Admission:
+    def __init__(self, alloc: Allocator, cluster: ClusterSpec, factor: float, enabled: bool = True) -> None:
+        self.alloc = alloc
+        self.factor = factor
+        self.enabled = enabled
+        self.total = float(cluster.total_gpus)
+        self.queues = [q.name for q in cluster.queues]
+        self.pending: dict[str, list[tuple[tuple[int, float, int], int]]] = {q: [] for q in self.queues}
+        self.count = 0
+        self.fresh: list[SimJob] = []  # arrived since the last pass (their pods not yet marked)
+        self.admitted_total = 0
+
+    def arrived(self, job: SimJob) -> None:
+        if not self.enabled:
+            self._admit(job)
+            return
+        insort(self.pending[job.queue], (job.cand_key, job.id))
+        self.count += 1
+        self.fresh.append(job)
+
+    def finished(self, job: SimJob) -> None:
+        if not job.admitted:  # cannot happen (a job runs only once admitted), kept safe
+            lst = self.pending[job.queue]
+            i = bisect_left(lst, (job.cand_key, job.id))
+            if i < len(lst) and lst[i][1] == job.id:
+                del lst[i]
+                self.count -= 1
+
+    def _admit(self, job: SimJob) -> None:
+        job.admitted = True
+        self.admitted_total += 1
+        self.alloc.job_admitted(job)
+
+    def enqueue(self, now: float) -> None:
+        if not self.count:
+            self.fresh.clear()
+            return
+        alloc = self.alloc
+        sim = alloc.sim
+        inq = dict.fromkeys(self.queues, 0.0)
+        base = dict.fromkeys(self.queues, 0.0)  # allocated less elastic, per queue
+        for job in sim.active.values():
+            if job.done or not job.admitted:
+                continue
+            if job.running == 0:
+                inq[job.queue] += reservation(job)
+            else:
+                base[job.queue] += min(job.running, job.min_member) * job.spec.gpus
+        idle = self.factor * self.total - sim.allocated_gpus - sum(inq.values())
+        des = alloc.des
+        order = sorted(self.queues, key=lambda q: (alloc.allocated[q] / des[q] if des.get(q) else 0.0,
+                                                   self.queues.index(q)))
+        jobs = sim.jobs
+        for q in order:
+            lst = self.pending[q]
+            if not lst:
+                continue
+            keep: list[tuple[tuple[int, float, int], int]] = []
+            for entry in lst:
+                job = jobs[entry[1]]
+                need = job.min_member * job.spec.gpus
+                if need <= idle + 1e-6 and need + base[q] + inq[q] <= self.total + 1e-6:
+                    res = reservation(job)
+                    idle -= res
+                    inq[q] += res
+                    self.count -= 1
+                    self._admit(job)
+                else:
+                    keep.append(entry)
+            self.pending[q] = keep
+        for job in self.fresh:
+            if not job.admitted:
+                alloc.mark_unschedulable(job, now)
+        self.fresh.clear()

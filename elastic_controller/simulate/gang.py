@@ -1,0 +1,194 @@
+"""``volcano-gang``: what a Volcano 1.15 user gets without volcano-elastic.
+
+Every pod of a job exists from the start, none gated; Volcano's ``allocate`` (see ``volcano.py``)
+places a job's ``minAvailable`` as a gang and its surplus pods in the same pass as its queue's
+share and the free GPUs allow. After ``allocate``, the two evicting actions of Volcano v1.15 run
+for the jobs that are starving (Inqueue, fewer placed pods than ``minAvailable``):
+
+- ``gangpreempt`` (``pkg/scheduler/actions/gangpreempt/gangpreempt.go``): victims are running pods
+  of lower-priority jobs of the same queue;
+- ``gangreclaim`` (``pkg/scheduler/actions/gangreclaim/gangreclaim.go``): for a queue that is not
+  overused and can take the job's pending pods within its deserved share (``Preemptive``),
+  victims are running pods of jobs in other, reclaimable queues.
+
+Victims are grouped per job into bundles (``pkg/scheduler/actions/utils/bundle.go``,
+``CreateJobBundles``): a SAFE bundle holds the pods beyond the job's ``minAvailable``, a WHOLE
+bundle the rest (taking it breaks the gang: every pod of the job is evicted). SAFE bundles come
+first, then victim jobs (preempt) or victim queues (reclaim) in order, then the bundle's
+return on investment, then job UID (random in a cluster; a hash of the job's name here).
+Bundles are added until the idle and releasing GPUs plus the victims' cover every pending pod
+of the starving job, and then only if its ``minAvailable`` pods fit on the nodes so freed
+(``BuildNominationPlanInDomain``). The evicted pods terminate for the grace period and are
+recreated pending by the training operator. docs/simulate.md lists each modelling assumption.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import TYPE_CHECKING
+
+from .state import SimJob, SimPod
+
+if TYPE_CHECKING:
+    from .engine import Simulator
+
+SAFE, WHOLE = 0, 1
+
+
+def _uid_order(name: str) -> int:
+    """Stands in for a Kubernetes UID's order (random, stable for a job)."""
+    return zlib.crc32(name.encode())
+
+
+class GangActions:
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.reclaimable = {q.name: q.reclaimable for q in sim.cluster.queues}
+        self.queue_order = {q.name: i for i, q in enumerate(sim.cluster.queues)}
+        self.idle_key: tuple[int, ...] | None = None  # the state in which the last run evicted nothing
+        self.running: list[SimJob] = []  # jobs with running workers, gathered once per run
+
+    def _starving(self) -> list[SimJob]:
+        out = []
+        for job in self.sim.alloc.waiting_gangs():
+            if job.done or not job.admitted or job.running > 0:
+                continue
+            if job.nominated:
+                # victims evicted for it still terminate: Volcano's allocate pipelines it onto
+                # them (allocateFromNomination), so it is not starving
+                job.nominated = [p for p in job.nominated if p.node >= 0]
+                if job.nominated:
+                    continue
+            pending = sum(1 for p in job.pods if p.node < 0 and not p.deleting and not p.gated)
+            if pending >= job.min_member:
+                out.append(job)
+        return out
+
+    def run(self, now: float) -> None:
+        sim = self.sim
+        # Nothing placed, freed or evicted and no job admitted since a run that evicted nothing:
+        # this run would find the same (a pod's cdp cooldown ending wakes it up through a tick).
+        key = (sim.pod_changes, sim.alloc.admission.admitted_total, len(sim.alloc.waiting), int(now)
+               if sim.settings.pod_cooldown else 0)
+        if key == self.idle_key:
+            return
+        evictions = sim.evictions
+        self._run(now)
+        self.idle_key = key if sim.evictions == evictions else None
+
+    def _run(self, now: float) -> None:
+        starving = self._starving()
+        if not starving:
+            return
+        self.running = [j for j in self.sim.active.values() if not j.done and j.running > 0]
+        alloc = self.sim.alloc
+        des = alloc.des
+        share = {q: (alloc.allocated[q] / des[q] if des.get(q) else float("inf")) for q in alloc.queues}
+        by_queue: dict[str, list[SimJob]] = {}
+        for job in sorted(starving, key=lambda j: j.cand_key):
+            by_queue.setdefault(job.queue, []).append(job)
+        queues = sorted(by_queue, key=lambda q: (share[q], self.queue_order[q]))
+        for q in queues:  # gangpreempt
+            for job in by_queue[q]:
+                if not job.nominated:
+                    self._evict_for(job, now, reclaim=False)
+        for q in queues:  # gangreclaim
+            if des.get(q, 0.0) <= alloc.allocated[q] + 1e-9:
+                continue  # overused
+            for job in by_queue[q]:
+                if job.nominated or job.running > 0:
+                    continue
+                pending = sum(1 for p in job.pods if p.node < 0 and not p.deleting)
+                if alloc.allocated[q] + pending * job.spec.gpus > des[q] + 1e-6:
+                    continue  # not Preemptive: its queue cannot take the pending pods
+                self._evict_for(job, now, reclaim=True)
+
+    def _bundles(self, starving: SimJob, reclaim: bool, now: float) -> list[tuple[tuple[object, ...], list[SimPod]]]:
+        sim = self.sim
+        cooldown = sim.settings.pod_cooldown
+        alloc = sim.alloc
+        bundles: list[tuple[tuple[object, ...], list[SimPod]]] = []
+        for job in self.running:
+            if job is starving or job.running == 0:
+                continue
+            if reclaim:
+                if job.queue == starving.queue or not self.reclaimable.get(job.queue, True):
+                    continue
+            elif job.queue != starving.queue or job.spec.priority >= starving.spec.priority:
+                continue
+            running = [p for p in job.pods if p.node >= 0 and not p.deleting]
+            candidates = [p for p in running if not cooldown or now - p.placed_at >= cooldown]
+            if len(candidates) < len(running) and cooldown:
+                soonest = min(p.placed_at for p in running if p not in candidates) + cooldown
+                sim.request_tick(soonest)
+            if not candidates:
+                continue
+            candidates.sort(key=lambda p: _uid_order(p.uid))  # task priorities tie; then UID (random)
+            surplus = len(running) - job.min_member
+            safe, whole = candidates[:max(0, surplus)], candidates[max(0, surplus):]
+            uid = _uid_order(job.spec.name)
+            if reclaim:
+                des = alloc.des.get(job.queue, 0.0)
+                victim_order: tuple[object, ...] = (-(alloc.allocated[job.queue] / des) if des else float("-inf"),)
+            else:  # the reverse of the job order: lower priority, larger, later first
+                victim_order = (job.spec.priority, -len(running), -job.spec.submit)
+            g = job.spec.gpus
+            need = max(1, sum(1 for p in starving.pods if p.node < 0 and not p.deleting)) * starving.spec.gpus
+            if safe:
+                bundles.append(((SAFE, *victim_order, float("-inf"), uid), safe))
+            if whole:
+                local = min(len(whole) * g, need) / need
+                roi = local / (job.replicas * g)  # GlobalRes: every task of the job
+                bundles.append(((WHOLE, *victim_order, -roi, uid), whole))
+        bundles.sort(key=lambda b: b[0])
+        if not sim.settings.allow_whole_bundle:
+            bundles = [b for b in bundles if b[0][0] == SAFE]
+        return bundles
+
+    def _evict_for(self, starving: SimJob, now: float, reclaim: bool) -> None:
+        sim = self.sim
+        nodes = sim.nodes
+        g = starving.spec.gpus
+        pending = sum(1 for p in starving.pods if p.node < 0 and not p.deleting)
+        need_all = pending * g
+        available = nodes.free_gpus + sim.terminating_gpus
+        # a necessary condition first: all candidate victims together must cover the need
+        candidates = 0
+        for job in self.running:
+            if job is starving:
+                continue
+            if reclaim:
+                ok = job.queue != starving.queue and self.reclaimable.get(job.queue, True)
+            else:
+                ok = job.queue == starving.queue and job.spec.priority < starving.spec.priority
+            if ok:
+                candidates += job.running * job.spec.gpus
+        if available + candidates < need_all:
+            return
+        releasing: dict[int, int] | None = None
+        victims: list[SimPod] = []
+        for _, bundle in self._bundles(starving, reclaim, now):
+            victims.extend(bundle)
+            available += sum(p.job.spec.gpus for p in bundle)
+            if need_all > available:
+                continue
+            if releasing is None:
+                releasing = {}
+                for job in sim.active.values():
+                    for p in job.pods:
+                        if p.deleting and p.node >= 0:
+                            releasing[p.node] = releasing.get(p.node, 0) + job.spec.gpus
+            # BuildNominationPlanInDomain: minAvailable pods must fit on free + releasing + victims
+            room = list(nodes.gpus)
+            for node, gpus in releasing.items():
+                room[node] += gpus
+            for p in victims:
+                room[p.node] += p.job.spec.gpus
+            if sum(r // g for r in room) < starving.min_member:
+                continue
+            for p in victims:
+                sim.evict(p, now, starving.key)
+            starving.nominated = list(victims)
+            for job in {p.job.id: p.job for p in victims}.values():
+                sim.workers_changed(job, now)
+            return
