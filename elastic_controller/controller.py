@@ -22,11 +22,15 @@ from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Re
 from .kube.workqueue import WorkQueue
 from .policy import keys
 from .policy.model import JobView
+from .policy.neighbours import job_neighbour, network_topology
 from .policy.parse import ParseError, parse_job, parse_podgroup
 from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
 from .policy.settings import ElasticConfig
 
 log = logging.getLogger(__name__)
+
+
+REFUSING = frozenset({"InvalidJob", "InvalidElasticPolicy", "ForeignPodGroup"})  # no PodGroup of ours
 
 
 def format_quantity(name: str, value: int) -> str:
@@ -50,10 +54,12 @@ def podgroup_body(plan: PodGroupPlan, job: JobView, cfg: ElasticConfig) -> dict[
     }
     if plan.priority_class_name:
         spec["priorityClassName"] = plan.priority_class_name
+    meta_extra: dict[str, Any] = {"annotations": dict(plan.annotations)} if plan.annotations else {}
     return {
         "apiVersion": PODGROUPS.api_version, "kind": PODGROUPS.kind,
         "metadata": {
             "name": plan.name, "namespace": plan.namespace,
+            **meta_extra,
             "labels": {keys.MANAGED_BY_LABEL: keys.MANAGED_BY},
             "ownerReferences": [{
                 "apiVersion": PYTORCHJOBS.api_version, "kind": PYTORCHJOBS.kind, "name": job.name,
@@ -96,9 +102,20 @@ def podgroup_patch(current: Mapping[str, Any], want: Mapping[str, Any]) -> dict[
     patch: dict[str, Any] = {}
     if patch_spec:
         patch["spec"] = patch_spec
-    labels = (current.get("metadata") or {}).get("labels") or {}
+    meta_now = current.get("metadata") or {}
+    labels = meta_now.get("labels") or {}
+    meta_patch: dict[str, Any] = {}
     if labels.get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
-        patch["metadata"] = {"labels": {keys.MANAGED_BY_LABEL: keys.MANAGED_BY}}
+        meta_patch["labels"] = {keys.MANAGED_BY_LABEL: keys.MANAGED_BY}
+    # The job contract's copied annotations: set what the job says, remove what it dropped; the
+    # agent's own annotations (last-scale-time, ...) are never touched here.
+    ann_now = meta_now.get("annotations") or {}
+    ann_want = (want.get("metadata") or {}).get("annotations") or {}
+    ann_patch = {k: ann_want.get(k) for k in keys.COPIED_TO_PODGROUP if ann_now.get(k) != ann_want.get(k)}
+    if ann_patch:
+        meta_patch["annotations"] = ann_patch
+    if meta_patch:
+        patch["metadata"] = meta_patch
     return patch or None
 
 
@@ -115,7 +132,7 @@ def owner_uid(pg: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    action: str  # created | patched | unchanged | deleted | invalid | foreign | gone | replaced
+    action: str  # created | patched | unchanged | deleted | invalid | foreign | gone | replaced | neighbour
     detail: str = ""
 
 
@@ -139,6 +156,7 @@ class Controller:
         # ns/job -> names of its pods, kept by on_event once start() has filled it (None: scan the store)
         self._pods_by_job: dict[str, set[str]] | None = None
         self._index_lock = threading.Lock()
+        self._warned_once: set[tuple[str, str]] = set()  # (object uid, reason) warned about once
 
     # ------------------------------------------------------------------ events
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
@@ -208,6 +226,11 @@ class Controller:
         ns, _, name = key.partition("/")
         raw = self.store.get(PYTORCHJOBS, name, ns)
         pg: dict[str, Any] | None = self.store.get(PODGROUPS, name, ns)
+        if pg is not None and network_topology(pg):
+            self._warn_once(pg, "NetworkTopologyIgnored",
+                            "this PodGroup asks for HyperNode placement (spec.networkTopology); volcano-elastic's "
+                            "evictions and scale-up only see nodes and ignore HyperNode topology, so the room it "
+                            "makes may be in another HyperNode (docs/compatibility.md)")
         if raw is None:
             return Outcome("gone", "job deleted; its PodGroup goes with it (owner reference)")
         try:
@@ -215,6 +238,12 @@ class Controller:
         except ParseError as exc:
             self._warn(raw, "InvalidJob", str(exc))
             return Outcome("invalid", str(exc))
+        neighbour = job_neighbour(raw, self.cfg.schedulerName)
+        if neighbour is not None:
+            self._warn_once(raw, "LeftToNeighbour",
+                            f"volcano-elastic leaves this job alone because {neighbour}: no PodGroup, no scale-up "
+                            "gates, no evictions (docs/compatibility.md)")
+            return Outcome("neighbour", neighbour)
         if pg is not None and not is_ours(pg):
             self._warn(raw, "ForeignPodGroup",
                        f"PodGroup {ns}/{name} exists and is not managed by volcano-elastic (is the "
@@ -235,6 +264,11 @@ class Controller:
             self._warn(raw, "QueueNotFound",
                        f"Volcano queue {plan.queue!r} (from {plan.queue_source}) does not exist; the PodGroup "
                        "is created anyway and waits until an admin creates the queue")
+        if plan.contract_problems:
+            effect = ("volcano-elastic neither shrinks nor grows this job" if job.worker_sizes.problem
+                      else "only the listed counts within [minReplicas, maxReplicas] are used")
+            self._warn(raw, "InvalidJobContract", f"{'; '.join(plan.contract_problems)} (until it is fixed, "
+                       f"{effect})")
         want = podgroup_body(plan, job, self.cfg)
         if pg is not None and job.uid and owner_uid(pg) and owner_uid(pg) != job.uid:
             # Ours, but owned by an earlier job of the same name: replace it.
@@ -324,10 +358,23 @@ class Controller:
                            "(is the training operator running in gang mode?)")
                 return
 
+    def _warn_once(self, raw: dict[str, Any], reason: str, message: str) -> None:
+        """One Warning Event per object and reason for the life of this process (not every resync)."""
+        meta = raw.get("metadata") or {}
+        key = (str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"), reason)
+        with self._index_lock:
+            if key in self._warned_once:
+                return
+            self._warned_once.add(key)
+        self._warn(raw, reason, message)
+
     def _warn(self, raw: dict[str, Any], reason: str, message: str) -> None:
         meta = raw.get("metadata") or {}
-        log.warning("job refused", extra={"job": f"{meta.get('namespace')}/{meta.get('name')}",
-                                          "reason": reason, "detail": message})
+        # Only the reasons that withhold the PodGroup refuse the job; the rest are warnings about a
+        # job that is served (a missing queue: its PodGroup is created and waits for the queue).
+        what = "job refused" if reason in REFUSING else "job warning"
+        log.warning(what, extra={"job": f"{meta.get('namespace')}/{meta.get('name')}",
+                                 "reason": reason, "detail": message})
         self._observe(f"warning:{reason}", str(meta.get("namespace") or ""))
         self.recorder.emit(owner_ref(raw), "Warning", reason, message)
 

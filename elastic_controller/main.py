@@ -16,8 +16,9 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .healthserver import HealthServer
 
 HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
 
@@ -64,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-leader-elect", action="store_true", help="act without a Lease (one replica only)")
     parser.add_argument("--workers", type=int, default=16, help="controller workers (API-bound: threads wait on I/O)")
     parser.add_argument("--no-agent", action="store_true", help="run the controller only")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap: when the agent may read it, a scheduler running "
+                             "another queue-share plugin than config `shares` is a loud warning and a Warning "
+                             "Event ('' to skip the check)")
     parser.add_argument("--log-level", default="info")
 
 
@@ -90,6 +96,13 @@ class PrometheusMetrics:
         self.controller_actions = Counter(p + "controller_actions_total", "PodGroup writes and job warnings",
                                           ["action"], registry=r)
         self.leader = Gauge(p + "leader", "1 while this replica holds the Lease", registry=r)
+        self.skipped_objects = Gauge(p + "skipped_objects",
+                                     "Objects the agent cannot use as they are (malformed, implausible), by kind",
+                                     ["kind"], registry=r)
+        self._skipped_kinds: set[str] = set()
+        self.writes_refused = Counter(p + "writes_refused_total",
+                                      "Agent cycles stopped before writing, by why (not-leader, stale-cache)",
+                                      ["reason"], registry=r)
         self._queues: set[str] = set()
 
     # AgentMetrics
@@ -101,6 +114,14 @@ class PrometheusMetrics:
 
     def gate_release(self, queue: str, reason: str) -> None:
         self.gate_releases.labels(queue, reason).inc()
+
+    def write_refused(self, reason: str) -> None:
+        self.writes_refused.labels(reason).inc()
+
+    def skipped(self, by_kind: dict[str, int]) -> None:
+        for kind in self._skipped_kinds | set(by_kind):
+            self.skipped_objects.labels(kind).set(by_kind.get(kind, 0))
+        self._skipped_kinds |= set(by_kind)
 
     def starving(self, by_queue: dict[str, int]) -> None:
         for q in self._queues | set(by_queue):
@@ -145,37 +166,28 @@ class Health:
         missing = self.caches.unsynced()
         if missing:
             return 503, "caches not synced: " + ", ".join(missing)
+        stale = self.caches.stale()
+        if stale:  # an API outage: the watches failed and no relist has succeeded yet
+            return 503, "caches stale (API server unreachable?): " + ", ".join(stale)
         return 200, "ok"
 
 
-def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetrics) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                body, ctype = metrics.render()
-                code = 200
-            elif path in ("/healthz", "/livez"):
-                code, text = health.healthz()
-                body, ctype = text.encode(), "text/plain"
-            elif path == "/readyz":
-                code, text = health.readyz()
-                body, ctype = text.encode(), "text/plain"
-            else:
-                code, body, ctype = 404, b"not found", "text/plain"
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetrics) -> HealthServer:
+    """/healthz (/livez), /readyz and /metrics on one asyncio thread (see ``healthserver``)."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
+    def route(path: str) -> tuple[int, bytes, str]:
+        if path == "/metrics":
+            body, ctype = metrics.render()
+            return 200, body, ctype
+        if path in ("/healthz", "/livez"):
+            code, text = health.healthz()
+            return code, text.encode(), "text/plain"
+        if path == "/readyz":
+            code, text = health.readyz()
+            return code, text.encode(), "text/plain"
+        return 404, b"not found", "text/plain"
 
-    server = ThreadingHTTPServer((address, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
-    return server
+    return HealthServer(address, port, route)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,8 +198,10 @@ def run(args: argparse.Namespace) -> int:
     from .kube.client import ClientSettings, KubeClient
     from .kube.errors import KubeError
     from .kube.events import EventRecorder
+    from .kube.fence import FencedAPI
     from .kube.leader import LeaderElector, LeaseSettings
     from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+    from .volcanoconf import check_scheduler, describe
 
     setup_logging(args.log_level)
     log = logging.getLogger("volcano-elastic")
@@ -216,17 +230,31 @@ def run(args: argparse.Namespace) -> int:
     metrics = PrometheusMetrics()
     caches = Caches(client, on_restart=metrics.watch_restart)
     recorder = EventRecorder(client)  # a dry-run agent never reaches the point of emitting
-    controller = Controller(client, caches, cfg, recorder, workers=args.workers,
+    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
+    elector = None if args.no_leader_elect else LeaderElector(client, identity, LeaseSettings(
+        args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline, args.retry_period))
+    # Every agent write checks the Lease first: held, and renewed within the renew deadline.
+    may_write = (lambda: True) if elector is None else elector.leading_now
+    agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write)
+    # The controller's workers write through the same check (a refused write is retried later).
+    controller = Controller(FencedAPI(client, may_write), caches, cfg, recorder, workers=args.workers,
                             observe=metrics.controller_action)
-    agent = Agent(client, caches, cfg, recorder, metrics=metrics)
     caches.add_handler(controller.on_event, (PYTORCHJOBS, PODGROUPS, NAMESPACES, QUEUES, PODS))
     caches.add_handler(agent.on_event)
+
+    def recovered(res: Any) -> None:
+        # A cache relisted after an outage: reconcile every job now, not after each key's retry
+        # backoff (PodGroups of jobs created during the outage appear within a second).
+        if health.leading.is_set() and res in (PYTORCHJOBS, PODGROUPS):
+            controller.enqueue_all()
+
+    caches.on_recovered(recovered)
     health = Health(caches, stale_after=max(60.0, 6 * cfg.agent.intervalSeconds))
     server = serve_http(args.http_address, args.http_port, health, metrics) if args.http_port else None
     caches.start()
-    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     log.info("starting", extra={"identity": identity, "lease": f"{args.lease_namespace}/{args.lease_name}",
-                                "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)"})
+                                "dry_run": cfg.agent.dryRun, "config": args.config or "(defaults)",
+                                "shares": describe(cfg.shares)})
     agent_thread: list[threading.Thread] = []
     work_stop = threading.Event()
 
@@ -235,6 +263,12 @@ def run(args: argparse.Namespace) -> int:
         controller.start()
         health.beats["controller"] = controller
         if not args.no_agent:
+            shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap,
+                                     None if cfg.agent.dryRun else recorder)
+            log.info("agent starting", extra={"shares": shares, "dry_run": cfg.agent.dryRun})
+            if cfg.shares.plugin != "proportion":  # remove once CapacityModel drives the planner (issue 21)
+                log.warning("shares.plugin %s is not used by the planner yet: evictions and gate lifts still "
+                            "follow the proportion rules", cfg.shares.plugin)
             t = threading.Thread(target=agent.run, args=(work_stop,), name="agent", daemon=True)
             t.start()
             agent_thread.append(t)
@@ -259,14 +293,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if stop.is_set():
             pass
-        elif args.no_leader_elect:
+        elif elector is None:
             on_started()
             stop.wait()
             on_stopped()
         else:
-            elector = LeaderElector(client, identity, LeaseSettings(
-                args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline,
-                args.retry_period))
             if elector.run(stop, on_started, on_stopped):
                 lost.set()
                 code = 1  # exit so that the Deployment restarts us as a clean follower

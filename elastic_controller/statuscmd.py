@@ -19,6 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
+                        metavar="NAMESPACE/NAME",
+                        help="the Volcano scheduler's ConfigMap, read when RBAC allows get on it ('' to "
+                             "skip): compared with config `shares`, and a warning that two evictors run when "
+                             "its actions evict (preempt, reclaim, gangpreempt, gangreclaim)")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
@@ -69,17 +74,40 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "max": bounds.max_replicas if bounds else pg.min_member,
             "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
             if bounds and workers >= bounds.min_replicas else None,
-            "cooldownSeconds": int(cooldown_remaining(pg, policy, now)),
+            "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
+            # pods that predate our webhook (no group annotation), counted by their labels
+            "adoptedPods": sum(1 for p in pods if p.adopted),
         }
         out.setdefault(pg.queue, []).append(row)
     return out
 
 
-def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
-    lines: list[str] = []
+def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
+    """Objects the agent cannot use as they are (malformed, or partly implausible like a node
+    claiming 1e18 GPUs), one line each: what the agent logs once at WARNING."""
+    from .policy.parse import parse_objects
+
+    snap, warnings = parse_objects(items, cfg)
+    out = list(warnings)
+    for node in snap.nodes:
+        out.extend(f"Node {node.name}: {problem}" for problem in node.problems)
+    return out
+
+
+def render_skipped(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return f"SKIPPED OBJECTS ({len(lines)}: not used by the agent as they are)\n" + \
+        "".join(f"  {line}\n" for line in lines)
+
+
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
+    """The tables; ``shares``: the queue-share model line printed first."""
+    lines: list[str] = [f"SHARES {shares}", ""] if shares else []
+    adopted = False
     for queue in sorted(rows):
         lines.append(f"QUEUE {queue}")
         table = [COLUMNS]
@@ -88,13 +116,22 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60) -> str:
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
             why = r["lastDecision"]
             why = why if len(why) <= width else why[: width - 1] + "…"
-            table.append((r["job"], str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
+            job = r["job"]
+            if r.get("adoptedPods"):
+                job, adopted = f"{job} (adopted)", True
+            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
                           str(r["starving"]), why or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
         for row in table:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         lines.append("")
-    return "\n".join(lines) if lines else "no elastic jobs or waiting gangs\n"
+    if adopted:
+        lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
+                     "restart them at a quiet moment (docs/compatibility.md#adopting-running-jobs)")
+        lines.append("")
+    if not rows:
+        lines.append("no elastic jobs or waiting gangs\n")
+    return "\n".join(lines)
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
@@ -133,10 +170,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
+    from .volcanoconf import two_evictors
+
+    warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
+    skipped = skipped_objects(items, cfg)
     if args.output == "json":
-        print(json.dumps(rows, indent=2))
+        if warning:
+            print(warning, file=sys.stderr)
+        out: dict[str, Any] = dict(rows)
+        if skipped:
+            out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
+        print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(render(rows))
+        from .volcanoconf import check_scheduler
+
+        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
+        shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
+        sys.stdout.write(render_skipped(skipped))
     return 0
 
 

@@ -3,7 +3,7 @@
 # Volcano (scheduler + controllers), kwok GPU nodes and the Kubeflow training operator, all
 # on 127.0.0.1, each with its own log file. Builds missing binaries first (cached).
 #
-#   hack/local-up.sh [--nodes N] [--gpus-per-node G] [--volcano-conf ours|native|FILE]
+#   hack/local-up.sh [--nodes N] [--gpus-per-node G] [--volcano-conf ours|native|capacity|capacity-hierarchy|FILE]
 #                    [--name NAME] [--profile full|core] [--keep-on-failure] [--timeout S]
 #
 # The last line printed (stdout) is the path of the admin kubeconfig:

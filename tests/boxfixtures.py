@@ -26,7 +26,8 @@ Environment:
     VOLCANO_ELASTIC_KEEP_BOX=1      leave the session's boxes running (names are printed)
     VOLCANO_ELASTIC_CACHE           cache root (binaries, boxes), as for hack/
     VOLCANO_ELASTIC_BOX_PROFILE     force a profile (core | full) for every tier
-    VOLCANO_ELASTIC_VOLCANO_CONF    ours (default) | native | FILE: Volcano scheduler config
+    VOLCANO_ELASTIC_VOLCANO_CONF    ours (default) | native | NAME | FILE: Volcano scheduler config
+                                    (a module using box_fixture(profile, NAME) gets its own box)
     VOLCANO_ELASTIC_BOX_NODES, VOLCANO_ELASTIC_BOX_GPUS_PER_NODE   kwok nodes (default 4 x 8)
 """
 
@@ -79,9 +80,13 @@ def _cleanup_stale_pytest_boxes() -> None:
             b.down(quiet=True)
 
 
-def get_box(profile: str, config: pytest.Config) -> Box:
-    """The session's box for `profile` (started on first use, stopped at session end)."""
+def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None) -> Box:
+    """The session's box for `profile` (started on first use, stopped at session end). With
+    `volcano_conf` (a name of hack/volcano-scheduler-NAME.conf), a box of its own running that
+    Volcano scheduler configuration, whatever VOLCANO_ELASTIC_VOLCANO_CONF says."""
     existing = os.environ.get("VOLCANO_ELASTIC_TEST_BOX")
+    if existing and volcano_conf is not None:
+        pytest.skip(f"needs its own box with Volcano conf {volcano_conf!r} (VOLCANO_ELASTIC_TEST_BOX is set)")
     if existing:
         b = Box(name=existing)
         if not b.load():
@@ -94,10 +99,11 @@ def get_box(profile: str, config: pytest.Config) -> Box:
         if profile == "full" and have != "full":
             pytest.fail(f"VOLCANO_ELASTIC_TEST_BOX={existing} runs profile {have!r}; this tier needs 'full'")
         return b
-    if profile in _BOXES:
-        return _BOXES[profile]
-    if profile in _FAILED:
-        pytest.fail(_FAILED[profile], pytrace=False)
+    key = profile if volcano_conf is None else f"{profile}-{volcano_conf}"
+    if key in _BOXES:
+        return _BOXES[key]
+    if key in _FAILED:
+        pytest.fail(_FAILED[key], pytrace=False)
 
     missing = missing_binaries(PROFILES[profile])
     if missing:
@@ -109,20 +115,20 @@ def get_box(profile: str, config: pytest.Config) -> Box:
         pytest.skip(msg)
 
     _cleanup_stale_pytest_boxes()
-    name = f"pytest-{os.getpid()}-{profile}"
+    name = f"pytest-{os.getpid()}-{key.replace('-', '')}"
     keep = os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1"
     env = os.environ.get
     b = Box(BoxOptions(name=name, profile=profile, keep_on_failure=keep,
                        nodes=int(env("VOLCANO_ELASTIC_BOX_NODES", "4")),
                        gpus_per_node=int(env("VOLCANO_ELASTIC_BOX_GPUS_PER_NODE", "8")),
-                       volcano_conf=env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours")))
+                       volcano_conf=volcano_conf or env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours")))
     t0 = time.monotonic()
     try:
         b.up()
     except BoxError as e:
-        _FAILED[profile] = f"the {profile!r} control plane box failed to start: {e}"
-        pytest.fail(_FAILED[profile], pytrace=False)
-    _BOXES[profile] = b
+        _FAILED[key] = f"the {key!r} control plane box failed to start: {e}"
+        pytest.fail(_FAILED[key], pytrace=False)
+    _BOXES[key] = b
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(f"[box] {profile} box {name} up in {time.monotonic() - t0:.1f}s: {b.kubeconfig}")
@@ -134,19 +140,21 @@ def get_box(profile: str, config: pytest.Config) -> Box:
             return
         b.opts.quiet = True
         b.down(quiet=True)
-        _BOXES.pop(profile, None)
+        _BOXES.pop(key, None)
 
     config.add_cleanup(_down)
     return b
 
 
-def box_fixture(profile: str) -> Any:
+def box_fixture(profile: str, volcano_conf: str | None = None) -> Any:
     """Make the session-scoped `box` fixture of a tier: `box = box_fixture("core")` in its
-    conftest. VOLCANO_ELASTIC_BOX_PROFILE overrides the profile."""
+    conftest. VOLCANO_ELASTIC_BOX_PROFILE overrides the profile. A test module that needs another
+    Volcano scheduler configuration overrides it: `box = box_fixture("full", "capacity")` (one
+    more box, shared by every module asking for that configuration)."""
 
     @pytest.fixture(scope="session")
     def box(request: pytest.FixtureRequest) -> Box:
-        return get_box(os.environ.get("VOLCANO_ELASTIC_BOX_PROFILE") or profile, request.config)
+        return get_box(os.environ.get("VOLCANO_ELASTIC_BOX_PROFILE") or profile, request.config, volcano_conf)
 
     return box
 

@@ -14,6 +14,7 @@ from typing import Any
 from elastic_controller.policy import keys
 from elastic_controller.policy.keys import Role
 from elastic_controller.policy.model import ElasticBounds
+from elastic_controller.policy.neighbours import pod_neighbour
 from elastic_controller.policy.parse import pet_nnodes
 from elastic_controller.policy.roles import BoundsError, RolePlan, parse_nnodes, plan_role, task_priority
 from elastic_controller.policy.settings import ElasticConfig
@@ -33,6 +34,7 @@ class PodPatch:
     job: str = ""
     kept: dict[str, str] = field(default_factory=dict)  # user values we did not overwrite
     bounds_unknown: bool = False
+    neighbour: str = ""  # why a neighbour (Kueue, another scheduler) owns this pod: left alone
 
 
 def escape(key: str) -> str:
@@ -111,6 +113,12 @@ def plan_pod_patch(pod: Mapping[str, Any], cfg: ElasticConfig) -> PodPatch:
     annotations = _mapping_or_none((meta or {}).get("annotations"), "request.object.metadata.annotations")
     spec = _check_pod_shape(pod.get("spec"))
     job = str(labels[keys.JOB_NAME_LABEL])
+    neighbour = pod_neighbour(labels, spec.get("schedulerName"), cfg.schedulerName)
+    if neighbour:
+        # Someone else schedules this pod: no gang, no gate, no role (docs/compatibility.md).
+        return PodPatch(warnings=[f"volcano-elastic: left alone because {neighbour}; it joins no "
+                                  f"{cfg.schedulerName} gang and is never gated or evicted by volcano-elastic"],
+                        job=job, neighbour=neighbour)
     warnings: list[str] = []
     bounds, unknown = _bounds(spec, warnings)
     plan = plan_role({str(k): str(v) for k, v in labels.items()}, bounds)

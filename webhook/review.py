@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig
 
 from .envelope import AdmissionRequest, BadReviewError, parse_review, respond
@@ -58,6 +59,9 @@ def review_pod(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
     if req.operation != "CREATE" or req.sub_resource or (req.kind and req.kind != "Pod") or req.obj is None:
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)
     patch = plan_pod_patch(req.obj, cfg)
+    if patch.neighbour:
+        fields.update(job=patch.job, reason=f"neighbour: {patch.neighbour}", warnings=patch.warnings)
+        return ReviewOutcome(respond(req.uid, warnings=patch.warnings), "allowed", fields=fields, notable=True)
     if patch.role is None:
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)
     fields.update(job=patch.job, role=patch.role.value, ops=len(patch.ops))
@@ -76,6 +80,14 @@ def review_pod(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
     )
 
 
+def _contract(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The annotations of the job contract the validating webhook checks (worker-counts/-step)."""
+    meta = obj.get("metadata")
+    ann = meta.get("annotations") if isinstance(meta, Mapping) else None
+    ann = ann if isinstance(ann, Mapping) else {}
+    return tuple(ann.get(k) for k in keys.COPIED_TO_PODGROUP)
+
+
 def review_job(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
     """``/validate-pytorchjobs``: deny elastic specs that cannot work, warn on doubtful ones."""
     req = parse_review(doc)
@@ -91,7 +103,8 @@ def review_job(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
     meta = obj.get("metadata")
     if isinstance(meta, dict) and meta.get("deletionTimestamp"):
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)  # finalizers must go through
-    if req.operation == "UPDATE" and req.old_obj is not None and req.old_obj.get("spec") == obj.get("spec"):
+    if req.operation == "UPDATE" and req.old_obj is not None and req.old_obj.get("spec") == obj.get("spec") \
+            and _contract(req.old_obj) == _contract(obj):
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)  # metadata-only update
     verdict = validate_job(obj, cfg)
     if verdict.warnings:

@@ -18,7 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0)")
     parser.add_argument("--config", metavar="F", help="ElasticConfig YAML (default: built-in defaults)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default: 2)")
-    parser.add_argument("--threads", type=int, default=4, help="threads per worker (default: 4)")
+    parser.add_argument("--threads", type=int, default=32,
+                        help="threads per worker (default: 32; a thread waits at most 5 s for a slow "
+                             "client's handshake and headers)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
 

@@ -49,11 +49,19 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._leading = threading.Event()
+        self._renewed_at = float("-inf")  # clock() when the last successful acquire/renew was sent
         self.transitions = 0
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    def leading_now(self) -> bool:
+        """May this replica write right now? It leads, and its last successful renewal was sent less
+        than ``renew_deadline`` ago. A process paused (SIGSTOP, a stalled VM, a long GC) past that
+        learns it here, before its next write, not at its next renewal attempt: by then another
+        replica may have taken the Lease (``lease_duration`` > ``renew_deadline``)."""
+        return self._leading.is_set() and self.clock() - self._renewed_at < self.s.renew_deadline
 
     def holder(self) -> str:
         try:
@@ -76,6 +84,7 @@ class LeaderElector:
                 log.info("lease not created", extra={"lease": self.s.name, "error": str(exc)})
                 return False
             self._observed_at = now
+            self._renewed_at = now
             return True
         except KubeError as exc:
             log.info("lease not read", extra={"lease": self.s.name, "error": str(exc)})
@@ -98,6 +107,7 @@ class LeaderElector:
         new = out.get("spec") or {}
         self._observed = (str(new.get("holderIdentity") or ""), str(new.get("renewTime") or ""))
         self._observed_at = now
+        self._renewed_at = now
         return True
 
     def _spec(self, old: dict[str, Any] | None) -> dict[str, Any]:

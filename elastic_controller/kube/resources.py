@@ -40,6 +40,7 @@ QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespa
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")  # only Volcano's scheduler configuration, read once
 
 # Everything the agent's snapshot is built from, in the order ``parse_objects`` likes.
 SNAPSHOT_RESOURCES = (NODES, PODS, PODGROUPS, QUEUES, PRIORITY_CLASSES, PYTORCHJOBS, NAMESPACES)

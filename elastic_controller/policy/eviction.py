@@ -16,20 +16,34 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 from .cooldowns import old_enough
 from .decisions import Eviction, GangDecision
 from .fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from .keys import GPU
-from .model import PodView
+from .model import PodView, newest_checkpoint
+from .ordering import JobRank, Key, gang_key, job_rank, sequence_key, victim_key
 from .quantity import add, format_resources, sub
 from .world import Gang, JobState, World, is_candidate_role, job_id
 
 _MAX_COMBINATIONS = 4000
-_Score = tuple[int, tuple[tuple[float, int, int, str], ...], int, str]
+
+
+class _Score(NamedTuple):
+    """A node's plan for one needed pod; the smallest wins (fields compared in order: ordering.py,
+    "Victim sets")."""
+
+    new_jobs: int  # jobs it disrupts that no victim of this cycle disrupted yet (each restarts)
+    victims: int  # how many
+    order: tuple[Key, ...]  # their victim keys in order (ordering.sequence_key)
+    left: int  # dominant resource left free on the node after the pod
+    node: str
+
 # Every node is scored for every needed pod when True (the reference the indexed search must match;
 # the properties compare both).
 EXHAUSTIVE_NODE_SCAN = False
@@ -91,16 +105,30 @@ class Planner:
         self._profile_ids = profile_ids
         self.kinds: dict[str, frozenset[tuple[str, int, bool]]] = {}
         self._kinds_ok: dict[frozenset[tuple[str, int, bool]], bool] = {}  # for the gang being planned
-        self.start_pref: dict[str, tuple[float, int, int, str]] = {}
+        self.start_pref: dict[str, Key] = {}
         self.tag_members: dict[int, list[str]] = {}  # nodes given each tag (some may have moved on)
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         jobs = world.jobs  # only the candidates' jobs are ranked
-        job_key = {jid: (-jobs[jid].fulfillment(), jobs[jid].priority) for jid in self.candidates_by_job}
+        # What disrupting each candidate's job loses beyond fairness (ordering.py, victim criterion 3):
+        # the work since its last checkpoint (newest first; unknown counts as oldest) and how many GPUs
+        # restart (all of its workers'). Fixed for the cycle.
+        for jid, pods in self.candidates_by_job.items():
+            job = jobs[jid]
+            ckpt = newest_checkpoint(None, job.pg, world.pods_by_group.get(pods[0].group_key, ()))
+            job.loss = (-ckpt.timestamp() if ckpt is not None else math.inf,
+                        job.running_workers * pods[0].requests.get(world.dominant, 0))
+        job_key = {jid: job_rank(jobs[jid]) for jid in self.candidates_by_job}
+        # Nodes holding candidates of a job disrupted this cycle (victims taken, or picked for the gang
+        # being planned), counted per such job: more victims there may disrupt no new job.
+        self.hit_nodes: dict[str, int] = {}
+        # False while a gang is planned again by fewest victims alone (see _assign): disrupted jobs
+        # then count 0 in every score.
+        self.restart_aware = True
         # Per node: its candidates as (size, preference at the start = self.preference(p)).
-        keyed: dict[str, list[tuple[int, tuple[float, int, int, str]]]] = {}
+        keyed: dict[str, list[tuple[int, Key]]] = {}
         sizes: set[int] = set()
         for node, pods in self.candidates_by_node.items():
-            pairs = keyed[node] = [(p.requests.get(dom, 0), (*job_key[p.job_id], -p.replica_index, p.uid))
+            pairs = keyed[node] = [(p.requests.get(dom, 0), victim_key(job_key[p.job_id], p))
                                    for p in pods]
             sizes.update(size for size, _ in pairs)
             self.start_pref[node] = min(pref for _, pref in pairs)
@@ -111,7 +139,7 @@ class Planner:
         # For single-victim plans the victim must be at least as large as the node's deficit: nodes are
         # also ranked, per candidate size, by their most preferred candidate at least that large.
         self.sizes = sorted(sizes)
-        self.pref_at_least: dict[int, dict[str, tuple[float, int, int, str]]] = {size: {} for size in self.sizes}
+        self.pref_at_least: dict[int, dict[str, Key]] = {size: {} for size in self.sizes}
         for node, pairs in keyed.items():
             pairs.sort(key=lambda sp: sp[0], reverse=True)  # largest first: a running minimum per size
             i, best = 0, None
@@ -165,7 +193,7 @@ class Planner:
         jobs, taken, dom, now = w.jobs, self.taken, w.dominant, w.now
         for p in self.candidates_by_node.get(node, ()):
             job = jobs.get(p.job_id)
-            if job is None or job.bounds is None or p.key in taken:
+            if job is None or job.bounds is None or job.pg is None or p.key in taken:
                 continue
             policy = w.policy(job.queue)
             if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, now):
@@ -239,6 +267,8 @@ class Planner:
         first rules, in its order), or None."""
         if job is None or job.bounds is None:
             return "unknown job"
+        if job.pg is None:
+            return "no PodGroup"  # not ours to shrink: a neighbour's job, or one the controller refused
         if job.priority > gang.priority:
             return "higher priority"
         if job.cooling and not self.w.policy(job.queue).preemptDuringCooldown:
@@ -262,27 +292,53 @@ class Planner:
                 return False
         return True
 
-    def preference(self, pod: PodView, extra_taken: int = 0) -> tuple[float, int, int, str]:
-        job = self.w.jobs[job_id(pod)]
-        job.taken += extra_taken
-        try:
-            return (-job.fulfillment(), job.priority, -pod.replica_index, pod.uid)
-        finally:
-            job.taken -= extra_taken
+    def preference(self, pod: PodView, extra_taken: int = 0) -> Key:
+        """``pod``'s victim key (``ordering.victim_key``) with ``extra_taken`` more of its job's workers taken."""
+        return victim_key(job_rank(self.w.jobs[pod.job_id], extra_taken), pod)
 
-    def order_key(self, subset: Sequence[PodView]) -> tuple[tuple[float, int, int, str], ...]:
-        """The victims of ``subset`` in preference order, fulfillment recomputed as each is taken:
-        among equally small sets, the one with the smallest key comes first."""
-        rest = list(subset)
-        extra: dict[str, int] = {}
-        out = []
-        while rest:
-            keyed = [(self.preference(p, extra.get(job_id(p), 0)), p) for p in rest]
-            key, best = min(keyed, key=lambda kp: kp[0])
-            out.append(key)
-            rest.remove(best)
-            extra[job_id(best)] = extra.get(job_id(best), 0) + 1
-        return tuple(out)
+    def order_key(self, subset: Sequence[PodView]) -> tuple[Key, ...]:
+        """``ordering.sequence_key`` of ``subset``: among equally small sets, the smallest comes first."""
+        return sequence_key(self.w.jobs, subset)
+
+    def _take(self, pod: PodView, delta: int) -> None:
+        """Count ``pod`` as a victim (``delta`` 1) or not any more (-1) in its job's ``taken``,
+        keeping ``hit_nodes`` (nodes with candidates of a disrupted job) up to date."""
+        jid = job_id(pod)
+        job = self.w.jobs[jid]
+        before = job.taken
+        job.taken += delta
+        if (before == 0) == (job.taken == 0):
+            return
+        hit = self.hit_nodes
+        for node in {c.node_name for c in self.candidates_by_job.get(jid, ())}:
+            n = hit.get(node, 0) + (1 if delta > 0 else -1)
+            if n:
+                hit[node] = n
+            else:
+                del hit[node]
+
+    def new_jobs(self, subset: Sequence[PodView]) -> int:
+        """How many jobs ``subset`` disrupts that no victim of this cycle (or of the gang being planned)
+        disrupted yet: every worker of such a job restarts, however many of its workers go."""
+        if not self.restart_aware:
+            return 0
+        jobs = self.w.jobs
+        return len({v.job_id for v in subset if jobs[v.job_id].taken == 0})
+
+    def _jobs_floor(self, hit: bool) -> int:
+        """The fewest new jobs any victim set on a node disrupts (``hit``: it holds candidates of a job
+        already disrupted)."""
+        return 0 if hit or not self.restart_aware else 1
+
+    @staticmethod
+    def _can_beat(jobs_low: int, victims_low: int, pref_low: Key | tuple[()], beat: _Score | None) -> bool:
+        """Whether a plan disrupting at least ``jobs_low`` new jobs with at least ``victims_low`` victims,
+        the first preferred no more than ``pref_low``, could score below ``beat``."""
+        if beat is None:
+            return True
+        if (jobs_low, victims_low) != (beat.new_jobs, beat.victims):
+            return (jobs_low, victims_low) < (beat.new_jobs, beat.victims)
+        return not beat.order or pref_low <= beat.order[0]
 
     # -- choosing victims -----------------------------------------------------------------
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
@@ -298,24 +354,32 @@ class Planner:
         if not cands or not _covers(deficit, cands):
             return None
         cands.sort(key=self.preference)
+        # Fewest newly disrupted jobs first, then fewest victims, then preference: a larger set may win
+        # when it takes from fewer jobs (or from jobs already disrupted), so sizes go up until no
+        # larger set can beat the best found (no set disrupts fewer than ``floor`` new jobs).
+        jobs = self.w.jobs
+        floor = self._jobs_floor(any(jobs[c.job_id].taken for c in cands))
         budget = _MAX_COMBINATIONS
+        best: tuple[tuple[int, int, tuple[Key, ...]], tuple[PodView, ...]] | None = None
         for k in range(1, len(cands) + 1):
-            if beat is not None and (k > beat[0] or (k == beat[0] and self.preference(cands[0]) > beat[1][0])):
-                return None  # more victims, or as many whose first is less preferred: cannot win
-            feasible: list[tuple[PodView, ...]] = []
+            if best is not None and (floor, k) > best[0][:2]:
+                break  # more victims and no fewer new jobs: cannot win
+            if not self._can_beat(floor, k, self.preference(cands[0]), beat):
+                return None  # cannot beat the best plan found on other nodes
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
                     break
                 if _covers(deficit, subset) and self._subset_ok(gang, subset):
-                    feasible.append(subset)
-            if feasible:
-                best: tuple[PodView, ...] = min(feasible, key=self.order_key)
-                return list(best)
+                    score = (self.new_jobs(subset), k, self.order_key(subset))
+                    if best is None or score < best[0]:
+                        best = (score, subset)
             if budget < 0:
+                if best is not None:
+                    return list(best[1])
                 self.used_greedy = True
                 return self._greedy(gang, deficit, cands)
-        return None
+        return list(best[1]) if best is not None else None
 
     def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView]) -> list[PodView] | None:
         chosen: list[PodView] = []
@@ -327,7 +391,25 @@ class Planner:
         return None
 
     def _assign(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
-        """Greedy per needed pod: the node needing the fewest (most preferred) victims."""
+        """Greedy per needed pod: the node whose victims disrupt the fewest new jobs, then are fewest
+        (then most preferred). Greedy choices that save a restart for one pod may leave no room for a
+        later one: the gang is then planned again by fewest victims alone (the order before issue
+        19), so that restart awareness never makes a gang wait that could be placed."""
+        victims = self._assign_greedy(gang, cap)
+        if victims is not None or not self.inflight:
+            return victims  # a plan, or not even the first needed pod found room: no other order helps
+        for v in self.inflight:  # the picks of the failed attempt are not victims
+            self._take(v, -1)
+        self.inflight = []
+        self._job_verdicts = {}  # verdicts and share refusals depended on those picks
+        self._share_refusals = set()
+        self.restart_aware = False
+        try:
+            return self._assign_greedy(gang, self.capacity.copy())  # (``cap`` is not read afterwards)
+        finally:
+            self.restart_aware = True
+
+    def _assign_greedy(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
         victims: list[PodView] = []
         self.inflight = victims
         chosen: set[str] = set()
@@ -340,8 +422,8 @@ class Planner:
                 cap.give(v.node_name, pod_demand(v))
                 chosen.add(v.key)
                 victims.append(v)
-                self.w.jobs[job_id(v)].taken += 1
-            cap.take(score[3], pod_demand(pod))
+                self._take(v, 1)
+            cap.take(score.node, pod_demand(pod))
         return victims
 
     def _score(self, gang: Gang, pod: PodView, name: str, cap: Capacity, chosen: set[str],
@@ -350,7 +432,8 @@ class Planner:
         if subset is None:
             return None
         left = add(cap.free[name], _sum_demand(subset))
-        return (len(subset), self.order_key(subset), left.get(self.w.dominant, 0), name), subset
+        return _Score(self.new_jobs(subset), len(subset), self.order_key(subset), left.get(self.w.dominant, 0),
+                      name), subset
 
     def _best_node(self, gang: Gang, pod: PodView, cap: Capacity,
                    chosen: set[str]) -> tuple[_Score, list[PodView]] | None:
@@ -382,7 +465,7 @@ class Planner:
                         if node_accepts(nodes[n], pod):
                             name = n
             if name is not None:
-                return (0, (), free, name), []
+                return _Score(0, 0, (), free, name), []
         # Victims: buckets of nodes by (free GPUs, largest candidate), fewest possible victims first;
         # inside a bucket nodes go by their best candidate, so the scan stops as soon as no node left
         # can beat the best plan found.
@@ -400,8 +483,11 @@ class Planner:
             buckets.append((bound, free, tag, names))
         buckets.sort(key=lambda b: (b[0], b[1], b[2]))
         best: tuple[_Score, list[PodView]] | None = None
+        hit = self.hit_nodes
         for bound, free, tag, names in buckets:
-            if best is not None and bound > best[0][0]:
+            # No node of this bucket or later ones (as many victims or more) disrupts fewer than one new
+            # job, unless it holds candidates of a disrupted job (then 0).
+            if best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound, (), best[0]):
                 break
             size, low = 0, self.start_pref
             if bound == 1 and free < gpus:
@@ -411,11 +497,14 @@ class Planner:
                 size = self.sizes[i]
                 low = self.pref_at_least[size]
             order = self._tag_order(tag, size, low)
-            if not order or (best is not None and bound == best[0][0] and low[order[0]] > best[0][1][0]):
+            if not order or (best is not None and not self._can_beat(self._jobs_floor(bool(hit)), bound,
+                                                                     low[order[0]], best[0])):
                 continue  # even the tag's best node cannot beat the best plan found
             for name in self._ranked(names, order, low):
-                if best is not None and bound == best[0][0] and low[name] > best[0][1][0]:
-                    break
+                if best is not None and not self._can_beat(self._jobs_floor(name in hit), bound, low[name], best[0]):
+                    if hit and self.restart_aware:
+                        continue  # (a later node holding a disrupted job's candidates still may)
+                    break  # later nodes come by preference: none can beat it either
                 kinds = self.kinds[name]
                 may_give = self._kinds_ok.get(kinds)  # _may_give's cache, read inline: a hot loop
                 if may_give is None:
@@ -427,7 +516,7 @@ class Planner:
                     best = found
         return best
 
-    def _tag_order(self, tag: int, size: int, low: dict[str, tuple[float, int, int, str]]) -> list[str]:
+    def _tag_order(self, tag: int, size: int, low: dict[str, Key]) -> list[str]:
         """Every node given ``tag`` (some may have moved on) by ``low``, most preferred first; nodes
         missing from ``low`` have no large enough candidate."""
         order = self._tag_orders.get((tag, size))
@@ -437,7 +526,7 @@ class Planner:
         return order
 
     @staticmethod
-    def _ranked(names: set[str], order: list[str], low: dict[str, tuple[float, int, int, str]]) -> Iterable[str]:
+    def _ranked(names: set[str], order: list[str], low: dict[str, Key]) -> Iterable[str]:
         """``names`` (nodes of one tag, now in one bucket) in ``order``: a large bucket is walked along
         the tag's order, a small one sorted."""
         if len(names) * 8 < len(order):
@@ -455,7 +544,7 @@ class Planner:
                 continue
             if best is None or found[0] < best[0]:
                 best = found
-                if not found[1] and found[0][2] == pod.requests.get(self.w.dominant, 0):
+                if not found[1] and found[0].left == pod.requests.get(self.w.dominant, 0):
                     break  # exact fit without victims: cannot do better
         return best
 
@@ -616,15 +705,15 @@ class Planner:
         left = list(cands)
         need = excess
         ascending = sorted(c.requests.get(dom, 0) for c in left)  # sizes of `left`
-        # Per job: (-fulfillment, priority) with this construction's picks taken, or None when one more
-        # victim would take it below min; only the job of the last pick changes between steps.
-        job_part: dict[str, tuple[float, int] | None] = {}
+        # Per job: its job_rank with this construction's picks taken, or None when one more victim
+        # would take it below min; only the job of the last pick changes between steps.
+        job_part: dict[str, JobRank | None] = {}
         while len(picked) < k:
             slots = k - len(picked) - 1
             with_c = sum(ascending[max(0, len(ascending) - slots - 1):])  # the largest slots + 1
             without_c = sum(ascending[max(0, len(ascending) - slots):]) if slots else 0  # the largest slots
             edge = ascending[len(ascending) - slots - 1] if slots < len(ascending) else 0
-            best: tuple[tuple[float, int, int, str], int] | None = None
+            best: tuple[Key, int] | None = None
             for i, c in enumerate(left):
                 jid = c.job_id
                 if jid in job_part:
@@ -635,14 +724,14 @@ class Planner:
                     n = extra.get(jid, 0)
                     part = job_part[jid] = (
                         None if job.current_workers() - n - 1 < job.bounds.min_replicas
-                        else self.preference(c, n)[:2])
+                        else job_rank(job, n))
                 if part is None:
                     continue
                 size = c.requests.get(dom, 0)
                 others = with_c - size if size >= edge else without_c  # the largest `slots` besides c
                 if size + others < need:
                     continue
-                key = (*part, -c.replica_index, c.uid)  # = self.preference(c, extra[jid])
+                key = victim_key(part, c)  # = self.preference(c, extra[jid])
                 if best is None or key < best[0]:
                     best = (key, i)
             if best is None:
@@ -720,6 +809,10 @@ class Planner:
             fits_now = not w.releasing or fits_all(gang.needed, w.free_now)
             self.capacity = trial  # promise the room to this gang
             if fits_now:
+                blocked = _queue_blocks(w, gang.queue)
+                if blocked:  # not "waiting for the scheduler" forever: it never will
+                    return wait(f"its min set fits on free capacity now, but {blocked}: Volcano will not "
+                                "place it")
                 return wait("its min set fits on free capacity now; waiting for the scheduler to place it")
             n = sum(len(v) for v in w.releasing.values())
             return wait(f"fits once {n} terminating pod(s) release their resources "
@@ -751,7 +844,7 @@ class Planner:
             share_failed = extra is None
             victims = None if extra is None else victims + extra
         for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
-            w.jobs[job_id(v)].taken -= 1
+            self._take(v, -1)
         self.inflight = []
         if victims is None:
             if share_failed:
@@ -792,7 +885,7 @@ class Planner:
             reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
                       f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
                       f"{gang.key} in queue {gang.queue}")
-            job.taken += 1
+            self._take(v, 1)
             self.taken.add(v.key)
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
             evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))
@@ -809,6 +902,14 @@ class Planner:
             why += f" and brings queue {gang.queue} back within its deserved share (before: {share_note})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
+
+
+def _queue_blocks(world: World, queue: str) -> str:
+    """Why Volcano will never place a gang of ``queue`` whatever the capacity ("" when nothing we see)."""
+    for q in world.snapshot.queues:
+        if q.name == queue:
+            return "" if q.state in ("", "Open") else f"its queue {queue} is {q.state}"
+    return f"its queue {queue} does not exist"
 
 
 def _sum_demand(pods: Sequence[PodView]) -> dict[str, int]:
@@ -834,5 +935,5 @@ def starving_gangs(world: World) -> list[Gang]:
         if gang.since is None or (world.now - gang.since).total_seconds() >= policy.starvationSeconds:
             out.append(gang)
     epoch = world.now.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
-    out.sort(key=lambda g: (-g.priority, g.pg.created or g.since or epoch, g.key))
+    out.sort(key=lambda g: gang_key(g, epoch))
     return out

@@ -11,6 +11,15 @@ ROLE = f"{PREFIX}/role"
 MIN_REPLICAS = f"{PREFIX}/min-replicas"
 MAX_REPLICAS = f"{PREFIX}/max-replicas"
 EVICTED_FOR = f"{PREFIX}/evicted-for"
+EVICT_AFTER = f"{PREFIX}/evict-after"  # RFC 3339: a victim under notice is evicted then
+
+# The job contract (issue 20): written by the job's owner on the PyTorchJob; the controller copies
+# the first two to the job's PodGroup. LAST_CHECKPOINT_TIME is written by the training code on the
+# PyTorchJob or any of its pods (the newest wins).
+WORKER_COUNTS = f"{PREFIX}/worker-counts"  # "2,4,8": the allowed Worker counts
+WORKER_STEP = f"{PREFIX}/worker-step"  # "N": min, min+N, min+2N, ... up to max
+LAST_CHECKPOINT_TIME = f"{PREFIX}/last-checkpoint-time"  # RFC 3339
+COPIED_TO_PODGROUP = (WORKER_COUNTS, WORKER_STEP)
 
 # Annotations we write on PodGroups.
 LAST_SCALE_TIME = f"{PREFIX}/last-scale-time"

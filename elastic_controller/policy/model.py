@@ -6,14 +6,16 @@ Resources are integer maps (cpu in millicores, memory in bytes; see ``quantity.p
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from .keys import LAST_SCALE_TIME, Role
+from .keys import EVICT_AFTER, LAST_CHECKPOINT_TIME, LAST_SCALE_TIME, Role
 from .quantity import Resources
 from .times import parse_time
+from .worldsizes import UNCONSTRAINED, WorkerSizes, parse_worker_sizes
 
 EMPTY: MappingProxyType[str, str] = MappingProxyType({})
 
@@ -50,6 +52,7 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    problems: tuple[str, ...] = ()  # what parsing did not take at face value (reported, never silent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ class PodView:
     task_priority: int = 0
     annotations: dict[str, str] = field(default_factory=dict)
     preempted_by_scheduler: bool = False
+    # A PyTorchJob pod without a group annotation (created before our webhook was registered, or
+    # while it was bypassed): a member of its job's PodGroup by its labels (``group`` = job name).
+    adopted: bool = False
     # Derived once at construction (the planners read them for every pod, every cycle; the view is
     # frozen, so they cannot go stale): plain attributes, not properties.
     key: str = field(default="", init=False, repr=False, compare=False)  # ns/name
@@ -104,6 +110,10 @@ class PodView:
     demand: Resources = field(default_factory=dict, init=False, repr=False, compare=False)
     # (namespace, name, uid) as one string that sorts the same way (names hold no NUL): cheaper to sort by.
     order: str = field(default="", init=False, repr=False, compare=False)
+    # The contract's annotations parsed (None when absent or unreadable): when the training code last
+    # checkpointed (as written on this pod), and when a victim under notice is evicted.
+    last_checkpoint: datetime | None = field(default=None, init=False, repr=False, compare=False)
+    evict_after: datetime | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -122,6 +132,11 @@ class PodView:
         demand["pods"] = 1
         put(self, "demand", demand)
         put(self, "order", f"{self.namespace}\0{self.name}\0{self.uid}")
+        ann = self.annotations
+        if LAST_CHECKPOINT_TIME in ann:  # rare: skip the calls for the other pods
+            put(self, "last_checkpoint", parse_time(ann[LAST_CHECKPOINT_TIME]))
+        if EVICT_AFTER in ann:
+            put(self, "evict_after", parse_time(ann[EVICT_AFTER]))
 
     @property
     def job_key(self) -> str:
@@ -151,11 +166,24 @@ class PodGroupView:
     # (None when absent or unreadable) that every cycle's cooldown check reads.
     key: str = field(default="", init=False, repr=False, compare=False)
     last_scale: datetime | None = field(default=None, init=False, repr=False, compare=False)
+    # The job contract as copied by the controller (worker-counts / worker-step; see worldsizes.py:
+    # ``worker_sizes.allowed(min, max)`` gives the allowed counts), and a checkpoint time if one
+    # was written here.
+    worker_sizes: WorkerSizes = field(default=UNCONSTRAINED, init=False, repr=False, compare=False)
+    last_checkpoint: datetime | None = field(default=None, init=False, repr=False, compare=False)
+    # The annotation is there but is no time: read as a scale event now (cooldown in force; the agent
+    # re-stamps it with the time it saw it and emits a Warning Event).
+    last_scale_invalid: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "key", f"{self.namespace}/{self.name}")
-        put(self, "last_scale", parse_time(self.annotations.get(LAST_SCALE_TIME)))
+        ann = self.annotations
+        raw = ann.get(LAST_SCALE_TIME)
+        put(self, "last_scale", parse_time(raw))
+        put(self, "last_scale_invalid", raw is not None and self.last_scale is None)
+        put(self, "worker_sizes", parse_worker_sizes(ann))
+        put(self, "last_checkpoint", parse_time(ann.get(LAST_CHECKPOINT_TIME)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +226,48 @@ class JobView:
     finished: bool = False
     created: datetime | None = None
     raw: Any = None
+    # The job's own copy of its cooldown stamp (``volcano-elastic.io/last-scale-time`` on the
+    # PyTorchJob): a PodGroup deleted by hand and recreated without annotations keeps no cooldown.
+    last_scale: datetime | None = None
+    last_scale_invalid: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)
+    # Derived from the annotations at construction: the job contract as its owner wrote it, and
+    # the checkpoint time the training code wrote on the job (None when absent or unreadable).
+    worker_sizes: WorkerSizes = field(default=UNCONSTRAINED, init=False, repr=False, compare=False)
+    last_checkpoint: datetime | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "worker_sizes", parse_worker_sizes(self.annotations))
+        put(self, "last_checkpoint", parse_time(self.annotations.get(LAST_CHECKPOINT_TIME)))
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def newest_checkpoint(
+    job: JobView | None = None, group: PodGroupView | None = None, pods: Iterable[PodView] = ()
+) -> datetime | None:
+    """The job's last checkpoint time: the newest written on the PyTorchJob, its PodGroup or any
+    of its pods (None when none was written)."""
+    newest: datetime | None = None
+    for t in (job.last_checkpoint if job else None, group.last_checkpoint if group else None):
+        if t is not None and (newest is None or t > newest):
+            newest = t
+    for pod in pods:
+        t = pod.last_checkpoint
+        if t is not None and (newest is None or t > newest):
+            newest = t
+    return newest
+
+
+def job_worker_sizes(job: JobView | None, group: PodGroupView | None) -> WorkerSizes:
+    """The contract of a job: the PyTorchJob's own annotations when the job is known (the source;
+    the PodGroup's copy may lag a cycle), else its PodGroup's copy (a dump without jobs)."""
+    if job is not None:
+        return job.worker_sizes
+    return group.worker_sizes if group is not None else UNCONSTRAINED
 
 
 @dataclass(frozen=True, slots=True)

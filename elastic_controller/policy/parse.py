@@ -154,6 +154,13 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
             prio = int(annotations[keys.TASK_PRIORITY])
         except ValueError:
             pass
+    # Adoption: a PyTorchJob pod that no webhook of ours admitted carries no group annotation, yet
+    # it belongs to its job's PodGroup (named after the job, as our webhook would have annotated
+    # it). Counted by its labels as a member, candidate and usage wherever the planners look.
+    group = annotations.get(keys.GROUP_NAME) or labels.get(keys.GROUP_NAME, "")
+    adopted = bool(job_name) and not group
+    if adopted:
+        group = job_name
     preempted = any(
         c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
         for c in status.get("conditions") or []
@@ -180,7 +187,7 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
         created=parse_time(meta.get("creationTimestamp")),
         scheduled_at=_condition_time(status, "PodScheduled", "True"),
         unschedulable_since=_condition_time(status, "PodScheduled", "False"),
-        group=annotations.get(keys.GROUP_NAME) or labels.get(keys.GROUP_NAME, ""),
+        group=group,
         job_name=job_name,
         replica_type=rtype,
         replica_index=index,
@@ -190,6 +197,7 @@ def parse_pod(obj: Mapping[str, Any], cfg: ElasticConfig | None = None) -> PodVi
         task_priority=prio,
         annotations=annotations,
         preempted_by_scheduler=preempted,
+        adopted=adopted,
     )
 
 
@@ -205,11 +213,19 @@ def parse_node(obj: Mapping[str, Any]) -> NodeView:
         allocatable = parse_resources(alloc_raw)
     except QuantityError as exc:
         raise ParseError(f"Node {name}: {exc}") from exc
-    ready = True
+    problems = []
+    for res, amount in sorted(allocatable.items()):
+        cap = PLAUSIBLE_ALLOCATABLE.get(res) or (PLAUSIBLE_ALLOCATABLE["memory"] if res.startswith("hugepages-")
+                                                 else PLAUSIBLE_EXTENDED)
+        if amount > cap:
+            allocatable[res] = 0
+            problems.append(f"allocatable {res}={alloc_raw.get(res)} is not plausible (over {cap}): counted as 0")
+    ready = False  # no Ready condition (a node just registered, or a broken status): not ready
     for cond in status.get("conditions") or []:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     return NodeView(
+        problems=tuple(problems),
         name=name,
         allocatable=allocatable,
         labels=_dict(meta.get("labels")),
@@ -220,6 +236,14 @@ def parse_node(obj: Mapping[str, Any]) -> NodeView:
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
     )
+
+
+# A node's allocatable beyond these is a broken status (or a hostile one), not capacity: planning
+# with 1e18 GPUs on a node would make every gang "fit" there. Units as ``parse_resources`` gives them
+# (cpu in millicores, memory and storage in bytes).
+PLAUSIBLE_ALLOCATABLE: dict[str, int] = {"cpu": 100_000 * 1000, "memory": 2**50, "ephemeral-storage": 2**60,
+                                         "pods": 100_000}
+PLAUSIBLE_EXTENDED = 1_000_000  # GPUs and other devices per node
 
 
 @_shape_checked("PodGroup")
@@ -311,10 +335,14 @@ def parse_job(obj: Mapping[str, Any]) -> JobView:
         c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
+    stamp = _dict(meta.get("annotations")).get(keys.LAST_SCALE_TIME)
+    last_scale = parse_time(stamp)
     return JobView(
         namespace=str(meta.get("namespace") or "default"),
         name=name,
         uid=str(meta.get("uid") or ""),
+        last_scale=last_scale,
+        last_scale_invalid=stamp is not None and last_scale is None,
         replicas=replicas,
         min_replicas=_int_or_none((elastic or {}).get("minReplicas")),
         max_replicas=_int_or_none((elastic or {}).get("maxReplicas")),
@@ -327,6 +355,7 @@ def parse_job(obj: Mapping[str, Any]) -> JobView:
         finished=finished,
         created=parse_time(meta.get("creationTimestamp")),
         raw=obj,
+        annotations=_dict(meta.get("annotations")),
     )
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .keys import COPIED_TO_PODGROUP
 from .model import ElasticBounds, JobView
 from .quantity import Resources, add
 from .settings import ElasticConfig
+from .worldsizes import check_worker_sizes
 
 
 class JobSpecError(ValueError):
@@ -26,6 +28,11 @@ class PodGroupPlan:
     bounds: ElasticBounds
     has_master: bool
     warnings: tuple[str, ...] = field(default=())
+    # The job contract's annotations copied to the PodGroup (worker-counts / worker-step), as the
+    # job's owner wrote them; a key the job does not carry is absent here and removed from the group.
+    annotations: dict[str, str] = field(default_factory=dict)
+    # What is wrong with them (the webhook denies such jobs; one admitted before it gets an Event).
+    contract_problems: tuple[str, ...] = field(default=())
 
     @property
     def key(self) -> str:
@@ -88,6 +95,8 @@ def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None 
         for _ in range(bounds.min_replicas):
             resources = add(resources, worker.requests)
     queue, source = resolve_queue(job, namespace_queue, cfg)
+    copied = {k: job.annotations[k] for k in COPIED_TO_PODGROUP if k in job.annotations}
+    problems = check_worker_sizes(job.annotations, bounds.min_replicas, bounds.max_replicas).errors
     priority = job.priority_class or (worker.priority_class_name if worker else "") or (
         master.priority_class_name if master else ""
     )
@@ -102,4 +111,6 @@ def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None 
         priority_class_name=priority,
         bounds=bounds,
         has_master=master is not None,
+        annotations=copied,
+        contract_problems=problems,
     )

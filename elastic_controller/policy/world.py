@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_
@@ -11,7 +12,7 @@ from . import keys
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
-from .model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
+from .model import ElasticBounds, JobView, NodeView, PodGroupView, PodView, Snapshot
 from .podindex import PodIndex, gated_elastic, indexed, ungated_pending
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
@@ -31,6 +32,10 @@ class JobState:
     cooling: bool = False
     taken: int = 0  # victims taken this cycle
     added: int = 0  # gates lifted this cycle
+    # What disrupting the job loses beyond fairness (victim criterion 3, see ordering.py), fixed for
+    # the cycle: (-its last checkpoint's POSIX time, or +inf when unknown; the GPUs that restart).
+    loss: tuple[float, int] = (math.inf, 0)
+    job_ref: str = ""  # ns/PyTorchJob name (from the pods' job-name label; "" when none)
 
     def current_workers(self) -> int:
         return self.running_workers - self.taken + self.added
@@ -189,6 +194,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
             parts = _from_index(index, podgroups, snapshot, cfg, now, base)
             gated = {key: (list(group.gated), group.placed) for key, group in index.with_gated.items()}
     pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of = parts
+    _apply_job_objects(jobs, snapshot, cfg, now, pods_by_group)
 
     waiting: list[Gang] = []
     for key, pg in podgroups.items():
@@ -249,9 +255,55 @@ def _new_job(jid: str, first: PodView, podgroups: Mapping[str, PodGroupView], sn
              cfg: ElasticConfig, now: datetime) -> JobState:
     pg = podgroups.get(first.group_key)
     queue = pg.queue if pg else cfg.defaultQueue
-    job = JobState(jid, pg, queue, group_priority(pg, snapshot.priority_classes), first.bounds)
+    job = JobState(jid, pg, queue, group_priority(pg, snapshot.priority_classes), first.bounds,
+                   job_ref=f"{first.namespace}/{first.job_name}" if first.job_name else "")
     job.cooling = in_cooldown(pg, cfg.queue_policy(queue), now)
     return job
+
+
+def current_bounds(pod_bounds: ElasticBounds | None, view: JobView | None, pg: PodGroupView | None,
+                   masters: int) -> ElasticBounds | None:
+    """The job's elastic range now. Running pods keep the ``PET_NNODES`` they were created with (the
+    operator does not recreate them when a user edits the job), so the PyTorchJob's elasticPolicy
+    wins over them, and the PodGroup's minMember (masters + min workers) is a floor: a job whose min
+    was raised 2 -> 4 is never cut below 4 because its older pods still say 2."""
+    if pod_bounds is None:
+        return None
+    lo, hi = pod_bounds.min_replicas, pod_bounds.max_replicas
+    if view is not None and view.has_elastic_policy:
+        if view.min_replicas is not None and view.min_replicas >= 1:
+            lo = view.min_replicas
+        if view.max_replicas is not None and view.max_replicas >= 1:
+            hi = view.max_replicas
+    if pg is not None:
+        lo = max(lo, pg.min_member - masters)
+    hi = max(hi, lo)
+    if (lo, hi) == (pod_bounds.min_replicas, pod_bounds.max_replicas):
+        return pod_bounds
+    return ElasticBounds(lo, hi)
+
+
+def _apply_job_objects(jobs: dict[str, JobState], snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
+                       pods_by_group: Mapping[str, list[PodView]]) -> None:
+    """What the PyTorchJob objects say over what the pods say: current bounds and the job's own
+    cooldown stamp (kept on the job so that a recreated PodGroup does not lose it)."""
+    if not snapshot.jobs:
+        for job in jobs.values():
+            if job.bounds is not None and job.pg is not None:
+                masters = _masters(pods_by_group.get(job.key, ()))
+                job.bounds = current_bounds(job.bounds, None, job.pg, masters)
+        return
+    views = {v.key: v for v in snapshot.jobs}
+    for job in jobs.values():
+        view = views.get(job.job_ref)
+        if job.bounds is not None:
+            job.bounds = current_bounds(job.bounds, view, job.pg, _masters(pods_by_group.get(job.key, ())))
+        if view is not None and not job.cooling and (view.last_scale is not None or view.last_scale_invalid):
+            job.cooling = in_cooldown(job.pg, cfg.queue_policy(job.queue), now, view)
+
+
+def _masters(pods: Iterable[PodView]) -> int:
+    return len({p.replica_index for p in pods if p.replica_type == "master"})
 
 
 def _from_pods(pods: list[PodView], podgroups: dict[str, PodGroupView], snapshot: Snapshot,

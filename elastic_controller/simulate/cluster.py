@@ -7,6 +7,11 @@ queues:
   - {name: research, weight: 2}
   - {name: product, weight: 1}
 ```
+
+Queues may also say what Volcano's ``capacity`` plugin reads: ``deserved``, ``guarantee`` and
+``capability`` as resource maps (``{nvidia.com/gpu: 16, cpu: 200}``) and ``parent`` (a queue of the
+file, or ``root``). They are handed to the planner's queue views; the simulated Volcano allocator
+does not use them yet (a ``--shares capacity`` allocator is still to come).
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..policy.quantity import QuantityError, to_units
+from ..policy.quantity import QuantityError, Resources, parse_resources, to_units
 from .trace import TraceError, load_yaml_with_lines
 
 NODE_KEYS = ("name", "count", "gpus", "cpu", "memory", "pods")
-QUEUE_KEYS = ("name", "weight", "reclaimable")
+QUEUE_KEYS = ("name", "weight", "reclaimable", "deserved", "guarantee", "capability", "parent")
+RESOURCE_KEYS = ("deserved", "guarantee", "capability")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,10 @@ class QueueSpec:
     name: str
     weight: int = 1
     reclaimable: bool = True
+    deserved: Resources | None = None
+    guarantee: Resources | None = None
+    capability: Resources | None = None
+    parent: str = ""  # "" or "root": a child of root
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +119,33 @@ def parse_cluster(text: str, path: str) -> ClusterSpec:
         reclaimable = item.get("reclaimable", True)
         if not isinstance(reclaimable, bool):
             raise TraceError(path, line, f"'reclaimable' must be true or false, got {reclaimable!r}")
-        queues.append(QueueSpec(qname, _positive_int(item, "weight", path, line, 1), reclaimable))
+        resources: dict[str, Resources | None] = {}
+        for key in RESOURCE_KEYS:
+            raw = item.get(key)
+            if raw is None:
+                resources[key] = None
+                continue
+            if isinstance(raw, dict):
+                raw = {k: v for k, v in raw.items() if k != "__line__"}
+            if not isinstance(raw, dict) or not raw:
+                raise TraceError(path, line, f"{key!r} must be a non-empty map of resource to quantity, got {raw!r}")
+            try:
+                parsed = parse_resources(raw)
+            except QuantityError as exc:
+                raise TraceError(path, line, f"{key!r}: {exc}") from None
+            if any(v < 0 for v in parsed.values()):
+                raise TraceError(path, line, f"{key!r}: quantities must not be negative, got {raw!r}")
+            resources[key] = parsed
+        parent = item.get("parent", "")
+        if not isinstance(parent, str) or parent == qname:
+            raise TraceError(path, line, f"'parent' must be another queue's name, got {parent!r}")
+        queues.append(QueueSpec(qname, _positive_int(item, "weight", path, line, 1), reclaimable,
+                                deserved=resources["deserved"], guarantee=resources["guarantee"],
+                                capability=resources["capability"], parent="" if parent == "root" else parent))
+    known = {q.name for q in queues}
+    for q in queues:
+        if q.parent and q.parent not in known:
+            raise TraceError(path, 0, f"queue {q.name!r}: parent {q.parent!r} is not a queue of the file (nor root)")
     return ClusterSpec(tuple(pools), tuple(queues))
 
 
@@ -128,5 +164,18 @@ def dump_cluster(spec: ClusterSpec) -> str:
                      f"memory: {p.memory // 2**30}Gi, pods: {p.pods}}}")
     lines.append("queues:")
     for q in spec.queues:
-        lines.append(f"  - {{name: {q.name}, weight: {q.weight}}}")
+        extra = ""
+        for key in RESOURCE_KEYS:
+            res = getattr(q, key)
+            if res is not None:
+                extra += f", {key}: {{{', '.join(f'{k}: {_quantity(k, v)}' for k, v in sorted(res.items()))}}}"
+        if q.parent:
+            extra += f", parent: {q.parent}"
+        if not q.reclaimable:
+            extra += ", reclaimable: false"
+        lines.append(f"  - {{name: {q.name}, weight: {q.weight}{extra}}}")
     return "\n".join(lines) + "\n"
+
+
+def _quantity(name: str, value: int) -> str:
+    return f"{value}m" if name == "cpu" else str(value)

@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--gpus-per-node", type=int, default=8)
     up.add_argument("--node-cpu", default="32")
     up.add_argument("--node-memory", default="256Gi")
-    up.add_argument("--volcano-conf", default="ours", help="ours | native | path to a scheduler conf")
+    up.add_argument("--volcano-conf", default="ours",
+                    help="NAME of hack/volcano-scheduler-NAME.conf (ours, native, gang-native, capacity, "
+                         "capacity-hierarchy) or a file")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds per component health wait")
     up.add_argument("--keep-on-failure", action="store_true",
                     default=os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1",

@@ -16,6 +16,7 @@ import base64
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -64,7 +65,7 @@ class BoxOptions:
     node_cpu: str = "32"
     node_memory: str = "256Gi"
     node_pods: int = 110
-    volcano_conf: str = "ours"  # ours | native | path to a scheduler conf file
+    volcano_conf: str = "ours"  # NAME of hack/volcano-scheduler-NAME.conf (ours, native, gang-native, ...) | a file
     timeout: float = 90.0  # per component health wait
     keep_on_failure: bool = False
     quiet: bool = False
@@ -646,11 +647,21 @@ class Box:
 
     def _scheduler_conf(self) -> Path:
         v = self.opts.volcano_conf
-        src = paths.HACK_DIR / f"volcano-scheduler-{v}.conf" if v in ("ours", "native") else Path(v)
+        named = paths.HACK_DIR / f"volcano-scheduler-{v}.conf"  # ours, native, gang-native, capacity, ...
+        src = named if "/" not in v and named.is_file() else Path(v)
         if not src.is_file():
-            raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); use ours, native or a file")
+            raise BoxError(f"Volcano scheduler configuration {v!r} not found ({src}); "
+                           f"use one of {', '.join(scheduler_conf_names())} or a file")
+        text = src.read_text()
+        volcano = paths.versions().get("VOLCANO_VERSION", "")
+        m = re.search(r"^actions:\s*\"?([^\"\n]*)", text, re.M)
+        actions = {a.strip() for a in (m.group(1) if m else "").split(",")}
+        gang = sorted(actions & {"gangpreempt", "gangreclaim"})
+        if gang and version_tuple(volcano) < (1, 15, 0):
+            raise BoxError(f"Volcano scheduler configuration {v!r} uses {', '.join(gang)}, which Volcano "
+                           f"{volcano} does not have (they came with v1.15); unset VOLCANO_VERSION")
         dst = self.dir / "volcano-scheduler.conf"
-        shutil.copyfile(src, dst)
+        dst.write_text(text)
         return dst
 
     def _kwok_config(self) -> Path:
@@ -799,3 +810,13 @@ class Box:
         return subprocess.run([str(paths.binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
                               input=input, capture_output=True, text=True, check=check, timeout=timeout)
 
+
+def scheduler_conf_names() -> list[str]:
+    """The named Volcano scheduler configurations: hack/volcano-scheduler-<name>.conf."""
+    return sorted(f.name[len("volcano-scheduler-"):-len(".conf")]
+                  for f in paths.HACK_DIR.glob("volcano-scheduler-*.conf"))
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", v)
+    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)

@@ -22,18 +22,42 @@ BINARIES: dict[str, tuple[str, str]] = {
     "vc-controller-manager": ("volcano.sh/volcano", "VOLCANO_VERSION"),
     "kwok": ("sigs.k8s.io/kwok", "KWOK_VERSION"),
     "training-operator": ("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION"),
+    "helm": ("helm.sh/helm/v3", "HELM_VERSION"),
 }
+
+
+# Pins the environment may override (same rule in build-binaries.sh): VOLCANO_VERSION=v1.14.1
+# selects another supported Volcano (hack/gomod/volcano-<version>/) and its own cache key.
+OVERRIDABLE = ("VOLCANO_VERSION",)
+_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+$")
+
+
+def version_lines() -> list[str]:
+    """The KEY=value lines of versions.env, with the environment's overrides applied."""
+    out = []
+    for ln in VERSIONS_FILE.read_text().splitlines():
+        if not re.match(r"^[A-Z0-9_]+=", ln):
+            continue
+        key = ln.split("=", 1)[0]
+        env = os.environ.get(key) if key in OVERRIDABLE else None
+        if env:
+            if not _VERSION_RE.match(env):
+                raise ValueError(f"{key}={env} (environment) is not a version like v1.15.1")
+            ln = f"{key}={env}"
+        out.append(ln)
+    return out
 
 
 def versions() -> dict[str, str]:
     out: dict[str, str] = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
+    for line in version_lines():
         k, v = line.split("=", 1)
         out[k.strip()] = v.strip().strip('"')
     return out
+
+
+def supported_volcano_versions() -> list[str]:
+    return sorted(p.name.removeprefix("volcano-") for p in (HACK_DIR / "gomod").glob("volcano-v*"))
 
 
 def cache_root() -> Path:
@@ -43,8 +67,9 @@ def cache_root() -> Path:
 
 def cache_key() -> str:
     """Same rule as build-binaries.sh: "v-" + the first 12 hex digits of the sha256 of the
-    KEY=value lines of versions.env (each with its newline; comments do not count)."""
-    lines = [ln for ln in VERSIONS_FILE.read_text().splitlines() if re.match(r"^[A-Z0-9_]+=", ln)]
+    KEY=value lines of versions.env (each with its newline; comments do not count), with the
+    environment's VOLCANO_VERSION in place of the file's."""
+    lines = version_lines()
     return "v-" + hashlib.sha256("".join(ln + "\n" for ln in lines).encode()).hexdigest()[:12]
 
 

@@ -44,6 +44,7 @@ from tests.unit.test_manifests import (
     SA_CERTGEN,
     SA_CONTROLLER,
     SA_WEBHOOK,
+    example_job,
     kustomize_command,
     render,
 )
@@ -120,9 +121,13 @@ def test_examples_are_accepted(box: Any, installed: list[dict[str, Any]], namesp
     for name in ("queues.yaml", "namespaces.yaml"):
         accepted(apply(box, (examples / name).read_text(), dry_run=True), name)
     for name in ("pytorchjob-elastic.yaml", "pytorchjob-static.yaml"):
-        (job,) = [d for d in yaml.safe_load_all((examples / name).read_text()) if d]
-        job["metadata"]["namespace"] = namespace  # the department namespaces are not created here
-        accepted(apply(box, [job], dry_run=True), name)
+        docs = [d for d in yaml.safe_load_all((examples / name).read_text()) if d]
+        for doc in docs:  # the job, and its ServiceAccount and RBAC where it has them
+            doc["metadata"]["namespace"] = namespace  # the department namespaces are not created here
+            for subject in doc.get("subjects") or []:
+                subject["namespace"] = namespace
+        out = accepted(apply(box, docs, dry_run=True), name)
+        assert len(re.findall(r"\(server dry run\)", out)) == len(docs), out
 
 
 # ---------------------------------------------------------------------- can-i
@@ -238,7 +243,7 @@ def get_json(box: Any, *args: str) -> dict[str, Any] | None:
 def test_controller_works_with_exactly_its_rbac(box: Any, installed: list[dict[str, Any]], namespace: str,
                                                  box_process: Callable[..., Any], tmp_path: Path) -> None:
     kc = sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "controller.kubeconfig")
-    job = yaml.safe_load((MANIFESTS / "examples" / "pytorchjob-elastic.yaml").read_text())
+    job = example_job("pytorchjob-elastic.yaml")
     job["metadata"]["namespace"] = namespace
     accepted(apply(box, [job], dry_run=False), "the example PyTorchJob")
     proc = box_process("controller-as-sa", [
@@ -376,7 +381,7 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
         assert pod["spec"]["schedulingGates"] == [{"name": "volcano-elastic.io/scale-up"}]
         assert pod["metadata"]["annotations"]["volcano-elastic.io/role"] == "elastic"
         assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "j"
-        job = yaml.safe_load((MANIFESTS / "examples" / "pytorchjob-elastic.yaml").read_text())
+        job = example_job("pytorchjob-elastic.yaml")
         job["metadata"]["namespace"] = namespace
         job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
         denied = dry_run_create(box, job)

@@ -58,9 +58,11 @@ def test_evicts_after_stamping_and_dry_running_everything() -> None:
     assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
     verbs = [(c[0], c[1], c[3], c[4]) for c in kube.calls if c[0] != "get" and c[1] != "events"]
     first_evict = next(i for i, v in enumerate(verbs) if v[0] == "evict")
-    # The cooldown stamp on A's PodGroup and evicted-for on both victims come before any eviction.
-    assert ("patch-merge", "podgroups", "a", False) in verbs[:first_evict]
+    first_real = next(i for i, v in enumerate(verbs) if v[0] == "evict" and not v[3])
+    # The plan's record (evicted-for on both victims) comes first, then the dry-runs, then the
+    # cooldown stamp on A's PodGroup, and only then any eviction.
     assert {v[2] for v in verbs[:first_evict] if v[1] == "pods"} == {"a-worker-4", "a-worker-5"}
+    assert ("patch-merge", "podgroups", "a", False) in verbs[first_evict:first_real]
     evicts = [v for v in verbs if v[0] == "evict"]
     assert [v[3] for v in evicts] == [True, True, False, False]  # all dry-runs, then the real ones
     pg = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]

@@ -123,6 +123,17 @@ def _problems(doc: Any) -> list[str]:
         pytest.param({"priorities": {"master": 100, "core": 500, "elastic": 100}}, "priorities",
                      id="master-not-above-core"),
         pytest.param({"priorities": {"elastic": 600}}, "priorities", id="elastic-above-default-core"),
+        pytest.param({"shares": {"plugin": "drf"}}, "shares.plugin", id="shares-unknown-plugin"),
+        pytest.param({"shares": {"plugin": ""}}, "shares.plugin", id="shares-empty-plugin"),
+        pytest.param({"shares": {"hierarchy": "yes"}}, "shares.hierarchy", id="shares-hierarchy-string"),
+        pytest.param({"shares": {"hierarchy": True}}, "shares.hierarchy", id="shares-hierarchy-needs-capacity"),
+        pytest.param({"shares": {"enableHierarchy": True}}, "shares.enableHierarchy", id="shares-unknown-key"),
+        pytest.param({"shares": "capacity"}, "shares", id="shares-not-mapping"),
+        pytest.param({"defaults": {"noticeSeconds": -1}}, "defaults.noticeSeconds", id="notice-negative"),
+        pytest.param({"defaults": {"noticeSeconds": 1.5}}, "defaults.noticeSeconds", id="notice-float"),
+        pytest.param({"defaults": {"noticeSeconds": "60"}}, "defaults.noticeSeconds", id="notice-string"),
+        pytest.param({"queues": {"q": {"noticeSeconds": 86_401}}}, "queues.q.noticeSeconds", id="notice-too-long"),
+        pytest.param({"queues": {"q": {"notice": 60}}}, "queues.q.notice", id="notice-misspelt"),
     ],
 )
 def test_each_problem_names_its_path(doc: dict[str, Any], path: str) -> None:
@@ -195,3 +206,57 @@ def test_interval_accepts_float() -> None:
 
 def test_gating_disabled() -> None:
     assert parse_config({"gating": {"enabled": False}}).gating.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("queue", "path"),
+    [
+        pytest.param({"minScaleUpGain": -0.1}, "queues.q.minScaleUpGain", id="negative-gain"),
+        pytest.param({"minScaleUpGain": "half"}, "queues.q.minScaleUpGain", id="text-gain"),
+        pytest.param({"minScaleUpGain": float("nan")}, "queues.q.minScaleUpGain", id="nan-gain"),
+        pytest.param({"minScaleUpGain": float("inf")}, "queues.q.minScaleUpGain", id="inf-gain"),
+        pytest.param({"scaleUpSnoozeSeconds": -1}, "queues.q.scaleUpSnoozeSeconds", id="negative-snooze"),
+        pytest.param({"scaleUpSnoozeSeconds": 1.5}, "queues.q.scaleUpSnoozeSeconds", id="float-snooze"),
+        pytest.param({"scaleUpSnoozeSeconds": True}, "queues.q.scaleUpSnoozeSeconds", id="bool-snooze"),
+        pytest.param({"firstRendezvousSeconds": -5}, "queues.q.firstRendezvousSeconds", id="negative-rendezvous"),
+        pytest.param({"scaleUpAfterCheckpointSeconds": -1}, "queues.q.scaleUpAfterCheckpointSeconds",
+                     id="negative-checkpoint-window"),
+        pytest.param({"scaleUpAfterCheckpointSeconds": "5m"}, "queues.q.scaleUpAfterCheckpointSeconds",
+                     id="text-checkpoint-window"),
+    ],
+)
+def test_restart_settings_validated_strictly(queue: dict[str, Any], path: str) -> None:
+    (problem,) = _problems({"queues": {"q": queue}})
+    assert problem.startswith(f"{path}:"), problem
+
+
+def test_restart_settings_per_queue() -> None:
+    cfg = parse_config({"defaults": {"minScaleUpGain": 1, "cooldownSeconds": 120},
+                        "queues": {"q": {"minScaleUpGain": 0.25, "scaleUpSnoozeSeconds": 900},
+                                   "r": {"scaleUpSnoozeSeconds": None, "firstRendezvousSeconds": 60}}})
+    assert cfg.defaults.minScaleUpGain == 1 and cfg.defaults.snooze_seconds() == 120  # null: the cooldown
+    q, r = cfg.queue_policy("q"), cfg.queue_policy("r")
+    assert (q.minScaleUpGain, q.snooze_seconds(), q.firstRendezvousSeconds) == (0.25, 900, 30)
+    assert (r.minScaleUpGain, r.snooze_seconds(), r.firstRendezvousSeconds) == (1, 120, 60)
+
+
+@pytest.mark.parametrize(("doc", "plugin", "hierarchy"), [
+    ({}, "proportion", False),
+    ({"shares": {"plugin": "capacity"}}, "capacity", False),
+    ({"shares": {"plugin": "capacity", "hierarchy": True}}, "capacity", True),
+    ({"shares": {"plugin": "proportion", "hierarchy": False}}, "proportion", False),
+])
+def test_shares(doc: dict[str, Any], plugin: str, hierarchy: bool) -> None:
+    cfg = parse_config(doc)
+    assert (cfg.shares.plugin, cfg.shares.hierarchy) == (plugin, hierarchy)
+
+
+def test_notice_seconds_default_and_per_queue() -> None:
+    assert parse_config({}).defaults.noticeSeconds == 0  # evict at once, as before the notice existed
+    cfg = load_config("defaults: {noticeSeconds: 30}\nqueues: {research: {noticeSeconds: 120}, batch: {}}\n")
+    assert cfg.queue_policy("research").noticeSeconds == 120
+    assert cfg.queue_policy("batch").noticeSeconds == 30 and cfg.queue_policy("other").noticeSeconds == 30
+    assert parse_config({"defaults": {"noticeSeconds": 86_400}}).defaults.noticeSeconds == 86_400
+    with pytest.raises(ConfigError) as err:
+        parse_config({"defaults": {"noticeSeconds": 90_000}})
+    assert err.value.problems == ["defaults.noticeSeconds: must be <= 86400, got 90000"]

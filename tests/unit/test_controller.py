@@ -215,3 +215,59 @@ def test_work_queue_drives_reconcile() -> None:
     ctl.on_event(PYTORCHJOBS, "ADDED", kube.get(PYTORCHJOBS, "j", "ns"))
     assert ctl.process_one(0.1) == "ns/j"
     assert kube.of(PODGROUPS)
+
+
+def _kueue(job: dict[str, Any]) -> dict[str, Any]:
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a-lq"}
+    return job
+
+
+def _multikueue(job: dict[str, Any]) -> dict[str, Any]:
+    job["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    return job
+
+
+def _other_scheduler(job: dict[str, Any]) -> dict[str, Any]:
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "kai-scheduler"
+    return job
+
+
+@pytest.mark.parametrize(("neighbour", "needle"), [
+    (_kueue, "managed by Kueue (label kueue.x-k8s.io/queue-name=team-a-lq)"),
+    (_multikueue, "managed by MultiKueue"),
+    (_other_scheduler, "its Worker pods are scheduled by 'kai-scheduler'"),
+])
+def test_neighbours_jobs_are_left_alone_with_one_warning(neighbour: Any, needle: str) -> None:
+    kube, ctl, rec = make(neighbour(b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4)))
+    for _ in range(3):
+        out = ctl.reconcile("ns/j")
+        assert out.action == "neighbour" and needle in out.detail
+    assert [c for c in kube.calls if c[1] != "events"] == [], "nothing but the Event is written"
+    assert ("podgroups", "ns", "j") not in kube.objects
+    warnings = [e for e in rec.emitted if e["reason"] == "LeftToNeighbour"]
+    assert len(warnings) == 1 and warnings[0]["type"] == "Warning" and needle in warnings[0]["message"]
+    assert warnings[0]["involvedObject"]["kind"] == "PyTorchJob"
+
+
+@pytest.mark.parametrize("scheduler", ["", "default-scheduler", "volcano"])
+def test_our_own_scheduler_names_are_not_neighbours(scheduler: str) -> None:
+    job = b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = scheduler
+    _kube, ctl, rec = make(job)
+    assert ctl.reconcile("ns/j").action == "created"
+    assert "LeftToNeighbour" not in reasons(rec)
+
+
+def test_podgroup_with_network_topology_gets_one_warning() -> None:
+    pg = b.podgroup("ns", "vcjob-a-1234", 4)
+    pg["metadata"]["labels"] = {}
+    pg["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    plain = b.podgroup("ns", "vcjob-b-5678", 4)
+    kube, ctl, rec = make(pg, plain)
+    for _ in range(2):
+        assert ctl.reconcile("ns/vcjob-a-1234").action == "gone"
+        assert ctl.reconcile("ns/vcjob-b-5678").action == "gone"
+    (event,) = [e for e in rec.emitted if e["reason"] == "NetworkTopologyIgnored"]
+    assert event["type"] == "Warning" and event["involvedObject"]["name"] == "vcjob-a-1234"
+    assert "ignore HyperNode topology" in event["message"]
+    assert kube.get(PODGROUPS, "vcjob-a-1234", "ns")["spec"]["networkTopology"]["mode"] == "hard"

@@ -42,3 +42,27 @@ def test_release_selects_our_gate_and_skips_finished_jobs() -> None:
     assert skipped == ["ns/done-worker-2", "ns/done-worker-3"]
     assert select(pods, [], GATE, None, "ns2/c")[0] == ["ns2/c-worker-1"]
     assert select(pods, [], GATE, "ns2", None)[0] == ["ns2/c-worker-1"]
+
+
+def test_status_names_the_share_model() -> None:
+    text = render({}, shares="capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)")
+    assert text.splitlines()[0] == "SHARES capacity (hierarchical) (matches volcano-system/volcano-scheduler-configmap)"
+    assert "no elastic jobs or waiting gangs" in text
+    assert not render({}).startswith("SHARES")
+
+
+def test_status_marks_adopted_jobs() -> None:
+    """Pods created before the webhook (no group annotation) count by their labels and mark the job."""
+    job = b.elastic_job("ns", "a", min_r=2, max_r=6, nodes=["n1"], running=4)
+    for o in job:
+        if o["kind"] == "Pod" and o["spec"].get("nodeName"):
+            o["metadata"]["annotations"].pop("scheduling.k8s.io/group-name")
+    objs = b.items(b.node("n1"), b.queue("default"), b.pytorchjob("ns", "a", workers=6, min_r=2, max_r=6), job,
+                   b.elastic_job("ns", "fresh", min_r=1, max_r=2, nodes=["n1"], running=1))
+    rows = {r["job"]: r for r in build_rows(objs, ElasticConfig(), b.NOW)["default"]}
+    a = rows["ns/a"]
+    assert (a["current"], a["adoptedPods"], a["gated"]) == (4, 4, 2)
+    assert rows["ns/fresh"]["adoptedPods"] == 0
+    text = render({"default": list(rows.values())})
+    assert "ns/a (adopted)" in text and "ns/fresh (adopted)" not in text
+    assert "restart them at a quiet moment" in text

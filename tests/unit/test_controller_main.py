@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
+import urllib.request
 from types import SimpleNamespace
+
+import pytest
 
 from elastic_controller.cli import build_parser
 from elastic_controller.kube.resources import PODS
-from elastic_controller.main import Health, JsonFormatter, PrometheusMetrics
+from elastic_controller.main import Health, JsonFormatter, PrometheusMetrics, serve_http
 
 
 def test_json_logs_carry_structured_fields() -> None:
@@ -21,7 +26,7 @@ def test_json_logs_carry_structured_fields() -> None:
 
 
 def test_health_and_readiness() -> None:
-    caches = SimpleNamespace(unsynced=lambda: ["pods"])
+    caches = SimpleNamespace(unsynced=lambda: ["pods"], stale=lambda: [])
     h = Health(caches, stale_after=10)
     assert h.readyz()[0] == 503 and "pods" in h.readyz()[1]
     caches.unsynced = lambda: []
@@ -55,3 +60,36 @@ def test_subcommands_are_wired() -> None:
     assert args.lease_namespace == "ns" and args.no_leader_elect and args.workers == 16
     assert parser.parse_args(["status", "-n", "x", "--output", "json"]).output == "json"
     assert parser.parse_args(["release-gates", "--all"]).all
+
+
+def test_http_endpoint_survives_idle_slow_and_vanishing_clients(capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 23, item 8: 1,000 idle connections must not be 1,000 threads; slow header senders are
+    cut off after the read deadline; clients that go away leave no traceback behind."""
+    caches = SimpleNamespace(unsynced=lambda: [], stale=lambda: [])
+    server = serve_http("127.0.0.1", 0, Health(caches, stale_after=10), PrometheusMetrics())
+    port = server.port
+    threads_before = threading.active_count()
+    idle = []
+    try:
+        for _ in range(300):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        for s in idle[:100]:
+            s.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+        time.sleep(0.5)
+        assert threading.active_count() - threads_before < 20
+        started = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=3) as resp:
+            assert resp.status == 200 and resp.read() == b"ok"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as resp:
+            assert b"volcano_elastic_leader" in resp.read()
+        assert time.monotonic() - started < 2
+        for s in idle[200:]:  # vanish mid-request and after a request
+            s.send(b"GET /readyz HTTP/1.1\r\n")
+            s.close()
+    finally:
+        for s in idle:
+            s.close()
+        time.sleep(0.5)
+        server.shutdown()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception" not in err

@@ -42,16 +42,16 @@ SA_CERTGEN = "volcano-elastic-certgen"
 # The ClusterRole must grant exactly these, and the integration test asks the API server
 # `kubectl auth can-i` for each one as the ServiceAccount.
 CONTROLLER_NEEDS: tuple[tuple[str, str, str, str | None], ...] = (
-    *(("", "pods", v, None) for v in ("get", "list", "watch", "patch")),
+    *(("", "pods", v, None) for v in ("list", "watch", "patch")),
     ("", "pods/eviction", "create", None),
-    *(("", r, v, None) for r in ("nodes", "namespaces") for v in ("get", "list", "watch")),
-    *(("scheduling.k8s.io", "priorityclasses", v, None) for v in ("get", "list", "watch")),
-    *(("scheduling.volcano.sh", "queues", v, None) for v in ("get", "list", "watch")),
+    *(("", r, v, None) for r in ("nodes", "namespaces") for v in ("list", "watch")),
+    *(("scheduling.k8s.io", "priorityclasses", v, None) for v in ("list", "watch")),
+    *(("scheduling.volcano.sh", "queues", v, None) for v in ("list", "watch")),
     *(("scheduling.volcano.sh", "podgroups", v, None)
       for v in ("get", "list", "watch", "create", "patch", "delete")),
-    *(("kubeflow.org", "pytorchjobs", v, None) for v in ("get", "list", "watch")),
+    *(("kubeflow.org", "pytorchjobs", v, None) for v in ("get", "list", "watch", "patch")),
     ("kubeflow.org", "pytorchjobs/finalizers", "update", None),
-    *((g, "events", v, None) for g in ("", "events.k8s.io") for v in ("create", "patch")),
+    ("", "events", "create", None),
 )
 LEASE_NAME = "volcano-elastic-controller"
 CONTROLLER_NAMESPACED_NEEDS: tuple[tuple[str, str, str, str | None], ...] = (
@@ -68,7 +68,10 @@ CONTROLLER_FORBIDDEN: tuple[tuple[str, str, str], ...] = (
     ("", "secrets", "get"),
     ("", "nodes", "patch"),
     ("scheduling.volcano.sh", "podgroups", "update"),
-    ("kubeflow.org", "pytorchjobs", "patch"),
+    ("kubeflow.org", "pytorchjobs", "update"),
+    ("", "pods", "get"),
+    ("", "events", "patch"),
+    ("events.k8s.io", "events", "create"),
 )
 
 
@@ -405,7 +408,29 @@ def test_webhooks_reach_the_webhook(rendered: tuple[str, list[dict[str, Any]]]) 
 def test_local_overlay_has_only_what_the_api_server_needs() -> None:
     kinds = {o["kind"] for o in render("overlays/local")}
     assert kinds == {"Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
-                     "ConfigMap", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+                     "ConfigMap", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def test_controller_pod_writes_are_bounded_by_an_admission_policy(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """Issue 23, least privilege: `patch pods` is bounded to our gate and our annotations by a
+    ValidatingAdmissionPolicy bound with Deny (exercised with the real token in integration)."""
+    name, objs = rendered
+    pol = named(objs, "ValidatingAdmissionPolicy", "volcano-elastic-controller-writes")
+    binding = named(objs, "ValidatingAdmissionPolicyBinding", "volcano-elastic-controller-writes")
+    assert pol is not None and binding is not None, name
+    assert pol["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert binding["spec"]["policyName"] == pol["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert pol["spec"]["failurePolicy"] == "Fail"
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["operations"]
+             for r in pol["spec"]["matchConstraints"]["resourceRules"]}
+    assert rules == {("", "pods"): ["UPDATE"], ("kubeflow.org", "pytorchjobs"): ["UPDATE"]}
+    conditions = " ".join(c["expression"] for c in pol["spec"]["matchConditions"])
+    assert f"system:serviceaccount:{NAMESPACE}:{SA_CONTROLLER}" in conditions
+    text = " ".join(v["expression"] for v in pol["spec"]["validations"]) + \
+        " ".join(v["expression"] for v in pol["spec"]["variables"])
+    assert "volcano-elastic.io/scale-up" in text and "'volcano-elastic.io/'" in text
 
 
 # ---------------------------------------------------------------------- workloads
@@ -536,6 +561,12 @@ def _example(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
 
 
+def example_job(name: str) -> dict[str, Any]:
+    """The one PyTorchJob of an example file (which may also hold its ServiceAccount and RBAC)."""
+    (job,) = [d for d in _example(name) if d["kind"] == "PyTorchJob"]
+    return job
+
+
 def test_example_queues_and_namespaces() -> None:
     queues = {q["metadata"]["name"]: q["spec"] for q in _example("queues.yaml")}
     assert len(queues) == 3
@@ -552,8 +583,8 @@ def test_example_jobs_pass_our_validation() -> None:
     from webhook.validate import validate_job
 
     cfg = load_config_file(MANIFESTS / "base" / "config.yaml")
-    (elastic,) = _example("pytorchjob-elastic.yaml")
-    (static,) = _example("pytorchjob-static.yaml")
+    elastic = example_job("pytorchjob-elastic.yaml")
+    static = example_job("pytorchjob-static.yaml")
     for job in (elastic, static):
         job["metadata"]["uid"] = "0000"
         verdict = validate_job(job, cfg)
@@ -577,6 +608,19 @@ def test_example_scheduler_conf_leaves_evictions_to_the_agent() -> None:
     assert {"gang", "priority", "predicates", "proportion"} <= plugins
     ours = yaml.safe_load((ROOT / "hack" / "volcano-scheduler-ours.conf").read_text())
     assert conf == ours, "the recommended conf and the one the box runs drifted apart"
+
+
+def test_example_scheduler_conf_rbac_reads_one_configmap() -> None:
+    """The optional Role for the agent's shares check: `get` on Volcano's scheduler ConfigMap only."""
+    objs = _example("rbac-volcano-scheduler-conf.yaml")
+    role = named(objs, "Role", "volcano-elastic-read-scheduler-conf")
+    assert role is not None and role["metadata"]["namespace"] == "volcano-system"
+    assert _granted(objs, "Role", "volcano-elastic-read-scheduler-conf") == {
+        ("", "configmaps", "get", "volcano-scheduler-configmap")}
+    assert _bound_to(objs, SA_CONTROLLER) == [("Role", "volcano-elastic-read-scheduler-conf")]
+    from elastic_controller.volcanoconf import DEFAULT_CONFIGMAP
+
+    assert DEFAULT_CONFIGMAP == "volcano-system/volcano-scheduler-configmap"
 
 
 # ---------------------------------------------------------------------- image
@@ -634,7 +678,7 @@ def test_configuration_doc_names_every_key_with_its_default() -> None:
             for sub in dataclasses.fields(value):
                 default = getattr(value, sub.name)
                 shown = str(default).lower() if isinstance(default, bool) else f"{default:g}" if isinstance(
-                    default, float) else str(default)
+                    default, float) else "null" if default is None else str(default)
                 assert rows.get(prefix + sub.name) == shown, f"docs/configuration.md: {prefix + sub.name}"
         else:
             assert f.name in rows, f"docs/configuration.md: {f.name}"
@@ -703,8 +747,9 @@ def test_every_kustomize_at_hand_renders_the_same() -> None:
 
 def test_kind_e2e_scenario_is_what_the_planner_decides() -> None:
     """The scenario hack/kind-e2e.sh expects (2 workers x 4 GPUs, the example queues, the kind
-    config), run through the planner: a 2-GPU gang of nlp gets vision's two worker-3s, while a
-    4-GPU one would have to wait (vision may not be taken below its deserved share)."""
+    config), run through the planner: a 2-GPU gang of nlp gets two elastic workers of one vision job
+    (one restart, not two: issue 19), while a 4-GPU one would have to wait (vision may not be taken
+    below its deserved share)."""
     from tests.builders import elastic_job, gang, node, plan_of, queue
 
     cfg = load_config((MANIFESTS / "overlays" / "kind" / "config.yaml").read_text())
@@ -713,8 +758,30 @@ def test_kind_e2e_scenario_is_what_the_planner_decides() -> None:
              *(elastic_job("team-vision", j, min_r=2, max_r=4, nodes=["n1", "n2"], queue="vision")
                for j in ("vision-a", "vision-b"))]
     plan = plan_of(*world, gang("team-nlp", "nlp-fixed", members=2, gpus=1, queue="nlp"), cfg=cfg)
-    assert sorted(e.pod for e in plan.evictions) == ["team-vision/vision-a-worker-3", "team-vision/vision-b-worker-3"]
+    assert sorted(e.pod for e in plan.evictions) == ["team-vision/vision-a-worker-2", "team-vision/vision-a-worker-3"]
     plan = plan_of(*world, gang("team-nlp", "nlp-fixed", members=4, gpus=1, queue="nlp"), cfg=cfg)
     assert not plan.evictions and [s.decision for s in plan.starving] == ["wait"]
     text = (ROOT / "hack" / "kind-e2e.sh").read_text()
     assert "job nlp-fixed team-nlp 1 1 master" in text and "job vision-a team-vision 2 4" in text
+
+
+def test_network_policies_keep_pods_off_the_webhook(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """Issue 23, item 8: any pod could reach the webhook; only non-pod addresses (the API server,
+    kubelet probes) may, on the serving port only, and the controller's 8080 likewise plus scrapers."""
+    name, objs = rendered
+    if name == "overlays/local":
+        return  # no pods there
+    for app, port in (("volcano-elastic-webhook", "https"), ("volcano-elastic-controller", "http-metrics")):
+        pols = [p for p in of_kind(objs, "NetworkPolicy")
+                if selector_matches(p["spec"]["podSelector"], {"app.kubernetes.io/name": app})]
+        assert len(pols) == 1, f"{name}: {app} has {len(pols)} NetworkPolicies"
+        spec = pols[0]["spec"]
+        assert spec["policyTypes"] == ["Ingress"]
+        for rule in spec["ingress"]:
+            assert [p["port"] for p in rule["ports"]] == [port]
+            for peer in rule["from"]:
+                if "ipBlock" in peer:
+                    assert peer["ipBlock"]["except"], f"{name}: {app} admits the pod network"
+                else:
+                    assert peer.get("namespaceSelector", {}).get("matchLabels") == \
+                        {"volcano-elastic.io/scrape": "true"} and "podSelector" not in peer

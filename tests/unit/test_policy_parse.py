@@ -187,3 +187,49 @@ def test_differing_duplicate_last_wins_with_warning() -> None:
 def test_same_name_other_namespace_or_kind_is_not_a_duplicate() -> None:
     snap, _ = parse_objects([pod("a", "p"), pod("b", "p"), podgroup("a", "p", 1)])
     assert len(snap.pods) == 2 and len(snap.podgroups) == 1
+
+
+# ---------------------------------------------------------------------- the job contract (issue 20)
+def test_contract_annotations_on_every_view() -> None:
+    from elastic_controller.policy.model import job_worker_sizes, newest_checkpoint
+    from elastic_controller.policy.worldsizes import UNCONSTRAINED, WorkerSizes
+
+    job_obj = pytorchjob("ns", "j", workers=8, min_r=2, max_r=8)
+    job_obj["metadata"]["annotations"] = {keys.WORKER_COUNTS: "2,4,8", keys.LAST_CHECKPOINT_TIME: ts(ago(300))}
+    job = parse_job(job_obj)
+    assert job.annotations[keys.WORKER_COUNTS] == "2,4,8"
+    assert job.worker_sizes == WorkerSizes(counts=(2, 4, 8)) and job.last_checkpoint == ago(300)
+    assert job.worker_sizes.allowed(2, 8).shrink_targets(8) == (4, 2)
+
+    pg = parse_podgroup(podgroup("ns", "j", 2, annotations={keys.WORKER_STEP: "2"}))
+    assert pg.worker_sizes == WorkerSizes(step=2) and pg.last_checkpoint is None
+    assert pg.worker_sizes.allowed(4, 8).grow_targets(4) == (6, 8)
+    bad = parse_podgroup(podgroup("ns", "j", 2, annotations={keys.WORKER_STEP: "0"}))
+    assert "at least 1" in bad.worker_sizes.problem  # kept, never a ParseError: the group is still planned
+    assert parse_podgroup(podgroup("ns", "k", 2)).worker_sizes is UNCONSTRAINED
+
+    newer = parse_pod(pod("ns", "j-worker-3", annotations={keys.LAST_CHECKPOINT_TIME: ts(ago(30))}))
+    older = parse_pod(pod("ns", "j-worker-2", annotations={keys.LAST_CHECKPOINT_TIME: ts(ago(600))}))
+    unreadable = parse_pod(pod("ns", "j-worker-1", annotations={keys.LAST_CHECKPOINT_TIME: "yesterday"}))
+    plain = parse_pod(pod("ns", "j-worker-0"))
+    assert (newer.last_checkpoint, unreadable.last_checkpoint, plain.last_checkpoint) == (ago(30), None, None)
+    assert newest_checkpoint(job, pg, [older, newer, unreadable, plain]) == ago(30)  # the newest wins
+    assert newest_checkpoint(job, pg, [older, plain]) == ago(300)
+    assert newest_checkpoint(None, None, [plain]) is None
+    assert newest_checkpoint(None, parse_podgroup(podgroup("ns", "j", 2, annotations={
+        keys.LAST_CHECKPOINT_TIME: ts(ago(5))})), [older]) == ago(5)
+
+    # The job's own annotations are the source; its PodGroup's copy serves dumps without the job.
+    assert job_worker_sizes(job, pg) == WorkerSizes(counts=(2, 4, 8))
+    assert job_worker_sizes(None, pg) == WorkerSizes(step=2)
+    assert job_worker_sizes(None, None) is UNCONSTRAINED
+
+
+def test_evict_after_on_pods_and_replace_recomputes() -> None:
+    import dataclasses
+
+    v = parse_pod(pod("ns", "p", annotations={keys.EVICT_AFTER: ts(ago(-60)), keys.EVICTED_FOR: "ns/g"}))
+    assert v.evict_after == ago(-60)
+    cleared = dataclasses.replace(v, annotations={})
+    assert cleared.evict_after is None and cleared.last_checkpoint is None
+    assert v == dataclasses.replace(v)  # derived fields take no part in equality

@@ -33,8 +33,19 @@ SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")),
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
-    objs: list[dict[str, Any]] = [priority_class("low", 10), priority_class("high", 1000)]
+def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = None,
+             ) -> tuple[list[dict[str, Any]], ElasticConfig]:
+    """A random small cluster. ``priorities``: PriorityClass values to draw from (each becomes a class
+    jobs and gangs pick from), instead of the fixed "low" (10) and "high" (1000)."""
+    if priorities is None:
+        objs: list[dict[str, Any]] = [priority_class("low", 10), priority_class("high", 1000)]
+        job_classes, gang_classes = ["", "", "low", "high"], ["", "low", "high", "high"]
+        filler_classes = ["", "low"]
+    else:
+        values = draw(priorities)
+        objs = [priority_class(f"p{i}", v) for i, v in enumerate(values)]
+        job_classes = gang_classes = ["", *(f"p{i}" for i in range(len(values)))]
+        filler_classes = ["", "p0"]
     free: dict[str, int] = {}
     for i in range(draw(st.integers(1, 4))):
         gpus = draw(st.sampled_from([4, 8, 8]))
@@ -59,7 +70,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
         master = draw(st.booleans())
         running = draw(st.one_of(st.just(max_r), st.integers(min_r, max_r)))
         q = draw(st.sampled_from(["q1", "q2"]))
-        pc = draw(st.sampled_from(["", "", "low", "high"]))
+        pc = draw(st.sampled_from(job_classes))
         last = draw(st.sampled_from([None, None, None, 60, 1000]))
         objs.append(podgroup("ns", name, min_r + int(master), q, pc, ago(last) if last is not None else None,
                              created=ago(7200)))
@@ -86,7 +97,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
         left = sorted(n for n, f in free.items() for _ in range(f))
         if left:
             q = draw(st.sampled_from(["q1", "q2"]))
-            objs.append(podgroup("ns", "fill", 1, q, draw(st.sampled_from(["", "low"])), created=ago(7200)))
+            objs.append(podgroup("ns", "fill", 1, q, draw(st.sampled_from(filler_classes)), created=ago(7200)))
             nn = f"1:{len(left) + 2}"
             for idx, n in enumerate(left):
                 objs.append(job_pod("ns", "fill", "worker", idx, nnodes=nn, gpus=1, node_name=n,
@@ -101,7 +112,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
         gpus = draw(st.sampled_from([1, 2, 2, 3, 4, 4, 6, 8]))
         since = ago(draw(st.sampled_from([5, 600, 900, 1200])))
         objs.append(podgroup("ns", name, members, draw(st.sampled_from(["q1", "q2"])),
-                             draw(st.sampled_from(["", "low", "high", "high"])), created=since))
+                             draw(st.sampled_from(gang_classes)), created=since))
         selector = {"zone": draw(st.sampled_from("ab"))} if draw(st.integers(0, 3)) == 0 else None
         tol = TOLERATE if draw(st.booleans()) else []
         for i in range(members):
@@ -115,6 +126,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
         maxEvictionsPerCycle=draw(st.sampled_from([0, 1, 2, 4, 8, 16, 16])),
         maxScaleUpPerCycle=draw(st.integers(0, 4)),
         preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
+        minScaleUpGain=draw(st.sampled_from([0.0, 0.5, 1.0])),
     )
     return objs, ElasticConfig(defaults=defaults)
 
@@ -278,8 +290,21 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
         assert p.bounds is not None
         running = sum(1 for m in members if m.replica_type == "worker" and m.running)
         assert running + added[pg.key] <= p.bounds.max_replicas
-    for q, n in per_queue.items():
-        assert n <= cfg.queue_policy(q).maxScaleUpPerCycle
+    # maxScaleUpPerCycle counts the jobs grown (one scale event each) per queue; each grows by at
+    # least minScaleUpGain unless it is in its first rendezvous (never scaled, placed 30 s ago).
+    jobs_per_queue: dict[str, set[str]] = {}
+    for r in plan.gate_releases:
+        jobs_per_queue.setdefault(r.queue, set()).add(r.job)
+    for q, grown_jobs in jobs_per_queue.items():
+        assert len(grown_jobs) <= cfg.queue_policy(q).maxScaleUpPerCycle
+    for key, n in added.items():
+        members = [m for m in snap.pods if m.group_key == key]
+        running = sum(1 for m in members if m.replica_type == "worker" and m.running)
+        placed_at = [m.scheduled_at for m in members if m.placed and m.scheduled_at]
+        policy = cfg.queue_policy(pgs[key].queue)
+        first = pgs[key].last_scale is None and bool(placed_at) and (
+            (NOW - min(placed_at)).total_seconds() <= policy.firstRendezvousSeconds)
+        assert first or n / max(1, running) >= policy.minScaleUpGain, (key, n, running)
     # A queue grows only within the share Volcano's proportion plugin admits.
     volcano = plan_shares(snap.queues, snap.nodes, snap.pods, pgs, volcano_view=True)
     grown: dict[str, int] = {}

@@ -148,3 +148,36 @@ def test_progress_bar_only_on_a_terminal_and_after_a_delay() -> None:
     bar(250, 500)
     bar.close()
     assert "50.0% 250/500 jobs" in drawn.getvalue() and drawn.getvalue().endswith("\n")
+
+
+def test_cluster_queues_with_capacity_fields() -> None:
+    from elastic_controller.simulate.cluster import dump_cluster, parse_cluster
+
+    text = ("nodes:\n  - {name: gpu, count: 2, gpus: 8}\nqueues:\n"
+            "  - {name: dept, capability: {nvidia.com/gpu: 12}}\n"
+            "  - {name: team, parent: dept, deserved: {nvidia.com/gpu: 4, cpu: 10}, guarantee: {nvidia.com/gpu: 2}}\n"
+            "  - {name: scratch, parent: dept, reclaimable: false}\n"
+            "  - {name: other, parent: root, weight: 3}\n")
+    cluster = parse_cluster(text, "c.yaml")
+    dept, team, scratch, other = cluster.queues
+    assert dept.capability == {"nvidia.com/gpu": 12} and dept.parent == ""
+    assert team.deserved == {"nvidia.com/gpu": 4, "cpu": 10_000} and team.guarantee == {"nvidia.com/gpu": 2}
+    assert (team.parent, scratch.parent, scratch.reclaimable, other.parent, other.weight) == ("dept", "dept", False,
+                                                                                              "", 3)
+    assert parse_cluster(dump_cluster(cluster), "again.yaml") == cluster
+
+
+@pytest.mark.parametrize(("queue", "message"), [
+    ("{name: a, deserved: 4}", "'deserved' must be a non-empty map"),
+    ("{name: a, guarantee: {}}", "'guarantee' must be a non-empty map"),
+    ("{name: a, capability: {nvidia.com/gpu: lots}}", "'capability': not a quantity"),
+    ("{name: a, deserved: {cpu: -1}}", "must not be negative"),
+    ("{name: a, parent: nowhere}", "parent 'nowhere' is not a queue of the file"),
+    ("{name: a, parent: a}", "'parent' must be another queue's name"),
+])
+def test_cluster_queue_errors(queue: str, message: str) -> None:
+    from elastic_controller.simulate.cluster import parse_cluster
+    from elastic_controller.simulate.trace import TraceError
+
+    with pytest.raises(TraceError, match=message):
+        parse_cluster(f"nodes:\n  - {{name: gpu, count: 1, gpus: 8}}\nqueues:\n  - {queue}\n", "c.yaml")

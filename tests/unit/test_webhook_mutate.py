@@ -142,10 +142,22 @@ def test_scheduler_name_set_when_unset_or_default(scheduler: str | None) -> None
     assert "warnings" not in resp
 
 
-def test_explicit_other_scheduler_is_kept_with_a_warning() -> None:
-    after, resp = mutate(pod(index=1, scheduler="my-scheduler"))
-    assert after["spec"]["schedulerName"] == "my-scheduler"
-    assert any("my-scheduler" in w for w in resp["warnings"])
+@pytest.mark.parametrize("index", [0, 1, 3])
+def test_explicit_other_scheduler_is_left_alone_with_a_warning(index: int) -> None:
+    """A neighbour's pod (another scheduler) joins no gang and gets no gate, whatever its role."""
+    before = pod(index=index, scheduler="my-scheduler")
+    after, resp = mutate(before)
+    assert after == before and "patch" not in resp and resp["allowed"] is True
+    assert any("left alone" in w and "my-scheduler" in w for w in resp["warnings"])
+
+
+@pytest.mark.parametrize("label", ["kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/podset"])
+def test_kueue_pods_are_left_alone(label: str) -> None:
+    before = pod(index=3)
+    before["metadata"]["labels"][label] = "team-a"
+    after, resp = mutate(before)
+    assert after == before and "patch" not in resp
+    assert any("left alone" in w and label in w for w in resp["warnings"])
 
 
 def test_configured_scheduler_and_gate_name() -> None:

@@ -33,7 +33,7 @@ DENIED = [
         **job(master=True)["spec"]["pytorchReplicaSpecs"],
         "Master": {"replicas": 2, "template": {"spec": {"containers": []}}}}}}, "exactly one master"),
     ("bad quantity", {**job(), "spec": {**job()["spec"], "pytorchReplicaSpecs": {"Worker": {
-        "replicas": 4, "template": {"spec": {"containers": [{"name": "pytorch",
+        "replicas": 4, "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch",
                                                              "resources": {"limits": {"cpu": "lots"}}}]}}}}}},
      "Worker: not a quantity: 'lots'"),
     ("unreadable spec", {**job(), "spec": {"pytorchReplicaSpecs": ["Worker"]}}, "malformed"),
@@ -116,3 +116,107 @@ def test_other_operations_allowed(operation: str) -> None:
 def test_status_subresource_and_other_kinds_allowed() -> None:
     assert answer(job(restart_policy="Never"), operation="UPDATE", old=job(), sub_resource="status")["allowed"]
     assert answer(job(restart_policy="Never"), kind="TFJob")["allowed"]
+
+
+# ---------------------------------------------------------------------- parity with the operator
+# The training operator's own validating webhook (v1.9.4, pkg/webhooks/pytorch): what it denies we
+# deny in our words, what it warns about we warn about, and what it admits we admit unless one
+# of our documented elastic rules (DENIED above) says otherwise.
+def _edit(obj: dict[str, Any], fn: Any) -> dict[str, Any]:
+    fn(obj)
+    return obj
+
+
+def _worker(obj: dict[str, Any]) -> dict[str, Any]:
+    worker: dict[str, Any] = obj["spec"]["pytorchReplicaSpecs"]["Worker"]
+    return worker
+
+
+PARITY: list[tuple[str, dict[str, Any], str, list[str]]] = [
+    # (case, job, what the operator's webhook does, what our answer must say)
+    ("nprocPerNode twice",
+     _edit(job(), lambda o: (o["spec"].update(nprocPerNode="2"), o["spec"]["elasticPolicy"].update(nProcPerNode=2))),
+     "deny", ["spec.nprocPerNode and spec.elasticPolicy.nProcPerNode are both set", "keep only spec.nprocPerNode"]),
+    ("elasticPolicy.nProcPerNode deprecated",
+     _edit(job(), lambda o: o["spec"]["elasticPolicy"].update(nProcPerNode=2)),
+     "warn", ["spec.elasticPolicy.nProcPerNode is deprecated", "spec.nprocPerNode"]),
+    ("Worker replicas 0, min/max unset",
+     job(workers=0, min_replicas=None, max_replicas=None, max_restarts=None), "deny", ["Worker.replicas is 0"]),
+    ("Worker replicas 0 within [min, max]", job(workers=0, min_replicas=1, max_replicas=4),
+     "deny", ["Worker.replicas is 0", "at least 1"]),
+    ("Worker replicas 0, not elastic", job(workers=0, elastic=False), "deny", ["Worker.replicas is 0"]),
+    ("Worker replicas negative", job(workers=-1, elastic=False), "deny", ["Worker.replicas is -1"]),
+    ("Master replicas unset",
+     _edit(job(master=True, elastic=False), lambda o: o["spec"]["pytorchReplicaSpecs"]["Master"].pop("replicas")),
+     "deny", ["Master.replicas is unset", "set replicas: 1"]),
+    ("unknown replica type",
+     _edit(job(), lambda o: o["spec"]["pytorchReplicaSpecs"].update(Launcher=dict(_worker(o), replicas=1))),
+     "deny", ["pytorchReplicaSpecs.Launcher is not a PyTorchJob replica type"]),
+    ("no container named pytorch",
+     _edit(job(), lambda o: _worker(o)["template"]["spec"]["containers"][0].update(name="trainer")),
+     "deny", ["Worker: no container is named 'pytorch'"]),
+    ("container without image",
+     _edit(job(), lambda o: _worker(o)["template"]["spec"]["containers"][0].pop("image")),
+     "deny", ["Worker: container pytorch has no image"]),
+    ("name not DNS-1035", _edit(job(), lambda o: o["metadata"].update(name="7train")),
+     "deny", ["metadata.name '7train' is not a DNS-1035 label"]),
+    ("unsupported managedBy", _edit(job(), lambda o: o["spec"].update(runPolicy={"managedBy": "me.io/x"})),
+     "deny", ["runPolicy.managedBy is 'me.io/x'"]),
+    ("MultiKueue managedBy", _edit(job(), lambda o: o["spec"].update(runPolicy=dict(
+        managedBy="kueue.x-k8s.io/multikueue"))), "warn", ["leaves this job alone", "managed by MultiKueue"]),
+    ("a sidecar next to the pytorch container",
+     _edit(job(), lambda o: _worker(o)["template"]["spec"]["containers"].append({"name": "log", "image": "busybox"})),
+     "admit", []),
+    ("nprocPerNode alone", _edit(job(), lambda o: o["spec"].update(nprocPerNode="auto")), "admit", []),
+]
+
+
+@pytest.mark.parametrize(("obj", "operator", "needles"), [c[1:] for c in PARITY], ids=[c[0] for c in PARITY])
+def test_parity_with_the_training_operator_webhook(obj: dict[str, Any], operator: str, needles: list[str]) -> None:
+    resp = answer(obj)
+    if operator == "deny":
+        assert resp["allowed"] is False, resp
+        text = resp["status"]["message"]
+        assert text.startswith(f"PyTorchJob team-a/{obj['metadata']['name']}: ")
+        assert "minReplicas is 0" not in text, "a Worker.replicas problem must not blame minReplicas"
+    else:
+        assert resp["allowed"] is True, resp
+        text = " | ".join(resp.get("warnings") or [])
+        if operator == "admit":
+            assert not text, text
+    for needle in needles:
+        assert needle in text, (needle, text)
+
+
+# ---------------------------------------------------------------------- neighbours
+def _kueue_job(template_label: bool, **kw: Any) -> dict[str, Any]:
+    obj = job(**kw)
+    obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-lq"}
+    if template_label:
+        _worker(obj)["template"]["metadata"] = {"labels": {"kueue.x-k8s.io/queue-name": "team-lq"}}
+    return obj
+
+
+def test_neighbours_jobs_skip_our_elastic_rules_but_not_the_operators() -> None:
+    """A job Kueue or another scheduler owns is not ours: our elastic rules do not apply to it (it
+    is admitted with a note), what the training operator rejects is still rejected."""
+    never = _kueue_job(True, restart_policy="Never", min_replicas=5, max_replicas=4)
+    resp = answer(never)
+    assert resp["allowed"] is True
+    assert any("leaves this job alone because it is managed by Kueue" in w for w in resp["warnings"])
+    assert not any("add the label" in w for w in resp["warnings"])
+    other = job(restart_policy="Never")
+    _worker(other)["template"]["spec"]["schedulerName"] = "kai-scheduler"
+    resp = answer(other)
+    assert resp["allowed"] is True and any("scheduled by 'kai-scheduler'" in w for w in resp["warnings"])
+    broken = _kueue_job(True)
+    _worker(broken)["replicas"] = 0
+    resp = answer(broken)
+    assert resp["allowed"] is False and "Worker.replicas is 0" in resp["status"]["message"]
+
+
+def test_kueue_job_without_the_label_in_its_templates_is_told_to_add_it() -> None:
+    resp = answer(_kueue_job(False))
+    assert resp["allowed"] is True
+    assert any("add the label kueue.x-k8s.io/queue-name to the pod template of Worker" in w for w in resp["warnings"])
+    assert all(len(w) < 256 for w in resp["warnings"])

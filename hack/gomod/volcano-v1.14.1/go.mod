@@ -2,8 +2,8 @@
 // Repeats upstream's replace directives (Volcano v1.14.1 go.mod: every k8s.io staging module
 // at v0.34.1, plus grpc/otel/cloud.google.com pins), except that upstream points
 // volcano.sh/apis at ./staging/src/volcano.sh/apis, which is not part of the module zip:
-// here it is the published volcano.sh/apis v1.14.0 (see hack/versions.env for why not
-// Volcano v1.15.x).
+// here it is the published volcano.sh/apis v1.14.0 (the oldest supported Volcano; the default
+// is hack/gomod/volcano-v1.15.1, see hack/versions.env).
 module volcano-elastic.local/build/volcano
 
 go 1.24.0

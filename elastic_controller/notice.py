@@ -1,0 +1,224 @@
+"""The eviction notice, agent side: give notices, evict when due, withdraw. The decisions are
+``policy.notices.review_notices`` (pure); this module does the writes.
+
+With a queue's ``noticeSeconds`` > 0, a victim is not evicted at once: ``Notices.give`` dry-runs
+the evictions of one gang's victims (no notice for an eviction a PDB would refuse), then stamps
+each victim ``volcano-elastic.io/evict-after: <now + notice>`` next to
+``volcano-elastic.io/evicted-for`` (undoing its stamps if one fails: no half notices) and records
+an ``EvictionNotice`` Event on each pod and job. ``Notices.act`` then, every cycle, evicts the due
+victims through the Eviction API (``EvictedForGang``) and withdraws the notices their gang no longer
+needs (annotations removed, ``EvictionNoticeWithdrawn``).
+
+How the agent's cycle uses it (not wired yet):
+
+1. ``review = notices.review(snapshot, now)`` right after the snapshot, then
+   ``done = notices.act(review)``; add each evicted ``(pod, uid, gang)`` to the in-flight ledger
+   and, if anything was evicted or withdrawn, take the (warm) snapshot again.
+2. ``_resume_interrupted`` skips pods that carry ``evict-after`` (they are under notice, not an
+   interrupted plan): only ``evicted-for`` without ``evict-after`` is resumed.
+3. Executing one gang's evictions: stamp the victims' PodGroups (cooldown) as today; then, when a
+   victim's queue has ``noticeSeconds`` > 0, ``notices.give(gang, victims, now)`` instead of the
+   ``evicted-for`` stamp + evictions (undo the PodGroup stamps when ``give`` fails); a gang whose
+   victims are all in queues without a notice keeps today's path. Dry-run mode gives no notice.
+4. Until the planner counts ``review.pending`` as in flight, a gang with a pending notice must not
+   get further victims: skip the plan's evictions for ``gang`` when ``review.pending_for(gang)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .kube.api import KubeAPI, owner_ref
+from .kube.caches import Store
+from .kube.errors import KubeError, NotFoundError, TooManyRequestsError
+from .kube.events import EventRecorder
+from .kube.resources import PODGROUPS, PODS, PYTORCHJOBS
+from .policy import keys
+from .policy.decisions import Eviction
+from .policy.model import Snapshot
+from .policy.notices import NoticeReview, notice_deadline, review_notices
+from .policy.settings import ElasticConfig
+from .policy.times import format_time
+
+log = logging.getLogger(__name__)
+
+
+def _split(key: str) -> tuple[str, str]:
+    ns, _, name = key.partition("/")
+    return ns, name
+
+
+@dataclass(slots=True)
+class GiveResult:
+    noticed: list[str] = field(default_factory=list)  # ns/name of the pods now under notice
+    evict_after: dict[str, datetime] = field(default_factory=dict)  # pod -> its deadline
+    failed: str = ""  # why no notice was given ("" when it was)
+
+
+@dataclass(slots=True)
+class ActResult:
+    evicted: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, uid, gang): for the ledger
+    withdrawn: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # pod -> why it was not evicted or withdrawn
+
+
+class Notices:
+    """Gives, executes and withdraws eviction notices; remembers the deadlines it gave (by pod uid),
+    so that a job cannot push its own ``evict-after`` back while this agent runs."""
+
+    def __init__(self, api: KubeAPI, store: Store, cfg: ElasticConfig, recorder: EventRecorder, *,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        self.api = api
+        self.store = store
+        self.cfg = cfg
+        self.recorder = recorder
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.given: dict[str, datetime] = {}  # pod uid -> evict-after this agent stamped
+
+    def notice_seconds(self, queue: str) -> int:
+        return self.cfg.queue_policy(queue).noticeSeconds
+
+    # ------------------------------------------------------------------ give
+    def give(self, gang: str, victims: Sequence[Eviction], now: datetime | None = None) -> GiveResult:
+        """Put ``victims`` (one gang's, each in a queue with a notice) under notice, all or none."""
+        now = now or self.clock()
+        result = GiveResult()
+        try:
+            for v in victims:
+                ns, name = _split(v.pod)
+                self.api.evict(ns, name, uid=v.uid or None, dry_run=True)
+        except KubeError as exc:
+            why = "pdb" if isinstance(exc, TooManyRequestsError) else "error"
+            result.failed = f"{why}: {exc}"
+            log.warning("eviction notice not given; re-planning next cycle",
+                        extra={"podgroup": gang, "reason": why, "error": str(exc)})
+            return result
+        stamped: list[str] = []
+        for v in victims:
+            deadline = notice_deadline(now, self.notice_seconds(v.queue))
+            try:
+                self._patch_pod(v.pod, {keys.EVICTED_FOR: gang, keys.EVICT_AFTER: format_time(deadline)})
+            except KubeError as exc:
+                result.failed = f"error: {exc}"
+                log.warning("eviction notice not given; undoing its stamps",
+                            extra={"podgroup": gang, "pod": v.pod, "error": str(exc)})
+                self._clear(stamped)
+                return result
+            stamped.append(v.pod)
+            if v.uid:
+                self.given[v.uid] = deadline
+            result.evict_after[v.pod] = deadline
+        result.noticed = stamped
+        for v in victims:
+            deadline = result.evict_after[v.pod]
+            left = max(0, round((deadline - now).total_seconds()))
+            self._event_on_pod(v.pod, "Normal", "EvictionNotice",
+                               f"volcano-elastic evicts this pod at {format_time(deadline)} (in {left}s) to make "
+                               f"room for gang {gang}; checkpoint now: once the job records "
+                               f"{keys.LAST_CHECKPOINT_TIME} it is evicted at once")
+            log.info("eviction notice given", extra={"pod": v.pod, "job": v.job, "queue": v.queue, "for": gang,
+                                                     "evict_after": format_time(deadline), "reason": v.reason})
+        for job in sorted({v.job for v in victims}):
+            mine = [v for v in victims if v.job == job]
+            deadline = min(result.evict_after[v.pod] for v in mine)
+            self._event_on_job(job, "Normal", "EvictionNotice",
+                               f"{len(mine)} elastic worker(s) ({', '.join(_split(v.pod)[1] for v in mine)}) are "
+                               f"evicted at {format_time(deadline)} to make room for gang {gang}, or at once after "
+                               "the job records a checkpoint")
+        return result
+
+    # ------------------------------------------------------------------ each cycle
+    def review(self, snapshot: Snapshot, now: datetime | None = None) -> NoticeReview:
+        review = review_notices(snapshot, self.cfg, now or self.clock(), self.given)
+        live = {p.uid for p in snapshot.pods}
+        for uid in [u for u in self.given if u not in live]:
+            del self.given[uid]  # the pod is gone: forget its deadline
+        return review
+
+    def act(self, review: NoticeReview) -> ActResult:
+        """Evict the due victims and withdraw the notices no longer needed."""
+        result = ActResult()
+        for w in review.withdrawn:
+            f = w.facts
+            try:
+                self._patch_pod(f.pod, {keys.EVICTED_FOR: None, keys.EVICT_AFTER: None})
+            except NotFoundError:
+                continue
+            except KubeError as exc:
+                result.failed[f.pod] = f"not withdrawn: {exc}"
+                log.warning("eviction notice not withdrawn", extra={"pod": f.pod, "error": str(exc)})
+                continue
+            self.given.pop(f.uid, None)
+            result.withdrawn.append(f.pod)
+            log.info("eviction notice withdrawn", extra={"pod": f.pod, "job": f.job, "for": f.gang,
+                                                         "reason": w.reason})
+            self._event_on_pod(f.pod, "Normal", "EvictionNoticeWithdrawn",
+                               f"the eviction notice is withdrawn: {w.reason}; this pod stays")
+            self._event_on_job(f.job, "Normal", "EvictionNoticeWithdrawn",
+                               f"the eviction notice of {_split(f.pod)[1]} is withdrawn: {w.reason}")
+        for d in review.due:
+            f = d.facts
+            ns, name = _split(f.pod)
+            try:
+                self.api.evict(ns, name, uid=f.uid or None)
+            except NotFoundError:
+                self.given.pop(f.uid, None)
+                continue
+            except KubeError as exc:
+                # A PDB (429) or a transient error: the notice stays, the next cycle tries again.
+                result.failed[f.pod] = f"not evicted: {exc}"
+                log.warning("due eviction failed; retrying next cycle", extra={"pod": f.pod, "for": f.gang,
+                                                                             "error": str(exc)})
+                continue
+            self.given.pop(f.uid, None)
+            result.evicted.append((f.pod, f.uid, f.gang))
+            log.info("evicted", extra={"pod": f.pod, "job": f.job, "queue": f.queue, "for": f.gang,
+                                       "reason": d.why})
+            self._event_on_pod(f.pod, "Normal", "EvictedForGang",
+                               f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
+                               f"({d.why})")
+        by_job: dict[tuple[str, str], int] = {}
+        for d in review.due:
+            if any(d.facts.pod == pod for pod, _, _ in result.evicted):
+                by_job[(d.facts.job, d.facts.gang)] = by_job.get((d.facts.job, d.facts.gang), 0) + 1
+        for (job, gang), n in sorted(by_job.items()):
+            self._event_on_job(job, "Normal", "ScaledDown",
+                               f"{n} elastic worker(s) evicted to make room for gang {gang} at the end of their "
+                               "eviction notice (the cooldown started with the notice)")
+        return result
+
+    # ------------------------------------------------------------------ writes
+    def _patch_pod(self, key: str, annotations: dict[str, str | None]) -> None:
+        ns, name = _split(key)
+        out = self.api.patch(PODS, name, {"metadata": {"annotations": annotations}}, ns)
+        self.store.put(PODS, out)
+
+    def _clear(self, pods: Sequence[str]) -> None:
+        for p in pods:
+            try:
+                self._patch_pod(p, {keys.EVICTED_FOR: None, keys.EVICT_AFTER: None})
+            except KubeError as exc:
+                # Left stamped: the next cycle's review withdraws it (or the agent resumes it).
+                log.warning("could not clear an eviction notice", extra={"pod": p, "error": str(exc)})
+
+    def _ref(self, key: str, *kinds: Any) -> dict[str, Any] | None:
+        ns, name = _split(key)
+        for res in kinds:
+            obj = self.store.get(res, name, ns)
+            if obj is not None:
+                return owner_ref(obj)
+        return None
+
+    def _event_on_pod(self, pod: str, kind: str, reason: str, message: str) -> None:
+        ref = self._ref(pod, PODS)
+        if ref is not None:
+            self.recorder.emit(ref, kind, reason, message)
+
+    def _event_on_job(self, job: str, kind: str, reason: str, message: str) -> None:
+        ref = self._ref(job, PYTORCHJOBS, PODGROUPS)
+        if ref is not None:
+            self.recorder.emit(ref, kind, reason, message)

@@ -1,0 +1,877 @@
+"""Queue shares as Volcano's ``capacity`` plugin computes them (Volcano v1.15.1).
+
+Pure rules, standard library only. Every function names the Volcano code it follows; paths are
+relative to ``volcano.sh/volcano@v1.15.1`` and line numbers are those of that release:
+``capacity.go`` is ``pkg/scheduler/plugins/capacity/capacity.go``, ``resource_info.go`` is
+``pkg/scheduler/api/resource_info.go``. The user-facing story is in Volcano's
+``docs/user-guide/how_to_use_capacity_plugin.md`` and ``docs/design/hierarchical-queue-on-capacity-plugin.md``.
+
+What the capacity plugin decides, unlike ``proportion``:
+
+- **Deserved** is ``spec.deserved`` as written, per resource: no weights, no water-filling. It is
+  raised to ``spec.guarantee`` (``helpers.Max``); in flat mode it is first capped by the queue's real
+  capability. A queue whose deserved is empty is *best-effort*: it never reclaims.
+- **Real capability**: what the queue may hold at all. Flat: the cluster less every queue's guarantee,
+  plus the queue's own guarantee, capped by ``spec.capability``. Hierarchical: the same from the
+  parent's real capability and the siblings' guarantees, capability inherited downward; ``root`` is
+  unbounded unless it has a capability.
+- **Allocatable** (allocate, so also whether a lifted scale-up gate gets its pod placed): the queue's
+  allocation plus the pod stays within its real capability on the dimensions the pod asks for, in
+  hierarchy mode for the leaf and every ancestor. Deserved is *not* consulted: a gang is placed on
+  idle GPUs beyond its queue's deserved share.
+- **Enqueue**: ``minResources + allocated + inqueue - elastic <= real capability`` (leaf and ancestors).
+- **Reclaim**: the gang's queue may take from others only when, with the gang, it stays within its
+  real capability and is within deserved on at least one dimension the gang asks for. A victim's
+  queue must be reclaimable, above deserved on a dimension the victim asks for (or have no deserved
+  for those dimensions at all), and keep its guarantee once the victim is gone. With the default
+  ``ancestorReclaimLevel`` 0 only leaves are compared.
+
+One rule is ours and stricter: the planner never takes a victim queue *below* its deserved on a
+dimension the victim asks for (Volcano only asks the queue to be above it before the victim leaves,
+so its last victim may take the queue under). ``victim_allowed(..., strict=False)`` is Volcano's rule.
+
+Units are this project's (``quantity.py``: cpu in millicores, memory in bytes, other resources in
+whole units); Volcano keeps scalars in milli-units and compares with a 0.1 tolerance
+(``minResource``), which for integer amounts is the same as comparing exactly and treating "at
+least 0.1" as "positive". The ``pods`` resource is left out everywhere, as Volcano ignores it in
+these comparisons (``IsIgnoredScalarResource``). Unbounded amounts are ``math.inf`` (Volcano's
+``math.MaxFloat64``).
+
+Not modelled: DRA quotas (``capacity.DynamicResourceAllocationEnable``), the queue-allocation-gate
+reservations (feature gate ``SchedulingGatesQueueAdmission``), and ``ancestorReclaimLevel`` above 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .model import NodeView, PodGroupView, PodView, QueueView
+from .quantity import Resources
+from .shares import QueueShare, Usage
+
+ROOT = "root"  # capacity.go:49 rootQueueID
+DEFAULT_QUEUE = "default"
+CPU = "cpu"
+MEMORY = "memory"
+_STANDARD = (CPU, MEMORY)
+IGNORED = frozenset({"pods"})  # resource_info.go:232 ignoredScalarResources
+INF = math.inf
+
+Amounts = Mapping[str, float]
+
+
+# -- Volcano's Resource arithmetic (resource_info.go) ---------------------------------------------
+# A Resource always has cpu and memory (0 when not given); other ("scalar") resources are present or
+# absent, and a few functions tell absent from zero. Here an amount map leaves cpu/memory out when 0
+# and keeps a scalar key when Volcano's map would have it.
+
+
+def _clean(res: Mapping[str, float] | None) -> dict[str, float]:
+    """A spec's resources as Volcano's ``NewResource`` reads them (resource_info.go:87), ``pods`` left out."""
+    return {k: float(v) for k, v in (res or {}).items() if k not in IGNORED}
+
+
+def _get(res: Amounts, name: str) -> float:
+    """``Resource.Get`` (resource_info.go:216): absent is 0."""
+    return res.get(name, 0.0)
+
+
+def _scalars(res: Amounts) -> Iterable[str]:
+    return (k for k in res if k not in _STANDARD)
+
+
+def is_empty(res: Amounts) -> bool:
+    """``Resource.IsEmpty`` (resource_info.go:250): no dimension at or above ``minResource``."""
+    return all(v <= 0 for k, v in res.items() if k not in IGNORED)
+
+
+def names(res: Amounts) -> set[str]:
+    """``Resource.ResourceNames`` (resource_info.go:195): the dimensions with a positive amount."""
+    return {k for k, v in res.items() if v > 0 and k not in IGNORED}
+
+
+def add(a: Amounts, b: Amounts) -> dict[str, float]:
+    """``Resource.Add`` (resource_info.go:287): scalars of either side are kept."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def sub(a: Amounts, b: Amounts) -> dict[str, float]:
+    """``Resource.sub`` (resource_info.go:318)."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0.0) - v
+    return out
+
+
+def exceeded_part(left: Amounts, right: Amounts) -> dict[str, float]:
+    """``ExceededPart`` (resource_info.go:1085, through ``Diff`` with ``Zero`` defaults, :889): what
+    ``left`` has beyond ``right``; a scalar where ``left`` is not above ``right`` is absent."""
+    out: dict[str, float] = {}
+    for k in set(left) | set(right) | set(_STANDARD):
+        lv, rv = _get(left, k), _get(right, k)
+        if lv > rv:
+            out[k] = lv - rv  # inf - finite stays inf, as MaxFloat64 - x does
+    return out
+
+
+def min_dimension(res: Amounts, limit: Amounts) -> dict[str, float]:
+    """``Resource.MinDimensionResource(limit, Infinity)`` (resource_info.go:949): each dimension of
+    ``res`` lowered to ``limit``'s; a scalar ``limit`` does not name does not limit (and a scalar
+    ``res`` lacks is not added)."""
+    out = dict(res)
+    for k in _STANDARD:
+        if _get(limit, k) < _get(res, k):
+            out[k] = _get(limit, k)
+    for k in _scalars(res):
+        if k in limit:
+            out[k] = min(res[k], limit[k])
+    return out
+
+
+def maximum(a: Amounts, b: Amounts) -> dict[str, float]:
+    """``helpers.Max`` (pkg/scheduler/api/helpers/helpers.go:51): per dimension, scalars of either."""
+    out = {k: max(_get(a, k), _get(b, k)) for k in _STANDARD}
+    for k in {*_scalars(a), *_scalars(b)}:
+        vals = [res[k] for res in (a, b) if k in res and res[k] >= 0]
+        if vals:
+            out[k] = max(vals)
+    return out
+
+
+def less_equal_on(used: Amounts, limit: Amounts, request: Amounts) -> bool:
+    """``LessEqualWithDimensionAndResourcesName(limit, request)`` (resource_info.go:479): ``used``
+    within ``limit`` on every dimension ``request`` asks for (a limit that does not name a scalar is 0)."""
+    return all(_get(used, k) <= _get(limit, k) for k, v in request.items() if v > 0 and k not in IGNORED)
+
+
+def less_equal_partly_on(used: Amounts, limit: Amounts, request: Amounts) -> bool:
+    """``LessEqualPartlyWithDimensionZeroFiltered(limit, request)`` (resource_info.go:681, :636):
+    ``used`` within ``limit`` on at least one dimension ``request`` asks for (dimensions where both
+    are zero are left out; a limit that does not name one is 0)."""
+    for k, v in request.items():
+        if v <= 0 or k in IGNORED:
+            continue
+        u, lim = _get(used, k), _get(limit, k)
+        if u <= 0 and lim <= 0:
+            continue
+        if u <= lim:
+            return True
+    return False
+
+
+def relevant_dimensions(deserved: Amounts, request: Amounts) -> list[str]:
+    """The dimensions ``GreaterPartlyWithRelevantDimensions`` (resource_info.go:854) compares:
+    those ``request`` asks for that ``deserved`` has (cpu and memory: a positive amount; other
+    resources: named, even as 0)."""
+    out = []
+    for k, v in request.items():
+        if v <= 0 or k in IGNORED:
+            continue
+        if (k in _STANDARD and _get(deserved, k) > 0) or (k not in _STANDARD and k in deserved):
+            out.append(k)
+    return sorted(out)
+
+
+def greater_partly_relevant(allocated: Amounts, deserved: Amounts, request: Amounts) -> bool:
+    """``GreaterPartlyWithRelevantDimensions`` (resource_info.go:854): ``allocated`` above
+    ``deserved`` on a relevant dimension of ``request``."""
+    return any(_get(allocated, k) > _get(deserved, k) for k in relevant_dimensions(deserved, request))
+
+
+def guarantee_kept(allocated: Amounts, request: Amounts, guarantee: Amounts) -> bool:
+    """``checkGuaranteeConstraint`` (capacity.go:1842): with ``request`` gone, the allocation still
+    covers the guarantee on every dimension it names (``guarantee.LessEqual(allocated - request, Zero)``)."""
+    after = sub(allocated, request)
+    return all(_get(after, k) >= v for k, v in guarantee.items() if k not in IGNORED)
+
+
+def has_relevant_deserved(request: Amounts, deserved: Amounts) -> bool:
+    """``hasRelevantDeserved`` (capacity.go:1866): ``Intersection(request, deserved)`` is not empty."""
+    return bool(names(request) & names(deserved))
+
+
+# -- Queue attributes (buildQueueAttrs / buildHierarchicalQueueAttrs) ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAttr:
+    """One queue as the plugin sees it at session open (capacity.go:81 ``queueAttr``), without the
+    usage: that is passed to each rule, as it changes while a plan is built."""
+
+    name: str
+    deserved: dict[str, float]
+    guarantee: dict[str, float]
+    capability: dict[str, float]  # as enforced: {} when none (unbounded)
+    real_capability: dict[str, float]
+    ancestors: tuple[str, ...] = ()  # root first, parent last; () in flat mode
+    children: tuple[str, ...] = ()
+    reclaimable: bool = True
+    open: bool = True
+
+    @property
+    def best_effort(self) -> bool:
+        """No deserved: the queue never reclaims (capacity.go:1817, :677)."""
+        return is_empty(self.deserved)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityShares:
+    """Every queue's attributes for one session, and whether the plugin would schedule at all.
+
+    ``ready`` False is Volcano's ``readyToSchedule`` false (capacity.go:451): a hierarchy it cannot
+    build (a parent that does not exist, a cycle, a job in a queue with children, no ``root``); every
+    hook then refuses. ``problem`` says why."""
+
+    queues: dict[str, QueueAttr]
+    hierarchy: bool
+    ready: bool = True
+    problem: str = ""
+    total: dict[str, float] = field(default_factory=dict)
+
+    def get(self, queue: str) -> QueueAttr | None:
+        return self.queues.get(queue)
+
+    def is_leaf(self, queue: str) -> bool:
+        """``isLeafQueue`` (capacity.go:1568)."""
+        attr = self.queues.get(queue)
+        return attr is not None and not attr.children
+
+    def chain(self, queue: str) -> list[str]:
+        """The queue, then its ancestors from its parent up to ``root`` (capacity.go:1664: checked
+        from the leaf up); just the queue in flat mode."""
+        attr = self.queues.get(queue)
+        if attr is None:
+            return []
+        return [queue, *reversed(attr.ancestors)]
+
+    def rolled_up(self, allocated: Mapping[str, Amounts]) -> dict[str, dict[str, float]]:
+        """Each queue's allocation with its descendants' added (capacity.go:1285: a job's usage is
+        added to every ancestor); ``allocated`` as given in flat mode. Only leaves hold jobs."""
+        out: dict[str, dict[str, float]] = {q: _clean(res) for q, res in allocated.items()}
+        if not self.hierarchy:
+            return out
+        for queue, res in allocated.items():
+            attr = self.queues.get(queue)
+            if attr is None:
+                continue
+            for anc in attr.ancestors:
+                out[anc] = add(out.get(anc, {}), _clean(res))
+        return out
+
+
+def _synthesized(queues: Iterable[QueueView]) -> dict[str, QueueView]:
+    by_name = {q.name: q for q in queues}
+    # The scheduler creates both at start-up (pkg/scheduler/cache/cache.go:513 newDefaultAndRootQueue).
+    by_name.setdefault(ROOT, QueueView(name=ROOT, parent=""))
+    by_name.setdefault(DEFAULT_QUEUE, QueueView(name=DEFAULT_QUEUE, parent=ROOT))
+    return by_name
+
+
+def build(queues: Iterable[QueueView], total: Mapping[str, int], hierarchy: bool = False,
+          job_queues: Iterable[str] = ()) -> CapacityShares:
+    """Every queue's attributes as the plugin builds them at session open.
+
+    ``total``: the cluster's allocatable (``ssn.TotalResource``). ``job_queues``: the queues that
+    hold jobs (in hierarchy mode a job in a queue with children stops all scheduling).
+    ``root`` and ``default`` are added when not listed (the scheduler creates them)."""
+    by_name = _synthesized(queues)
+    total_f = _clean(total)
+    if hierarchy:
+        return _build_hierarchy(by_name, total_f, set(job_queues))
+    return _build_flat(by_name, total_f)
+
+
+def _build_flat(by_name: Mapping[str, QueueView], total: dict[str, float]) -> CapacityShares:
+    """``buildQueueAttrs`` (capacity.go:1042)."""
+    total_guarantee: dict[str, float] = {}
+    for q in by_name.values():  # capacity.go:1043: every queue's guarantee, with jobs or not
+        total_guarantee = add(total_guarantee, _clean(q.guarantee))
+    attrs: dict[str, QueueAttr] = {}
+    free = exceeded_part(total, total_guarantee)
+    for name, q in sorted(by_name.items()):
+        guarantee = _clean(q.guarantee)
+        capability: dict[str, float] = {}
+        if q.capability:  # capacity.go:1068: cpu/memory not set (or <= 0) are unbounded
+            capability = _clean(q.capability)
+            for k in _STANDARD:
+                if _get(capability, k) <= 0:
+                    capability[k] = INF
+        real = add(free, guarantee)  # capacity.go:1081
+        if capability:
+            real = min_dimension(real, capability)  # capacity.go:1086
+        deserved = min_dimension(_clean(q.deserved), real)  # capacity.go:1138
+        deserved = maximum(deserved, guarantee)  # capacity.go:1141
+        attrs[name] = QueueAttr(name, deserved, guarantee, capability, real,
+                                reclaimable=q.reclaimable, open=q.state == "Open")
+    return CapacityShares(attrs, hierarchy=False, total=total)
+
+
+def _build_hierarchy(by_name: Mapping[str, QueueView], total: dict[str, float],
+                     job_queues: set[str]) -> CapacityShares:
+    """``buildHierarchicalQueueAttrs`` (capacity.go:1196), ``updateAncestors`` (:1435) and
+    ``checkHierarchicalQueue`` (:1470)."""
+    parent_of: dict[str, str] = {}
+    problem = ""
+    for name, q in sorted(by_name.items()):
+        if name == ROOT:
+            continue
+        parent = q.parent or ROOT
+        if parent not in by_name and not problem:
+            problem = f"queue {name} has parent {parent}, which does not exist"  # capacity.go:1451
+        parent_of[name] = parent
+    ancestors: dict[str, tuple[str, ...]] = {ROOT: ()}
+
+    def walk(name: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
+        if name in ancestors:
+            return ancestors[name]
+        if name in seen:
+            return None  # capacity.go:1441: a cycle
+        parent = parent_of.get(name)
+        if parent is None or parent not in by_name:
+            return None
+        up = walk(parent, (*seen, name))
+        if up is None:
+            return None
+        ancestors[name] = (*up, parent)
+        return ancestors[name]
+
+    for name in sorted(by_name):
+        if walk(name, ()) is None and not problem:
+            problem = f"queue {name}: cycle in the queue hierarchy"
+    children: dict[str, list[str]] = {}
+    for name in sorted(ancestors):
+        if name != ROOT:
+            children.setdefault(ancestors[name][-1], []).append(name)
+    for name in sorted(job_queues):
+        if children.get(name) and not problem:  # capacity.go:1225
+            problem = f"queue {name} holds jobs but is not a leaf queue"
+
+    deserved = {n: _clean(by_name[n].deserved) for n in ancestors}
+    guarantee = {n: _clean(by_name[n].guarantee) for n in ancestors}
+    capability = {n: _clean(by_name[n].capability) for n in ancestors}  # capacity.go:1422 (no inf here)
+    real: dict[str, dict[str, float]] = {}
+    if is_empty(capability[ROOT]):  # capacity.go:1323: root is unbounded unless it has a capability
+        root_cap = {CPU: INF, MEMORY: INF}
+        root_cap.update({k: INF for k in _scalars(total)})
+        capability[ROOT] = root_cap
+    real[ROOT] = dict(capability[ROOT])  # capacity.go:1326
+
+    def check(parent: str) -> None:  # capacity.go:1470 checkHierarchicalQueue
+        kids = children.get(parent, [])
+        total_deserved: dict[str, float] = {}
+        total_guarantee: dict[str, float] = {}
+        for c in kids:
+            deserved[c] = maximum(deserved[c], guarantee[c])  # capacity.go:1474
+            total_deserved = add(total_deserved, deserved[c])
+            total_guarantee = add(total_guarantee, guarantee[c])
+            cap = capability[c]
+            for k in _STANDARD:  # capacity.go:1478: cpu/memory not set are the parent's
+                if _get(cap, k) <= 0:
+                    cap[k] = _get(capability[parent], k)
+            for k in _scalars(capability[parent]):  # capacity.go:1486: scalars not set are the parent's
+                cap.setdefault(k, capability[parent][k])
+        if parent == ROOT:  # capacity.go:1505
+            guarantee[ROOT] = total_guarantee
+            deserved[ROOT] = total_deserved
+        for c in kids:  # capacity.go:1510
+            real[c] = min_dimension(add(exceeded_part(real[parent], total_guarantee), guarantee[c]), capability[c])
+        for c in kids:
+            check(c)
+
+    check(ROOT)
+    attrs = {
+        n: QueueAttr(n, deserved[n], guarantee[n], capability[n], real.get(n, {}),
+                     ancestors=ancestors[n], children=tuple(children.get(n, ())),
+                     reclaimable=by_name[n].reclaimable, open=by_name[n].state == "Open")
+        for n in sorted(ancestors)
+    }
+    return CapacityShares(attrs, hierarchy=True, ready=not problem, problem=problem, total=total)
+
+
+# -- The hooks ------------------------------------------------------------------------------------
+
+
+def share(attr: QueueAttr, allocated: Amounts) -> float:
+    """``updateQueueAttrShare`` (capacity.go:1800): the largest allocated/deserved over the
+    dimensions deserved names; a best-effort queue is always at 1."""
+    if attr.best_effort:
+        return 1.0
+    out = 0.0
+    for k in names(attr.deserved):
+        d, a = attr.deserved[k], _get(allocated, k)
+        out = max(out, a / d if d else (0.0 if a == 0 else 1.0))  # helpers.Share
+    return out
+
+
+def queue_order_key(attr: QueueAttr, allocated: Amounts) -> tuple[float, int]:
+    """``compareShareWithDeserved`` (capacity.go:1544), flat ``QueueOrderFn`` (:1183) without the
+    priority: lower share first, and at equal shares a queue with deserved before a best-effort one."""
+    return (share(attr, allocated), 1 if attr.best_effort else 0)
+
+
+def _why_not_open(shares: CapacityShares, queue: str) -> str | None:
+    if not shares.ready:
+        return f"the capacity plugin does not schedule: {shares.problem}"
+    attr = shares.get(queue)
+    if attr is None:
+        return f"queue {queue} does not exist"
+    if not attr.open:
+        return f"queue {queue} is not open"
+    if shares.hierarchy and attr.children:
+        return f"queue {queue} is not a leaf queue"
+    return None
+
+
+def allocatable_reason(shares: CapacityShares, allocated: Mapping[str, Amounts], queue: str,
+                       request: Amounts) -> str | None:
+    """None when Volcano's allocate would place a pod asking ``request`` in ``queue`` as far as the
+    capacity plugin is concerned, else why not. ``allocated``: per leaf queue (rolled up here).
+
+    ``AddAllocatableFn`` (capacity.go:717): the queue is open, schedulable, a leaf in hierarchy mode;
+    ``checkQueueAllocatableHierarchically`` (:1662) and ``queueAllocatableWithReserved`` (:1629): the
+    queue's allocation plus the request within its real capability on the requested dimensions, for
+    the queue and every ancestor."""
+    why = _why_not_open(shares, queue)
+    if why is not None:
+        return why
+    rolled = shares.rolled_up(allocated)
+    req = _clean(request)
+    for q in shares.chain(queue):
+        attr = shares.queues[q]
+        future = add(rolled.get(q, {}), req)
+        if not less_equal_on(future, attr.real_capability, req):
+            over = sorted(k for k, v in req.items() if v > 0 and _get(future, k) > _get(attr.real_capability, k))
+            return f"queue {q} would be above its real capability on {', '.join(over)}"
+    return None
+
+
+def allocatable(shares: CapacityShares, allocated: Mapping[str, Amounts], queue: str, request: Amounts) -> bool:
+    """``allocatable_reason`` is None."""
+    return allocatable_reason(shares, allocated, queue, request) is None
+
+
+def capability_excess(shares: CapacityShares, allocated: Mapping[str, Amounts], queue: str,
+                      request: Amounts) -> dict[str, dict[str, float]]:
+    """Per queue of ``queue``'s chain (leaf and ancestors): by how much, per requested dimension, its
+    allocation plus ``request`` would be above its real capability ({} when allocatable on capacity
+    grounds). What must leave the queue (or, for an ancestor, its subtree) first."""
+    rolled = shares.rolled_up(allocated)
+    req = _clean(request)
+    out: dict[str, dict[str, float]] = {}
+    for q in shares.chain(queue):
+        attr = shares.queues[q]
+        future = add(rolled.get(q, {}), req)
+        over = {k: _get(future, k) - _get(attr.real_capability, k) for k, v in req.items() if v > 0}
+        over = {k: v for k, v in over.items() if v > 0}
+        if over:
+            out[q] = over
+    return out
+
+
+def enqueueable(shares: CapacityShares, queue: str, min_resources: Amounts | None,
+                allocated: Mapping[str, Amounts], inqueue: Mapping[str, Amounts],
+                elastic: Mapping[str, Amounts]) -> bool:
+    """Whether Volcano's enqueue admits a PodGroup with ``min_resources`` into ``queue``.
+
+    ``AddJobEnqueueableFn`` (capacity.go:742): open, schedulable, a leaf in hierarchy mode; no
+    ``minResources``: admitted; else ``jobEnqueueable`` (:1680) for the queue and every ancestor
+    (:1708): ``minResources + allocated + inqueue - elastic`` within real capability on the
+    dimensions ``minResources`` names. ``allocated``, ``inqueue`` (``job_inqueue``) and ``elastic``
+    (``job_elastic``) are per leaf queue, rolled up here."""
+    if _why_not_open(shares, queue) is not None:
+        return False
+    if not min_resources or is_empty(_clean(min_resources)):
+        return True  # capacity.go:769
+    minimum = _clean(min_resources)
+    rolled_alloc = shares.rolled_up(allocated)
+    rolled_in = shares.rolled_up(inqueue)
+    rolled_el = shares.rolled_up(elastic)
+    for q in shares.chain(queue):
+        attr = shares.queues[q]
+        r = sub(add(add(minimum, rolled_alloc.get(q, {})), rolled_in.get(q, {})), rolled_el.get(q, {}))
+        if not less_equal_on(r, attr.real_capability, minimum):
+            return False
+    return True
+
+
+def job_elastic(allocated: Amounts, min_resources: Amounts | None) -> dict[str, float]:
+    """``JobInfo.GetElasticResources`` (pkg/scheduler/api/job_info.go:654): what a job holds beyond
+    its ``minResources``."""
+    return exceeded_part(_clean(allocated), _clean(min_resources))
+
+
+def job_inqueue(min_resources: Amounts | None, allocated: Amounts, phase: str,
+                allocated_tasks: int = 0, min_member: int = 0) -> dict[str, float]:
+    """What an admitted job still reserves in its queue (capacity.go:1110-1130 with
+    ``util.GetInqueueResource``, pkg/scheduler/plugins/util/util.go:97): for an ``Inqueue`` PodGroup,
+    and for a ``Running`` one with at least ``minMember`` tasks allocated, its ``minResources`` less
+    what it holds, per dimension ``minResources`` names (never negative). Gated pods are not deducted."""
+    if not min_resources:
+        return {}
+    if phase == "Inqueue" or (phase == "Running" and allocated_tasks >= min_member):
+        minimum = _clean(min_resources)
+        return {k: v - _get(allocated, k) for k, v in minimum.items() if v - _get(allocated, k) > 0}
+    return {}
+
+
+def may_reclaim_reason(shares: CapacityShares, allocated: Mapping[str, Amounts], queue: str,
+                       request: Amounts) -> str | None:
+    """None when ``queue`` may reclaim from other queues for a gang asking ``request`` in all, else why not.
+
+    ``AddPreemptiveFn`` (capacity.go:648): open and schedulable; with the gang, the queue's
+    allocation stays within its real capability on the gang's dimensions (:670), and is within its
+    deserved on at least one of them (:677, ``LessEqualPartlyWithDimensionZeroFiltered``); a queue
+    without deserved never reclaims. With ``ancestorReclaimLevel`` 0 only the leaf is compared."""
+    if not shares.ready:
+        return f"the capacity plugin does not schedule: {shares.problem}"
+    attr = shares.get(queue)
+    if attr is None:
+        return f"queue {queue} does not exist"
+    if not attr.open:
+        return f"queue {queue} is not open"
+    req = _clean(request)
+    future = add(_clean(allocated.get(queue, {})), req)
+    if not less_equal_on(future, attr.real_capability, req):
+        return f"queue {queue} would be above its real capability with the gang"
+    if attr.best_effort:
+        return f"queue {queue} has no deserved (best-effort): it never reclaims"
+    if not less_equal_partly_on(future, attr.deserved, req):
+        return f"queue {queue} would be above its deserved on every dimension the gang asks for"
+    return None
+
+
+def may_reclaim(shares: CapacityShares, allocated: Mapping[str, Amounts], queue: str, request: Amounts) -> bool:
+    """``may_reclaim_reason`` is None."""
+    return may_reclaim_reason(shares, allocated, queue, request) is None
+
+
+def victim_reason(shares: CapacityShares, allocated: Amounts, queue: str, request: Amounts,
+                  gang_request: Amounts | None = None, strict: bool = True) -> str | None:
+    """None when a pod asking ``request`` of ``queue`` (whose allocation is ``allocated`` *with the
+    pod still in it*) may be taken for a gang of another queue, else why not.
+
+    Volcano (``AddUnifiedEvictableFn`` for gang reclaim, capacity.go:613-643; ``AddReclaimableFn``,
+    :459-603): the queue is reclaimable (gangreclaim.go ``selectDomainBundles``); its guarantee is
+    kept once the pod is gone (``checkGuaranteeConstraint``, :1842); and either its deserved names
+    none of the pod's dimensions (``isImmediateVictim``, :1855) or its allocation is above deserved on
+    a dimension the pod asks for that deserved has (``checkDeservedExceedance``, :1876). With
+    ``gang_request``, a pod sharing no dimension with the gang is skipped (``shouldSkipReclaimee``, :1831).
+    With ``ancestorReclaimLevel`` 0 only the leaf queue is compared (:554).
+
+    ``strict`` (ours): the queue also stays at or above its deserved, once the pod is gone, on every
+    dimension the pod asks for that deserved has: the planner never takes a queue below its deserved
+    share, where Volcano lets the last victim do so."""
+    if not shares.ready:
+        return f"the capacity plugin does not schedule: {shares.problem}"
+    attr = shares.get(queue)
+    if attr is None:
+        return f"queue {queue} does not exist"
+    if not attr.reclaimable:
+        return f"queue {queue} is not reclaimable"
+    req = _clean(request)
+    alloc = _clean(allocated)
+    if gang_request is not None and not names(req) & names(_clean(gang_request)):
+        return "it shares no resource with the gang"
+    if not guarantee_kept(alloc, req, attr.guarantee):
+        return f"queue {queue} would fall below its guarantee"
+    if has_relevant_deserved(req, attr.deserved):
+        if not greater_partly_relevant(alloc, attr.deserved, req):
+            return f"queue {queue} is not above its deserved on a resource the pod asks for"
+    if strict:
+        after = sub(alloc, req)
+        below = [k for k in relevant_dimensions(attr.deserved, req) if _get(after, k) < _get(attr.deserved, k)]
+        if below:
+            return f"queue {queue} would fall below its deserved on {', '.join(below)}"
+    return None
+
+
+def victim_allowed(shares: CapacityShares, allocated: Amounts, queue: str, request: Amounts,
+                   gang_request: Amounts | None = None, strict: bool = True) -> bool:
+    """``victim_reason`` is None."""
+    return victim_reason(shares, allocated, queue, request, gang_request, strict) is None
+
+
+def filter_victims(shares: CapacityShares, allocated: Mapping[str, Amounts],
+                   candidates: Sequence[tuple[str, Amounts]], gang_request: Amounts | None = None,
+                   strict: bool = True) -> list[int]:
+    """The indexes of ``candidates`` ((queue, request), in the order they are considered) that may
+    be victims, each judged with the ones accepted before it gone from its queue (capacity.go:621-643:
+    ``allocations`` cloned per queue and lowered as victims are accepted)."""
+    left: dict[str, dict[str, float]] = {}
+    out = []
+    for i, (queue, request) in enumerate(candidates):
+        if queue not in left:
+            left[queue] = _clean(allocated.get(queue, {}))
+        if victim_allowed(shares, left[queue], queue, request, gang_request, strict):
+            left[queue] = sub(left[queue], _clean(request))
+            out.append(i)
+    return out
+
+
+def victims_reason(shares: CapacityShares, allocated: Amounts, queue: str, requests: Sequence[Amounts],
+                   gang_request: Amounts | None = None) -> str | None:
+    """None when every pod of ``requests`` (all of ``queue``, whose allocation ``allocated`` still
+    holds them) may be taken together for a gang of another queue, with our stricter rule; else why not.
+
+    The same as ``victim_reason(strict=True)`` for each pod in turn, each judged with the ones before
+    it gone (``filter_victims``), in whatever order: with the stricter rule every condition is
+    checked on the dimensions the pod asks for, and only pods asking for a dimension lower it, so
+    the set passes exactly when each pod passes against the allocation with the whole set gone."""
+    after = _clean(allocated)
+    for req in requests:
+        after = sub(after, _clean(req))
+    for req in requests:
+        why = victim_reason(shares, add(after, _clean(req)), queue, req, gang_request, strict=True)
+        if why is not None:
+            return why
+    return None
+
+
+@dataclass(slots=True)
+class QueueUsage:
+    """Per leaf queue, what the capacity plugin counts at session open (capacity.go:1093-1131):
+    ``allocated`` (pods bound and not terminating: ``AllocatedStatus``), ``inqueue`` (what admitted
+    jobs still reserve, ``job_inqueue``) and ``elastic`` (what jobs hold beyond their
+    ``minResources``, ``job_elastic``)."""
+
+    allocated: dict[str, dict[str, float]] = field(default_factory=dict)
+    inqueue: dict[str, dict[str, float]] = field(default_factory=dict)
+    elastic: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def usage_of_groups(groups: Iterable[tuple[PodGroupView, Sequence[PodView]]]) -> QueueUsage:
+    """``QueueUsage`` from each PodGroup and its pods."""
+    out = QueueUsage()
+    for pg, pods in groups:
+        held: dict[str, float] = {}
+        tasks = 0
+        for p in pods:
+            if p.node_name and not p.deleting and not p.terminal:
+                held = add(held, _clean(p.requests))
+                tasks += 1
+        q = pg.queue
+        if held:
+            out.allocated[q] = add(out.allocated.get(q, {}), held)
+        minimum = pg.min_resources or None
+        reserved = job_inqueue(minimum, held, pg.phase, tasks, pg.min_member)
+        if reserved:
+            out.inqueue[q] = add(out.inqueue.get(q, {}), reserved)
+        beyond = {k: v for k, v in job_elastic(held, minimum).items() if v > 0}
+        if beyond:
+            out.elastic[q] = add(out.elastic.get(q, {}), beyond)
+    return out
+
+
+class CapacityLedger:
+    """One planning cycle's view of the capacity plugin: the session's attributes and each leaf
+    queue's allocation, which plans change as they commit (victims leave, gangs and released pods
+    arrive), so that every later question sees them."""
+
+    def __init__(self, shares: CapacityShares, allocated: Mapping[str, Amounts]) -> None:
+        self.shares = shares
+        self.allocated: dict[str, dict[str, float]] = {q: _clean(a) for q, a in allocated.items()}
+
+    def of(self, queue: str) -> dict[str, float]:
+        return self.allocated.get(queue, {})
+
+    def take(self, queue: str, request: Amounts) -> None:
+        """``request`` is placed in ``queue``."""
+        self.allocated[queue] = add(self.of(queue), _clean(request))
+
+    def give(self, queue: str, request: Amounts) -> None:
+        """``request`` leaves ``queue``."""
+        self.allocated[queue] = sub(self.of(queue), _clean(request))
+
+    def allocatable(self, queue: str, request: Amounts) -> bool:
+        return allocatable(self.shares, self.allocated, queue, request)
+
+    def allocatable_reason(self, queue: str, request: Amounts) -> str | None:
+        return allocatable_reason(self.shares, self.allocated, queue, request)
+
+    def excess(self, queue: str, request: Amounts) -> dict[str, dict[str, float]]:
+        return capability_excess(self.shares, self.allocated, queue, request)
+
+    def may_reclaim_reason(self, queue: str, request: Amounts) -> str | None:
+        return may_reclaim_reason(self.shares, self.allocated, queue, request)
+
+    def victims_reason(self, queue: str, requests: Sequence[Amounts],
+                       gang_request: Amounts | None = None) -> str | None:
+        return victims_reason(self.shares, self.of(queue), queue, requests, gang_request)
+
+    def without(self, leaving: Iterable[tuple[str, Amounts]]) -> CapacityLedger:
+        """A copy with the (queue, request) pods of ``leaving`` gone (victims being weighed)."""
+        out = CapacityLedger(self.shares, {})
+        out.allocated = dict(self.allocated)
+        for queue, request in leaving:
+            out.give(queue, request)
+        return out
+
+    def in_subtree(self, queue: str, ancestor: str) -> bool:
+        """``queue`` is ``ancestor`` or below it (its allocation counts in the ancestor's)."""
+        attr = self.shares.get(queue)
+        return queue == ancestor or (attr is not None and ancestor in attr.ancestors)
+
+
+# -- The share model (policy/sharemodel.py's ShareModel hooks) --------------------------------------
+
+
+class CapacityModel:
+    """Volcano's capacity plugin behind the share-model hooks the planners ask (``ShareModel``).
+
+    Every amount is of the cluster's dominant resource, as the hooks are; the rules behind them are
+    the functions above. ``deserved`` is the plugin's deserved (``spec.deserved`` raised to the
+    guarantee); *admission* is the queue's real capability, in hierarchy mode the tightest of the leaf
+    and its ancestors given what the rest of each ancestor's subtree holds: Volcano places work
+    while the queue stays within it, whatever deserved says. A queue may reclaim (``below_share``)
+    while, with what it asks for, it stays within deserved and within its real capability, never
+    when it has no deserved; a victim's queue keeps its share (``keeps_share``) while it stays at or
+    above its deserved and guarantee (ours: Volcano lets the last victim take it under). Only leaves
+    are compared for reclaim (``ancestorReclaimLevel`` 0)."""
+
+    name = "capacity"
+
+    def __init__(self, attrs: CapacityShares, dominant: str, allocated: Mapping[str, Amounts],
+                 request: Mapping[str, Amounts], groups: Sequence[tuple[PodGroupView, Sequence[PodView]]] = ()) -> None:
+        self.attrs = attrs
+        self.dominant = dominant
+        self._alloc = {q: _clean(a) for q, a in allocated.items()}
+        self._rolled = attrs.rolled_up(self._alloc)
+        self._groups = groups
+        self._usage: QueueUsage | None = None
+        self.shares: dict[str, QueueShare] = {
+            name: QueueShare(
+                name=name,
+                deserved={k: int(v) for k, v in attr.deserved.items() if v > 0 and v != INF},
+                allocated={k: int(v) for k, v in self._rolled.get(name, {}).items()},
+                request={k: int(v) for k, v in request.get(name, {}).items()},
+                reclaimable=attr.reclaimable,
+            )
+            for name, attr in attrs.queues.items()
+        }
+
+    @classmethod
+    def of(cls, queues: Iterable[QueueView], nodes: Iterable[NodeView], podgroups: Mapping[str, PodGroupView],
+           usage: Usage, cluster: Resources, dominant: str, pods: Iterable[PodView] = (), *,
+           hierarchy: bool = False) -> CapacityModel:
+        """The model for one cycle: ``usage`` as the World counts it (placed, pending, gated pods per
+        queue), ``cluster`` the schedulable nodes' allocatable."""
+        job_queues = {pg.queue for pg in podgroups.values()}
+        attrs = build(queues, cluster, hierarchy, job_queues)
+        by_group: dict[str, list[PodView]] = {}
+        for p in pods:
+            if p.group_key:
+                by_group.setdefault(p.group_key, []).append(p)
+        groups = [(pg, by_group.get(key, [])) for key, pg in sorted(podgroups.items())]
+        return cls(attrs, dominant, usage.allocated, usage.request(count_gated=True), groups)
+
+    # -- our view: reclaim ------------------------------------------------------------------------
+    def _dom(self, res: Amounts) -> int:
+        v = res.get(self.dominant, 0.0)
+        return int(v) if v != INF else 2**62
+
+    def deserved(self, queue: str) -> int:
+        attr = self.attrs.get(queue)
+        return self._dom(attr.deserved) if attr is not None else 0
+
+    def allocated(self, queue: str) -> int:
+        return self._dom(self._alloc.get(queue, {}))
+
+    def reclaimable(self, queue: str) -> bool:
+        attr = self.attrs.get(queue)
+        return attr is not None and attr.reclaimable and self.attrs.ready
+
+    def below_share(self, queue: str, allocated: int, need: int = 0) -> bool:
+        """``AddPreemptiveFn`` (capacity.go:648) on the dominant resource: with ``need`` more, the
+        queue stays within its real capability and its deserved; a best-effort queue never."""
+        attr = self.attrs.get(queue)
+        if attr is None or not attr.open or not self.attrs.ready or attr.best_effort:
+            return False
+        future = allocated + need
+        if future > self._dom(attr.real_capability):
+            return False
+        if self.dominant not in attr.deserved:
+            return False  # deserved says nothing of it: no dimension to reclaim on (capacity.go:677)
+        return future <= self._dom(attr.deserved) if need else future < self._dom(attr.deserved)
+
+    def keeps_share(self, queue: str, allocated: int) -> bool:
+        """A victim's queue left holding ``allocated``: at or above its guarantee
+        (``checkGuaranteeConstraint``, capacity.go:1842) and, ours, its deserved when deserved names
+        the dominant resource (else every pod of it is an immediate victim, :1855)."""
+        attr = self.attrs.get(queue)
+        if attr is None or not self.attrs.ready:
+            return False
+        return allocated >= self._dom(attr.guarantee) and allocated >= self._dom(attr.deserved)
+
+    def overused(self, queue: str, allocated: int) -> bool:
+        """Above deserved (strictly; 0 when deserved does not name the resource): a victim may come from it."""
+        attr = self.attrs.get(queue)
+        return attr is not None and allocated > max(self._dom(attr.deserved), self._dom(attr.guarantee))
+
+    # -- Volcano's view: admission ----------------------------------------------------------------
+    def admission_deserved(self, queue: str) -> int:
+        """The most the queue may hold (dominant resource) with everything else as it is: its real
+        capability, and in hierarchy mode each ancestor's less what the rest of its subtree holds
+        (``checkQueueAllocatableHierarchically``, capacity.go:1662). 0 for a queue that is not
+        schedulable (unknown, closed, not a leaf, or the hierarchy is broken)."""
+        if _why_not_open(self.attrs, queue) is not None:
+            return 0
+        own = self.allocated(queue)
+        bound = None
+        for q in self.attrs.chain(queue):
+            cap_q = self._dom(self.attrs.queues[q].real_capability)
+            others = self._dom(self._rolled.get(q, {})) - own if q != queue else 0
+            limit = cap_q - others
+            bound = limit if bound is None else min(bound, limit)
+        return max(0, bound or 0)
+
+    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int:
+        if allocated is None:
+            allocated = self.allocated(queue)
+        return max(0, allocated + need - self.admission_deserved(queue))
+
+    def room(self, queue: str) -> int:
+        return self.admission_deserved(queue) - self.allocated(queue)
+
+    # -- beyond the proportion hooks ------------------------------------------------------------------
+    def why_not_placed(self, queue: str) -> str | None:
+        """Why Volcano places nothing in ``queue`` at all, or None."""
+        return _why_not_open(self.attrs, queue)
+
+    def enqueue_reason(self, pg: PodGroupView) -> str | None:
+        """Why Volcano's enqueue would not admit ``pg`` now (a PodGroup still ``Pending``), or None
+        (``AddJobEnqueueableFn``, capacity.go:742). Evicting elastic workers does not change it: the
+        check subtracts what jobs hold beyond their minResources."""
+        if pg.phase not in ("", "Pending"):
+            return None
+        if self._usage is None:
+            self._usage = usage_of_groups(self._groups)
+        u = self._usage
+        if enqueueable(self.attrs, pg.queue, pg.min_resources or None, u.allocated, u.inqueue, u.elastic):
+            return None
+        return (f"Volcano's capacity plugin does not admit it (enqueue): its minResources with what queue "
+                f"{pg.queue} holds and has admitted exceed the real capability of the queue or an ancestor")
+
+    def relieved_by(self, queue: str, victim_queue: str) -> bool:
+        """Whether a victim of ``victim_queue`` makes room in ``queue``'s admission (it is the queue, or,
+        in hierarchy mode, shares an ancestor whose capability is what bounds ``queue``)."""
+        if victim_queue == queue:
+            return True
+        if not self.attrs.hierarchy:
+            return False
+        attr, other = self.attrs.get(queue), self.attrs.get(victim_queue)
+        if attr is None or other is None:
+            return False
+        own = self.allocated(queue)
+        leaf = self._dom(attr.real_capability)
+        for anc in attr.ancestors:
+            if anc == ROOT or anc not in other.ancestors:
+                continue
+            limit = self._dom(self.attrs.queues[anc].real_capability) - (self._dom(self._rolled.get(anc, {})) - own)
+            if limit < leaf:
+                return True
+        return False

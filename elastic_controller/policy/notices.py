@@ -1,0 +1,155 @@
+"""Eviction notices already given: which are due, which still run, which to withdraw. Pure.
+
+A victim under notice carries ``volcano-elastic.io/evicted-for: ns/gang`` and
+``volcano-elastic.io/evict-after: <RFC 3339>`` (the agent stamps both; see ``notice.py``). Each
+cycle, ``review_notices`` sorts every such live pod into exactly one of
+
+- **withdrawn**: its gang no longer needs it (the gang's PodGroup is gone, or at least minMember of
+  its pods are placed), or it lost its ``evicted-for``: the annotations are removed;
+- **due**: the notice ran out (``now >= evict-after``), or its job recorded a checkpoint strictly
+  later than the notice began (``evict-after`` minus the victim's queue's ``noticeSeconds``), or its
+  ``evict-after`` cannot be read: evict it now;
+- **pending**: otherwise, with the time left (the planner counts it as in flight for its gang).
+
+A notice is never shortened except by a newer checkpoint; ``given`` holds the deadlines the agent
+itself gave (it wins over a later time on the pod, which the job's own pod-patch rights could
+otherwise push back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .keys import EVICT_AFTER, EVICTED_FOR
+from .model import JobView, PodGroupView, PodView, Snapshot, newest_checkpoint
+from .settings import ElasticConfig
+from .times import format_time
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeFacts:
+    """One victim under notice, as the review saw it."""
+
+    pod: str  # ns/name
+    uid: str
+    gang: str  # ns/podgroup it makes room for ("" when evicted-for is missing)
+    job: str  # ns/podgroup (or ns/job-name) of the victim's job
+    queue: str  # the victim's queue (whose noticeSeconds apply)
+    node: str
+    evict_after: datetime | None  # None: unreadable
+
+
+@dataclass(frozen=True, slots=True)
+class DueNotice:
+    facts: NoticeFacts
+    why: str  # "notice ended at ...", "checkpoint at ... after the notice began at ...", ...
+
+
+@dataclass(frozen=True, slots=True)
+class PendingNotice:
+    facts: NoticeFacts
+    seconds_left: float
+
+    @property
+    def reason(self) -> str:
+        """For the gang's ``wait`` in ``plan`` and ``status``."""
+        f = self.facts
+        when = format_time(f.evict_after) if f.evict_after else "?"
+        return (f"victim {f.pod} is under an eviction notice until {when} ({self.seconds_left:.0f}s left; "
+                f"sooner if job {f.job} records a checkpoint)")
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawal:
+    facts: NoticeFacts
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeReview:
+    due: tuple[DueNotice, ...] = ()
+    pending: tuple[PendingNotice, ...] = ()
+    withdrawn: tuple[Withdrawal, ...] = ()
+
+    def pending_for(self, gang: str) -> tuple[PendingNotice, ...]:
+        return tuple(p for p in self.pending if p.facts.gang == gang)
+
+
+def under_notice(pod: PodView) -> bool:
+    """A live pod carrying an eviction notice (an ``evict-after`` annotation, readable or not)."""
+    return EVICT_AFTER in pod.annotations and not pod.deleting and not pod.terminal
+
+
+def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
+                   given: Mapping[str, datetime] | None = None) -> NoticeReview:
+    """Sort every notice in ``snapshot`` into due, pending and withdrawn (see the module doc).
+
+    ``given``: pod uid -> the ``evict-after`` the agent stamped (earlier of it and the pod's wins).
+    """
+    noticed = [p for p in snapshot.pods if under_notice(p)]
+    if not noticed:
+        return NoticeReview()
+    given = given or {}
+    groups: dict[str, PodGroupView] = {pg.key: pg for pg in snapshot.podgroups}
+    jobs: dict[str, JobView] = {j.key: j for j in snapshot.jobs}
+    gangs = {p.annotations.get(EVICTED_FOR, "") for p in noticed}
+    victim_jobs = {p.job_id for p in noticed}
+    placed: dict[str, int] = {}
+    job_pods: dict[str, list[PodView]] = {}
+    for pod in snapshot.pods:
+        if pod.group_key in gangs and pod.node_name and not pod.deleting and pod.phase != "Failed":
+            placed[pod.group_key] = placed.get(pod.group_key, 0) + 1
+        if pod.job_id in victim_jobs:
+            job_pods.setdefault(pod.job_id, []).append(pod)
+    due: list[DueNotice] = []
+    pending: list[PendingNotice] = []
+    withdrawn: list[Withdrawal] = []
+    for pod in sorted(noticed, key=lambda p: p.order):
+        gang = pod.annotations.get(EVICTED_FOR, "")
+        group = groups.get(pod.group_key)
+        queue = group.queue if group is not None else ""
+        deadline = pod.evict_after
+        stamped = given.get(pod.uid)
+        if stamped is not None and (deadline is None or stamped < deadline):
+            deadline = stamped
+        facts = NoticeFacts(pod=pod.key, uid=pod.uid, gang=gang, job=pod.job_id, queue=queue,
+                            node=pod.node_name, evict_after=deadline)
+        if not gang:
+            withdrawn.append(Withdrawal(facts, f"{EVICTED_FOR} is gone: no gang to make room for"))
+            continue
+        target = groups.get(gang)
+        if target is None:
+            withdrawn.append(Withdrawal(facts, f"gang {gang} is gone (its PodGroup was deleted)"))
+            continue
+        if placed.get(gang, 0) >= target.min_member:
+            withdrawn.append(Withdrawal(facts, f"gang {gang} is placed ({placed.get(gang, 0)} of minMember "
+                                               f"{target.min_member} pods on nodes) without this pod"))
+            continue
+        if deadline is None:
+            due.append(DueNotice(facts, f"{EVICT_AFTER} {pod.annotations.get(EVICT_AFTER)!r} cannot be read"))
+            continue
+        if now >= deadline:
+            due.append(DueNotice(facts, f"notice ended at {format_time(deadline)}"))
+            continue
+        notice = cfg.queue_policy(queue).noticeSeconds
+        began = deadline - timedelta(seconds=notice)
+        job_name = pod.job_name and f"{pod.namespace}/{pod.job_name}"
+        checkpoint = newest_checkpoint(jobs.get(job_name) if job_name else None, group, job_pods.get(pod.job_id, ()))
+        if checkpoint is not None and checkpoint > began:
+            due.append(DueNotice(facts, f"job {pod.job_id} checkpointed at {format_time(checkpoint)}, after the "
+                                        f"notice began at {format_time(began)}"))
+            continue
+        pending.append(PendingNotice(facts, (deadline - now).total_seconds()))
+    pending.sort(key=lambda p: (p.facts.evict_after or now, p.facts.pod))
+    return NoticeReview(due=tuple(due), pending=tuple(pending), withdrawn=tuple(withdrawn))
+
+
+def notice_deadline(now: datetime, notice_seconds: int) -> datetime:
+    """The ``evict-after`` for a notice given at ``now``: whole seconds (as written), never earlier
+    than ``now + notice_seconds``."""
+    deadline = now + timedelta(seconds=notice_seconds)
+    if deadline.microsecond:
+        deadline = deadline.replace(microsecond=0) + timedelta(seconds=1)
+    return deadline

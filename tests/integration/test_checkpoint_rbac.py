@@ -1,0 +1,132 @@
+"""docs/checkpointing.md tried on a real kube-apiserver: the example's ServiceAccount, Role and
+RoleBinding, a real token of that ServiceAccount (TokenRequest), and the doc's own
+``record_checkpoint`` snippet run as a standalone program the way a pod runs it (token, namespace
+and CA files, KUBERNETES_SERVICE_HOST/PORT, POD_NAME).
+
+It may annotate the job's own pods and gets 403 for another job's pod in the same namespace.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_controller.policy import keys
+from elastic_controller.policy.parse import parse_time
+from tests.unit.test_checkpointing_doc import EXAMPLE, snippet
+from tests.unit.test_manifests import _example, example_job
+
+pytestmark = pytest.mark.integration
+
+
+def in_namespace(obj: dict[str, Any], ns: str) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = ns
+    for subject in obj.get("subjects") or []:
+        subject["namespace"] = ns
+    return obj
+
+
+def plain_pod(ns: str, name: str, service_account: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"serviceAccountName": service_account,
+                     "containers": [{"name": "pytorch", "image": "registry.example.com/train:1"}]}}
+
+
+@pytest.fixture
+def job_rbac(kube: Callable[[type], Any], namespace: str) -> dict[str, Any]:
+    """The example's ServiceAccount, Role and RoleBinding in this test's namespace, a pod of the job
+    and a pod of another job, and a one-hour token of the ServiceAccount."""
+    from kubernetes import client
+
+    core, rbac = kube(client.CoreV1Api), kube(client.RbacAuthorizationV1Api)
+    objs = {d["kind"]: in_namespace(d, namespace) for d in _example(EXAMPLE) if d["kind"] != "PyTorchJob"}
+    core.create_namespaced_service_account(namespace, objs["ServiceAccount"])
+    rbac.create_namespaced_role(namespace, objs["Role"])
+    rbac.create_namespaced_role_binding(namespace, objs["RoleBinding"])
+    sa = objs["ServiceAccount"]["metadata"]["name"]
+    job = example_job(EXAMPLE)["metadata"]["name"]
+    for name in (f"{job}-worker-0", f"{job}-worker-1", "other-job-worker-0"):
+        core.create_namespaced_pod(namespace, plain_pod(namespace, name, sa))
+    token = core.create_namespaced_service_account_token(sa, namespace, {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600}}).status.token
+    return {"job": job, "token": token, "core": core}
+
+
+def run_snippet(box: Any, tmp_path: Path, namespace: str, token: str, pod: str) -> subprocess.CompletedProcess[str]:
+    """The doc's snippet in a fresh interpreter, with only what a pod has."""
+    sa_dir = tmp_path / "serviceaccount"
+    sa_dir.mkdir(exist_ok=True)
+    (sa_dir / "token").write_text(token)
+    (sa_dir / "namespace").write_text(namespace)
+    (sa_dir / "ca.crt").write_bytes(Path(box.ca_file).read_bytes())
+    (tmp_path / "record_checkpoint.py").write_text(snippet("record_checkpoint.py"))
+    url = urllib.parse.urlsplit(box.server)
+    env = {"PATH": "/usr/bin:/bin", "KUBERNETES_SERVICE_HOST": str(url.hostname),
+           "KUBERNETES_SERVICE_PORT": str(url.port), "POD_NAME": pod}
+    return subprocess.run(
+        [sys.executable, "-I", "-c",
+         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import record_checkpoint; "
+         f"print(record_checkpoint.record_checkpoint({str(sa_dir)!r}))"],
+        capture_output=True, text=True, env=env, timeout=60)
+
+
+def annotation(core: Any, namespace: str, pod: str) -> str | None:
+    ann = core.read_namespaced_pod(pod, namespace).metadata.annotations or {}
+    value: str | None = ann.get(keys.LAST_CHECKPOINT_TIME)
+    return value
+
+
+def test_the_job_records_checkpoints_on_its_own_pods_only(box: Any, namespace: str, job_rbac: dict[str, Any],
+                                                           tmp_path: Path) -> None:
+    core, job, token = job_rbac["core"], job_rbac["job"], job_rbac["token"]
+    own = f"{job}-worker-1"
+    done = run_snippet(box, tmp_path, namespace, token, own)
+    assert done.returncode == 0, done.stderr
+    written = done.stdout.strip()
+    assert parse_time(written) is not None
+    assert annotation(core, namespace, own) == written
+    # the Role lists every pod of the job: rank 0 may run in any of them
+    done = run_snippet(box, tmp_path, namespace, token, f"{job}-worker-0")
+    assert done.returncode == 0, done.stderr
+    assert annotation(core, namespace, f"{job}-worker-0") == done.stdout.strip()
+    # another job's pod in the same namespace: forbidden, and left untouched
+    refused = run_snippet(box, tmp_path, namespace, token, "other-job-worker-0")
+    assert refused.returncode != 0 and "HTTP Error 403" in refused.stderr, refused.stderr
+    assert annotation(core, namespace, "other-job-worker-0") is None
+
+
+def test_the_token_can_do_nothing_else(kube: Callable[[type], Any], namespace: str, job_rbac: dict[str, Any]) -> None:
+    """Least privilege: no read, no delete, no eviction, nothing on the PyTorchJob."""
+    from kubernetes import client
+
+    authz = kube(client.AuthorizationV1Api)
+    template = example_job(EXAMPLE)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    sa = f"system:serviceaccount:{namespace}:{template['serviceAccountName']}"
+
+    def allowed(verb: str, resource: str, name: str, group: str = "", sub: str = "") -> bool:
+        review = authz.create_subject_access_review({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": sa, "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+                     "resourceAttributes": {"namespace": namespace, "verb": verb, "group": group,
+                                            "resource": resource, "name": name, "subresource": sub}}})
+        return bool(review.status.allowed)
+
+    job = job_rbac["job"]
+    assert allowed("patch", "pods", f"{job}-worker-3")
+    assert not allowed("patch", "pods", f"{job}-worker-4")  # beyond Worker.replicas
+    assert not any([
+        allowed("get", "pods", f"{job}-worker-0"), allowed("delete", "pods", f"{job}-worker-0"),
+        allowed("update", "pods", f"{job}-worker-0"), allowed("list", "pods", ""),
+        allowed("create", "pods", f"{job}-worker-0", sub="eviction"),
+        allowed("patch", "pytorchjobs", job, group="kubeflow.org"),
+    ])
