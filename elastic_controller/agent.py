@@ -40,7 +40,7 @@ from .kube.resources import (
     Resource,
 )
 from .policy import keys
-from .policy.cycle import plan_cycle
+from .policy.cycle import PlanCache, plan_cycle
 from .policy.decisions import CyclePlan, Eviction, GateRelease
 from .policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
 from .policy.parse import (
@@ -94,6 +94,8 @@ class AgentMetrics(Protocol):
 
     def write_refused(self, reason: str) -> None: ...
 
+    def skipped(self, by_kind: dict[str, int]) -> None: ...
+
     def gate_release(self, queue: str, reason: str) -> None: ...
 
     def starving(self, by_queue: dict[str, int]) -> None: ...
@@ -109,6 +111,9 @@ class NoMetrics:
         return None
 
     def write_refused(self, reason: str) -> None:
+        return None
+
+    def skipped(self, by_kind: dict[str, int]) -> None:
         return None
 
     def gate_release(self, queue: str, reason: str) -> None:
@@ -137,6 +142,7 @@ class CycleReport:
     resumed: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
     not_leader: bool = False  # the cycle stopped before a write: this replica does not lead
+    stale: list[str] = field(default_factory=list)  # caches known stale: the cycle did nothing
     preemptions: list[str] = field(default_factory=list)  # pods Volcano itself preempted (counted)
     seconds: float = 0.0
     plan_seconds: float = 0.0
@@ -192,6 +198,10 @@ class Agent:
         self.min_gap = min_gap
         self.ledger: dict[str, InFlight] = {}  # pod uid -> eviction in flight
         self.views = ViewCache()
+        self._was_stale = False
+        # Objects the planner cannot use (or uses only in part), by (kind, ns/name): the reason last
+        # reported. Each is said once at WARNING per object and reason, counted, shown by `status`.
+        self.skipped: dict[tuple[str, str], str] = {}
         self.last_report: CycleReport | None = None
         self.heartbeat = time.monotonic()
         self._wake = threading.Event()
@@ -199,11 +209,14 @@ class Agent:
         # watch events (group ns/name -> (condition time, pod ns/name)) so no cycle misses one.
         self._preempted: dict[str, tuple[datetime, list[str]]] = {}
         self._preempted_lock = threading.Lock()
+        self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
         cfg = self.cfg
         live: set[tuple[str, str]] = set()
+
+        skipped: dict[tuple[str, str], str] = {}
 
         def views(res: Resource, kind: str, parse: Callable[[dict[str, Any]], Any]) -> list[Any]:
             out = []
@@ -211,9 +224,14 @@ class Agent:
                 meta = obj.get("metadata") or {}
                 live.add((kind, str(meta.get("uid") or _key(obj))))
                 try:
-                    out.append(self.views.view(kind, obj, parse))
+                    view = self.views.view(kind, obj, parse)
                 except ParseError as exc:
-                    log.debug("object skipped", extra={"kind": kind, "reason": str(exc)})
+                    skipped[(kind, _key(obj) if res.namespaced else str(meta.get("name")))] = str(exc)
+                    continue
+                problems = getattr(view, "problems", ())
+                if problems:
+                    skipped[(kind, str(meta.get("name")))] = "; ".join(problems)
+                out.append(view)
             return out
 
         pods: list[PodView] = views(PODS, "Pod", lambda o: parse_pod(o, cfg))
@@ -222,6 +240,7 @@ class Agent:
         queues: list[QueueView] = views(QUEUES, "Queue", parse_queue)
         jobs: list[JobView] = views(PYTORCHJOBS, "PyTorchJob", parse_job)
         self.views.retain(live)
+        self._report_skipped(skipped)
         classes = {str(pc["metadata"]["name"]): int(pc.get("value") or 0)
                    for pc in self.store.items(PRIORITY_CLASSES)}
         ns_queues = {}
@@ -232,6 +251,20 @@ class Agent:
         pods = self._overlay_ledger(pods)
         return Snapshot(nodes=tuple(nodes), pods=tuple(pods), podgroups=tuple(pgs), queues=tuple(queues),
                         priority_classes=classes, jobs=tuple(jobs), namespace_queues=ns_queues)
+
+    def _report_skipped(self, skipped: dict[tuple[str, str], str]) -> None:
+        """Once at WARNING per object and reason (not every cycle); the count per kind as a metric."""
+        for (kind, name), reason in skipped.items():
+            if self.skipped.get((kind, name)) != reason:
+                log.warning("object not used as it is", extra={"kind": kind, "object": name, "reason": reason})
+        for kind, name in self.skipped.keys() - skipped.keys():
+            log.info("object usable again", extra={"kind": kind, "object": name})
+        if skipped or self.skipped:
+            by_kind: dict[str, int] = {}
+            for kind, _ in skipped:
+                by_kind[kind] = by_kind.get(kind, 0) + 1
+            self.metrics.skipped(by_kind)
+        self.skipped = skipped
 
     def _overlay_ledger(self, pods: list[PodView]) -> list[PodView]:
         """Evictions we made that the cache has not shown yet still count as releasing capacity."""
@@ -257,8 +290,25 @@ class Agent:
     def run_cycle(self) -> CycleReport:
         started = time.perf_counter()
         now = self.clock()
-        snapshot = self.snapshot()
         report = CycleReport(CyclePlan((), (), (), (), ()), dry_run=self.dry_run)
+        stale = self.store.stale()
+        if stale:
+            # After an API outage the caches miss whatever changed meanwhile: a plan on them could
+            # evict for a gang already placed or lift a gate into a node since filled. Wait.
+            report.stale = stale
+            if not self._was_stale:
+                log.warning("caches stale after an API error; not acting until they are relisted",
+                            extra={"stale": stale})
+            self._was_stale = True
+            self.metrics.write_refused("stale-cache")
+            report.seconds = time.perf_counter() - started
+            self.last_report = report
+            self.heartbeat = time.monotonic()
+            return report
+        if self._was_stale:
+            log.info("caches fresh again; acting")
+            self._was_stale = False
+        snapshot = self.snapshot()
         try:
             repaired = self._repair_stamps(snapshot, now) if not self.dry_run else 0
             report.preemptions = self._count_scheduler_preemptions(snapshot, now)
@@ -266,7 +316,7 @@ class Agent:
             if report.resumed or report.preemptions or report.refused or repaired:
                 snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
             t_plan = time.perf_counter()
-            plan = plan_cycle(snapshot, self.cfg, now)
+            plan = plan_cycle(snapshot, self.cfg, now, cache=self.plan_cache)
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)
@@ -675,7 +725,7 @@ class Agent:
             try:
                 for j in jobs:
                     n = sum(1 for v in victims if v.job_id == j)
-                    if self._ours(j):
+                    if self._ours(j) and j not in own:  # this plan's own stamp stays as it was
                         self._stamp(j, {keys.LAST_SCALE_TIME: stamp,
                                         keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
                                         keys.LAST_DECISION: down_decision(stamp, n, gang)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,10 @@ _INT_FIELDS_MIN = {
     "master": 1,
     "core": 1,
     "elastic": 1,
+    "firstRendezvousSeconds": 0,
 }
+# Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
+_OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds"}
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
 }
@@ -64,8 +68,12 @@ def _check_fields(
         if key not in fields:
             problems.append(f"{sub}: unknown key (known: {', '.join(sorted(fields))})")
             continue
-        default = getattr(base if base is not None else cls(), key)
-        if isinstance(default, bool):
+        default = getattr(cls(), key)  # the type of the key (a queue's base may hold an int for a float)
+        if key in _OPTIONAL_INTS:
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                problems.append(f"{sub}: must be an integer >= 0 or null, got {value!r}")
+                continue
+        elif isinstance(default, bool):
             if not isinstance(value, bool):
                 problems.append(f"{sub}: must be true or false, got {value!r}")
                 continue
@@ -78,10 +86,15 @@ def _check_fields(
                 problems.append(f"{sub}: must be {kind}, got {value!r}")
                 continue
             low = _INT_FIELDS_MIN.get(key, 0)
+            if not math.isfinite(value):
+                problems.append(f"{sub}: must be a finite number, got {value!r}")
+                continue
             if value < low or (key == "intervalSeconds" and value <= 0):
                 problems.append(f"{sub}: must be {'> 0' if key == 'intervalSeconds' else f'>= {low}'}, "
                                 f"got {value!r}")
                 continue
+            if isinstance(default, float):
+                value = float(value)
             high = _INT_FIELDS_MAX.get(key)
             if high is not None and value > high:
                 problems.append(f"{sub}: must be <= {high}, got {value!r}")

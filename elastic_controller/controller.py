@@ -30,6 +30,9 @@ from .policy.settings import ElasticConfig
 log = logging.getLogger(__name__)
 
 
+REFUSING = frozenset({"InvalidJob", "InvalidElasticPolicy", "ForeignPodGroup"})  # no PodGroup of ours
+
+
 def format_quantity(name: str, value: int) -> str:
     """Integer units (cpu in millicores, bytes, counts) -> the canonical quantity string."""
     if name == "cpu":
@@ -42,7 +45,7 @@ def format_quantity(name: str, value: int) -> str:
 
 
 def podgroup_body(plan: PodGroupPlan, job: JobView, cfg: ElasticConfig) -> dict[str, Any]:
-    """The PodGroup we want for ``job`` (DESIGN: the PodGroup contract)."""
+    """The PodGroup we want for ``job`` (ARCHITECTURE.md, "The agent's cycle": the PodGroup contract)."""
     spec: dict[str, Any] = {
         "minMember": plan.min_member,
         "minTaskMember": dict(plan.min_task_member),
@@ -367,8 +370,11 @@ class Controller:
 
     def _warn(self, raw: dict[str, Any], reason: str, message: str) -> None:
         meta = raw.get("metadata") or {}
-        log.warning("job refused", extra={"job": f"{meta.get('namespace')}/{meta.get('name')}",
-                                          "reason": reason, "detail": message})
+        # Only the reasons that withhold the PodGroup refuse the job; the rest are warnings about a
+        # job that is served (a missing queue: its PodGroup is created and waits for the queue).
+        what = "job refused" if reason in REFUSING else "job warning"
+        log.warning(what, extra={"job": f"{meta.get('namespace')}/{meta.get('name')}",
+                                 "reason": reason, "detail": message})
         self._observe(f"warning:{reason}", str(meta.get("namespace") or ""))
         self.recorder.emit(owner_ref(raw), "Warning", reason, message)
 

@@ -102,6 +102,15 @@ k8s_ldflags() {
   done
   echo "$f"
 }
+helm_ldflags() {  # what helm's Makefile stamps: its version, and the Kubernetes version of its client-go
+  local minor
+  minor="$(sed -n 's/^[[:space:]]*k8s\.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$HACK_DIR/gomod/helm/go.mod" | head -n1)"
+  local f="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" p
+  for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    f+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=${minor:-20}"
+  done
+  echo "$f"
+}
 volcano_ldflags() {
   echo "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION -X volcano.sh/volcano/pkg/version.Built=$BUILD_DATE"
 }
@@ -109,7 +118,7 @@ volcano_ldflags() {
 # One row per binary; add a row (and, if it needs one, a wrapper module under hack/gomod/) to
 # build another. Fields:
 #   name | wrapper dir under hack/gomod | main package | module@version (messages + pin check)
-#   | ldflags fn (k8s, volcano, plain) | prepare fn (- for none: build in the wrapper itself)
+#   | ldflags fn (k8s, volcano, helm, plain) | prepare fn (- for none: build in the wrapper itself)
 V="volcano-$VOLCANO_VERSION"
 TARGETS=(
   "etcd|etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3@$ETCD_VERSION|plain|-"
@@ -120,6 +129,7 @@ TARGETS=(
   "vc-controller-manager|$V|volcano.sh/volcano/cmd/controller-manager|volcano.sh/volcano@$VOLCANO_VERSION|volcano|stage_volcano_apis"
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok@$KWOK_VERSION|plain|-"
   "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION|plain|-"
+  "helm|helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3@$HELM_VERSION|helm|-"
 )
 
 # Prepare functions: `fn WRAPPER_DIR` prints the directory to build in.
@@ -183,6 +193,7 @@ for t in "${TARGETS[@]}"; do
   case "$ldkind" in
     k8s) ldflags="$(k8s_ldflags)" ;;
     volcano) ldflags="$(volcano_ldflags)" ;;
+    helm) ldflags="$(helm_ldflags)" ;;
     *) ldflags="-s -w" ;;
   esac
   blog="$LOGS/build-$name.log"

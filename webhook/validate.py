@@ -19,6 +19,7 @@ from typing import Any
 
 from elastic_controller.policy import keys
 from elastic_controller.policy.model import JobView
+from elastic_controller.policy.neighbours import KUEUE_QUEUE_LABEL, job_neighbour
 from elastic_controller.policy.parse import ParseError, parse_job
 from elastic_controller.policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup, resolve_queue
 from elastic_controller.policy.settings import ElasticConfig
@@ -127,8 +128,34 @@ def operator_rules(obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return errors, warnings
 
 
+def _neighbour_warnings(obj: Mapping[str, Any], neighbour: str) -> list[str]:
+    """A neighbour's job: say that we leave it alone, and what keeps our pod webhook off its pods."""
+    out = [f"volcano-elastic leaves this job alone because {neighbour}: no PodGroup, gates or evictions"]
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if isinstance(labels, Mapping) and labels.get(KUEUE_QUEUE_LABEL):
+        spec = obj.get("spec")
+        rspecs = spec.get("pytorchReplicaSpecs") if isinstance(spec, Mapping) else None
+        bare = []
+        for rtype, rspec in (rspecs.items() if isinstance(rspecs, Mapping) else ()):
+            template = rspec.get("template") if isinstance(rspec, Mapping) else None
+            tmeta = template.get("metadata") if isinstance(template, Mapping) else None
+            tlabels = tmeta.get("labels") if isinstance(tmeta, Mapping) else None
+            if not (isinstance(tlabels, Mapping) and tlabels.get(KUEUE_QUEUE_LABEL)):
+                bare.append(str(rtype))
+        if bare:
+            out.append(f"add the label {KUEUE_QUEUE_LABEL} to the pod template of {', '.join(bare)} too: the "
+                       "volcano-elastic pod webhook sees pods, not jobs, and would otherwise gang and gate them")
+    return out
+
+
 def validate_job(obj: Mapping[str, Any], cfg: ElasticConfig) -> JobVerdict:
     parity_errors, parity_warnings = operator_rules(obj)
+    neighbour = job_neighbour(obj, cfg.schedulerName)
+    if neighbour is not None:
+        # Not ours to manage: only what the operator itself rejects, never our elastic rules.
+        return JobVerdict(errors=tuple(parity_errors),
+                          warnings=(*parity_warnings, *_neighbour_warnings(obj, neighbour)))
     verdict = _elastic_rules(obj, cfg)
     if any(".replicas is" in e for e in parity_errors):
         # Our plan's reasons would blame a symptom (minReplicas defaulting to a Worker.replicas of 0).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .informer import Handler, Informer, RestartHook, WatchSource, object_key
@@ -21,16 +21,29 @@ class Store(Protocol):
 
     def has(self, res: Resource) -> bool: ...
 
+    def stale(self) -> list[str]: ...
+
 
 class Caches:
     """One informer per resource; ``items`` is a consistent copy of each cache's list."""
 
     def __init__(self, source: WatchSource, resources: Iterable[Resource] = SNAPSHOT_RESOURCES, *,
-                 on_restart: RestartHook | None = None, watch_timeout: int = 300) -> None:
+                 on_restart: RestartHook | None = None, watch_timeout: int = 300,
+                 max_backoff: float = 2.0) -> None:
+        self._recovered: list[Callable[[Resource], None]] = []
         self.informers: dict[Resource, Informer] = {
-            res: Informer(source, res, on_restart=on_restart, watch_timeout=watch_timeout)
+            res: Informer(source, res, on_restart=on_restart, watch_timeout=watch_timeout,
+                          max_backoff=max_backoff, on_recovered=self._fire_recovered)
             for res in resources
         }
+
+    def on_recovered(self, hook: Callable[[Resource], None]) -> None:
+        """Call ``hook(resource)`` when a stale cache is fresh again (after an API outage)."""
+        self._recovered.append(hook)
+
+    def _fire_recovered(self, res: Resource) -> None:
+        for hook in list(self._recovered):
+            hook(res)
 
     def add_handler(self, handler: Handler, resources: Iterable[Resource] | None = None) -> None:
         for res in resources or self.informers:
@@ -57,6 +70,10 @@ class Caches:
 
     def unsynced(self) -> list[str]:
         return [res.plural for res, inf in self.informers.items() if not inf.synced.is_set()]
+
+    def stale(self) -> list[str]:
+        """Caches whose watch failed and that have not been relisted since (an API outage)."""
+        return [res.plural for res, inf in self.informers.items() if inf.stale]
 
     def has(self, res: Resource) -> bool:
         return res in self.informers

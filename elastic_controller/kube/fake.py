@@ -103,6 +103,7 @@ class FakeKube:
         self.pdb_blocked: set[str] = set()  # ns/name of pods whose eviction a PDB refuses
         self.faults: list[Fault] = []
         self.terminate_on_evict = terminate_on_evict  # True: evicted pods linger with deletionTimestamp
+        self.stale_caches: set[str] = set()  # what Store.stale() reports (an API outage in a test)
         self._rv = itertools.count(1)
         self._lock = threading.RLock()
 
@@ -152,6 +153,9 @@ class FakeKube:
 
     def has(self, res: Resource) -> bool:
         return True
+
+    def stale(self) -> list[str]:
+        return sorted(self.stale_caches)
 
     # ------------------------------------------------------------------ KubeAPI
     def list(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
@@ -283,6 +287,9 @@ class FakeStore:
 
     def has(self, res: Resource) -> bool:
         return True
+
+    def stale(self) -> list[str]:
+        return sorted(self.kube.stale_caches)
 
 
 def raise_on(verb: str, plural: str, name: str | None = None, *, error: KubeError | None = None,

@@ -1,11 +1,18 @@
 """Watch caches: list, then watch from the list's resourceVersion with bookmarks; relist on 410;
-reconnect with jittered exponential backoff; handlers see every change (and relist diffs)."""
+reconnect with jittered exponential backoff; handlers see every change (and relist diffs).
+
+After an API outage (issue 23, item 9) a cache is *stale* from its watch's first failure until a
+fresh list succeeds: whatever changed meanwhile is unknown, so readers (the agent, /readyz) can
+tell. The retry backoff is capped at ``max_backoff`` (2 s): the cache relists within about that
+long of the API server answering again (a 429 "storage is (re)initializing" is retried the same).
+"""
 
 from __future__ import annotations
 
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -42,8 +49,9 @@ class Informer:
 
     def __init__(self, source: WatchSource, res: Resource, *, namespace: str | None = None,
                  label_selector: str | None = None, watch_timeout: int = 300,
-                 min_backoff: float = 0.2, max_backoff: float = 30.0,
-                 on_restart: RestartHook | None = None) -> None:
+                 min_backoff: float = 0.2, max_backoff: float = 2.0,
+                 on_restart: RestartHook | None = None,
+                 on_recovered: Callable[[Resource], None] | None = None) -> None:
         self.res = res
         self._source = source
         self._namespace = namespace
@@ -52,6 +60,8 @@ class Informer:
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
         self._on_restart = on_restart
+        self._on_recovered = on_recovered
+        self.stale_since: float | None = None  # monotonic time of the first failure since the last list
         self._objects: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
         self._handlers: list[Handler] = []
@@ -105,6 +115,11 @@ class Informer:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.synced.wait(timeout)
 
+    @property
+    def stale(self) -> bool:
+        """The watch failed and no list has succeeded since: changes may be missing."""
+        return self.stale_since is not None
+
     # ------------------------------------------------------------------ the loop
     def _fire(self, kind: str, obj: dict[str, Any]) -> None:
         for handler in list(self._handlers):
@@ -130,6 +145,15 @@ class Informer:
             elif _rv(prev) != _rv(obj):
                 self._fire("MODIFIED", obj)
         self.synced.set()
+        if self.stale_since is not None:
+            log.info("cache fresh again", extra={"resource": self.res.plural,
+                                                 "stale_seconds": round(time.monotonic() - self.stale_since, 3)})
+            self.stale_since = None
+            if self._on_recovered is not None:
+                try:
+                    self._on_recovered(self.res)
+                except Exception:  # pragma: no cover
+                    log.exception("recovery hook failed")
 
     def _apply(self, event: dict[str, Any]) -> None:
         kind = str(event.get("type") or "")
@@ -189,8 +213,14 @@ class Informer:
                 need_list = True
                 self._restart("gone")
             except KubeError as exc:
-                log.warning("watch failed, retrying", extra={"resource": self.res.plural,
-                                                             "reason": str(exc), "backoff": backoff})
+                log.warning("watch failed, relisting", extra={"resource": self.res.plural,
+                                                              "reason": str(exc), "backoff": backoff})
+                if self.stale_since is None and self.synced.is_set():
+                    self.stale_since = time.monotonic()
+                # Resuming from the last resourceVersion could miss nothing, but the cache would stay
+                # unverifiable until an event or bookmark came (a minute on a quiet resource): a list
+                # makes it known-fresh at once.
+                need_list = True
                 self._restart("error")
                 self._stop.wait(backoff * (1 + random.random() / 2))
                 backoff = min(self._max_backoff, backoff * 2)

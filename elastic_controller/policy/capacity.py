@@ -47,7 +47,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import PodGroupView, PodView, QueueView
+from .model import NodeView, PodGroupView, PodView, QueueView
+from .quantity import Resources
+from .shares import QueueShare, Usage
 
 ROOT = "root"  # capacity.go:49 rootQueueID
 DEFAULT_QUEUE = "default"
@@ -713,3 +715,163 @@ class CapacityLedger:
         """``queue`` is ``ancestor`` or below it (its allocation counts in the ancestor's)."""
         attr = self.shares.get(queue)
         return queue == ancestor or (attr is not None and ancestor in attr.ancestors)
+
+
+# -- The share model (policy/sharemodel.py's ShareModel hooks) --------------------------------------
+
+
+class CapacityModel:
+    """Volcano's capacity plugin behind the share-model hooks the planners ask (``ShareModel``).
+
+    Every amount is of the cluster's dominant resource, as the hooks are; the rules behind them are
+    the functions above. ``deserved`` is the plugin's deserved (``spec.deserved`` raised to the
+    guarantee); *admission* is the queue's real capability, in hierarchy mode the tightest of the leaf
+    and its ancestors given what the rest of each ancestor's subtree holds: Volcano places work
+    while the queue stays within it, whatever deserved says. A queue may reclaim (``below_share``)
+    while, with what it asks for, it stays within deserved and within its real capability, never
+    when it has no deserved; a victim's queue keeps its share (``keeps_share``) while it stays at or
+    above its deserved and guarantee (ours: Volcano lets the last victim take it under). Only leaves
+    are compared for reclaim (``ancestorReclaimLevel`` 0)."""
+
+    name = "capacity"
+
+    def __init__(self, attrs: CapacityShares, dominant: str, allocated: Mapping[str, Amounts],
+                 request: Mapping[str, Amounts], groups: Sequence[tuple[PodGroupView, Sequence[PodView]]] = ()) -> None:
+        self.attrs = attrs
+        self.dominant = dominant
+        self._alloc = {q: _clean(a) for q, a in allocated.items()}
+        self._rolled = attrs.rolled_up(self._alloc)
+        self._groups = groups
+        self._usage: QueueUsage | None = None
+        self.shares: dict[str, QueueShare] = {
+            name: QueueShare(
+                name=name,
+                deserved={k: int(v) for k, v in attr.deserved.items() if v > 0 and v != INF},
+                allocated={k: int(v) for k, v in self._rolled.get(name, {}).items()},
+                request={k: int(v) for k, v in request.get(name, {}).items()},
+                reclaimable=attr.reclaimable,
+            )
+            for name, attr in attrs.queues.items()
+        }
+
+    @classmethod
+    def of(cls, queues: Iterable[QueueView], nodes: Iterable[NodeView], podgroups: Mapping[str, PodGroupView],
+           usage: Usage, cluster: Resources, dominant: str, pods: Iterable[PodView] = (), *,
+           hierarchy: bool = False) -> CapacityModel:
+        """The model for one cycle: ``usage`` as the World counts it (placed, pending, gated pods per
+        queue), ``cluster`` the schedulable nodes' allocatable."""
+        job_queues = {pg.queue for pg in podgroups.values()}
+        attrs = build(queues, cluster, hierarchy, job_queues)
+        by_group: dict[str, list[PodView]] = {}
+        for p in pods:
+            if p.group_key:
+                by_group.setdefault(p.group_key, []).append(p)
+        groups = [(pg, by_group.get(key, [])) for key, pg in sorted(podgroups.items())]
+        return cls(attrs, dominant, usage.allocated, usage.request(count_gated=True), groups)
+
+    # -- our view: reclaim ------------------------------------------------------------------------
+    def _dom(self, res: Amounts) -> int:
+        v = res.get(self.dominant, 0.0)
+        return int(v) if v != INF else 2**62
+
+    def deserved(self, queue: str) -> int:
+        attr = self.attrs.get(queue)
+        return self._dom(attr.deserved) if attr is not None else 0
+
+    def allocated(self, queue: str) -> int:
+        return self._dom(self._alloc.get(queue, {}))
+
+    def reclaimable(self, queue: str) -> bool:
+        attr = self.attrs.get(queue)
+        return attr is not None and attr.reclaimable and self.attrs.ready
+
+    def below_share(self, queue: str, allocated: int, need: int = 0) -> bool:
+        """``AddPreemptiveFn`` (capacity.go:648) on the dominant resource: with ``need`` more, the
+        queue stays within its real capability and its deserved; a best-effort queue never."""
+        attr = self.attrs.get(queue)
+        if attr is None or not attr.open or not self.attrs.ready or attr.best_effort:
+            return False
+        future = allocated + need
+        if future > self._dom(attr.real_capability):
+            return False
+        if self.dominant not in attr.deserved:
+            return False  # deserved says nothing of it: no dimension to reclaim on (capacity.go:677)
+        return future <= self._dom(attr.deserved) if need else future < self._dom(attr.deserved)
+
+    def keeps_share(self, queue: str, allocated: int) -> bool:
+        """A victim's queue left holding ``allocated``: at or above its guarantee
+        (``checkGuaranteeConstraint``, capacity.go:1842) and, ours, its deserved when deserved names
+        the dominant resource (else every pod of it is an immediate victim, :1855)."""
+        attr = self.attrs.get(queue)
+        if attr is None or not self.attrs.ready:
+            return False
+        return allocated >= self._dom(attr.guarantee) and allocated >= self._dom(attr.deserved)
+
+    def overused(self, queue: str, allocated: int) -> bool:
+        """Above deserved (strictly; 0 when deserved does not name the resource): a victim may come from it."""
+        attr = self.attrs.get(queue)
+        return attr is not None and allocated > max(self._dom(attr.deserved), self._dom(attr.guarantee))
+
+    # -- Volcano's view: admission ----------------------------------------------------------------
+    def admission_deserved(self, queue: str) -> int:
+        """The most the queue may hold (dominant resource) with everything else as it is: its real
+        capability, and in hierarchy mode each ancestor's less what the rest of its subtree holds
+        (``checkQueueAllocatableHierarchically``, capacity.go:1662). 0 for a queue that is not
+        schedulable (unknown, closed, not a leaf, or the hierarchy is broken)."""
+        if _why_not_open(self.attrs, queue) is not None:
+            return 0
+        own = self.allocated(queue)
+        bound = None
+        for q in self.attrs.chain(queue):
+            cap_q = self._dom(self.attrs.queues[q].real_capability)
+            others = self._dom(self._rolled.get(q, {})) - own if q != queue else 0
+            limit = cap_q - others
+            bound = limit if bound is None else min(bound, limit)
+        return max(0, bound or 0)
+
+    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int:
+        if allocated is None:
+            allocated = self.allocated(queue)
+        return max(0, allocated + need - self.admission_deserved(queue))
+
+    def room(self, queue: str) -> int:
+        return self.admission_deserved(queue) - self.allocated(queue)
+
+    # -- beyond the proportion hooks ------------------------------------------------------------------
+    def why_not_placed(self, queue: str) -> str | None:
+        """Why Volcano places nothing in ``queue`` at all, or None."""
+        return _why_not_open(self.attrs, queue)
+
+    def enqueue_reason(self, pg: PodGroupView) -> str | None:
+        """Why Volcano's enqueue would not admit ``pg`` now (a PodGroup still ``Pending``), or None
+        (``AddJobEnqueueableFn``, capacity.go:742). Evicting elastic workers does not change it: the
+        check subtracts what jobs hold beyond their minResources."""
+        if pg.phase not in ("", "Pending"):
+            return None
+        if self._usage is None:
+            self._usage = usage_of_groups(self._groups)
+        u = self._usage
+        if enqueueable(self.attrs, pg.queue, pg.min_resources or None, u.allocated, u.inqueue, u.elastic):
+            return None
+        return (f"Volcano's capacity plugin does not admit it (enqueue): its minResources with what queue "
+                f"{pg.queue} holds and has admitted exceed the real capability of the queue or an ancestor")
+
+    def relieved_by(self, queue: str, victim_queue: str) -> bool:
+        """Whether a victim of ``victim_queue`` makes room in ``queue``'s admission (it is the queue, or,
+        in hierarchy mode, shares an ancestor whose capability is what bounds ``queue``)."""
+        if victim_queue == queue:
+            return True
+        if not self.attrs.hierarchy:
+            return False
+        attr, other = self.attrs.get(queue), self.attrs.get(victim_queue)
+        if attr is None or other is None:
+            return False
+        own = self.allocated(queue)
+        leaf = self._dom(attr.real_capability)
+        for anc in attr.ancestors:
+            if anc == ROOT or anc not in other.ancestors:
+                continue
+            limit = self._dom(self.attrs.queues[anc].real_capability) - (self._dom(self._rolled.get(anc, {})) - own)
+            if limit < leaf:
+                return True
+        return False

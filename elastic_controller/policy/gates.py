@@ -1,6 +1,6 @@
 """Gate releases (scale up): lift the scale-up gate of elastic pods when capacity is free.
 
-Per DESIGN step 5: nothing while a waiting gang could be placed by evicting elastic workers
+ARCHITECTURE.md, "The agent's cycle", step 5: nothing while a waiting gang could be placed by evicting elastic workers
 (``blocking_gangs`` says which), except that the room of such a gang that fits on free capacity now
 is set aside and growth goes on around it;
 only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only
@@ -9,35 +9,28 @@ where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Collection, Iterable, Mapping
 
 from .decisions import GateRelease
-from .fit import Capacity, alike, fits_all, place_all, pod_demand
-from .model import PodView
+from .fit import Capacity, fits_all, place_all, pod_demand
+from .keys import LAST_SCALE_DIRECTION, Direction
+from .model import PodView, newest_checkpoint
 from .ordering import ScaleUpKey, scale_up_key, scale_up_pod_rank
 from .quantity import add
-from .world import Gang, World, job_id
-
-
-def _below_share(world: World, queue: str) -> bool:
-    share = world.shares.get(queue)
-    dom = world.dominant
-    return share is not None and share.allocated.get(dom, 0) < share.deserved.get(dom, 0)
+from .world import Gang, JobState, World, job_id
 
 
 def queue_may_give(world: World, gang_queue: str, queue: str) -> bool:
     """Whether elastic workers of ``queue`` may ever be victims for a gang of ``gang_queue``
-    (DESIGN step 3: the same queue, or a reclaimable queue above its deserved share while the
-    gang's queue is below its own; ``gang_queue`` "" takes the latter as given). Cooldowns and
-    minimum runtimes pass: they are not checked."""
+    (ARCHITECTURE.md, "The agent's cycle", step 3: the same queue, or a reclaimable queue above its
+    deserved share while the gang's queue is below its own; ``gang_queue`` "" takes the latter as
+    given). Cooldowns and minimum runtimes pass: they are not checked."""
     if queue == gang_queue:
         return True
-    share = world.shares.get(queue)
-    if share is None or not share.reclaimable or (gang_queue and not _below_share(world, gang_queue)):
+    m = world.model
+    if not m.reclaimable(queue) or (gang_queue and not m.below_share(gang_queue, m.allocated(gang_queue))):
         return False
-    dom = world.dominant
-    return share.allocated.get(dom, 0) > share.deserved.get(dom, 0)
+    return m.overused(queue, m.allocated(queue))
 
 
 def _merged(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
@@ -119,7 +112,7 @@ def blocking_gangs(world: World) -> list[Gang]:
             if cap is None:
                 # Other queues give only to a gang whose queue is below its share, and then every one
                 # of them that may give does: that part is shared by all such gangs of one priority.
-                below = _below_share(world, g.queue)
+                below = world.model.below_share(g.queue, world.model.allocated(g.queue))
                 shared = others.get((below, g.priority))
                 if shared is None:
                     if base is None:
@@ -134,6 +127,37 @@ def blocking_gangs(world: World) -> list[Gang]:
         if verdicts[shape]:
             out.append(g)
     return out
+
+
+def _snoozed(world: World, job: JobState) -> bool:
+    """A job shrunk for a gang is not grown again before its queue's scaleUpSnoozeSeconds."""
+    pg = job.pg
+    if pg is None or pg.last_scale is None or pg.annotations.get(LAST_SCALE_DIRECTION) != Direction.DOWN.value:
+        return False
+    return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds()
+
+
+def _checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
+    """Seconds since ``job``'s last published checkpoint (``volcano-elastic.io/last-checkpoint-time``
+    on its PodGroup or a pod), or None: none published, or no ``scaleUpAfterCheckpointSeconds``
+    window to check it against (growing it then waits for nothing)."""
+    if window is None:
+        return None
+    last = newest_checkpoint(None, job.pg, world.pods_by_group.get(group, ()))
+    return None if last is None else (world.now - last).total_seconds()
+
+
+def _first_rendezvous(world: World, job: JobState, group: str) -> bool:
+    """Whether ``job`` is still in its first rendezvous: never scaled, and its gang placed within its
+    queue's firstRendezvousSeconds (torchrun's c10d rendezvous waits ``last_call_timeout`` after its
+    min nodes joined for more to come; workers joining then cost no restart)."""
+    if job.pg is None or job.pg.last_scale is not None:
+        return False
+    times = [p.scheduled_at for p in world.pods_by_group.get(group, ()) if p.placed and p.scheduled_at]
+    if not times:
+        return False
+    started = min(times)  # its first placed pod (the master and core workers are never evicted)
+    return (world.now - started).total_seconds() <= world.policy(job.queue).firstRendezvousSeconds
 
 
 def plan_gate_releases(world: World, capacity: Capacity | None = None,
@@ -156,8 +180,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
 
     def room_of(queue: str) -> int:
         if queue not in room:
-            share = world.shares.get(queue)
-            room[queue] = world.volcano_deserved(queue) - (share.allocated.get(dom, 0) if share else 0)
+            room[queue] = world.model.room(queue)
         return room[queue]
 
     for g in world.waiting:
@@ -171,7 +194,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         return [], blocked
     gate = world.cfg.gating.gateName
     by_job: dict[str, list[PodView]] = {}
-    # (The heap below orders the jobs completely: the order groups come in here does not matter.)
+    group_of: dict[str, str] = {}
     for key, (held, running) in world.gated_elastic().items():
         pg = world.podgroups.get(key)
         if pg is None or running < pg.min_member:
@@ -179,44 +202,79 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         for pod in held:
             if pod.gated(gate):
                 by_job.setdefault(job_id(pod), []).append(pod)
-    heap: list[ScaleUpKey] = []
-    queues: dict[str, list[PodView]] = {}
+            group_of[job_id(pod)] = key
+    # ordering.scale_up_key: jobs in their first rendezvous first (growing them costs no restart),
+    # then least fulfilled, then lowest pending index and name: a total order, whatever order the
+    # groups come in.
+    order: list[ScaleUpKey] = []
+    first_of: dict[str, bool] = {}
     for jid, pods in by_job.items():
         job = world.jobs.get(jid)
-        if job is None or job.bounds is None or job.cooling:
+        if job is None or job.bounds is None or job.cooling or _snoozed(world, job):
             continue
         pods.sort(key=scale_up_pod_rank)
-        queues[jid] = pods
-        heapq.heappush(heap, scale_up_key(job, pods[0], jid))
-    per_queue: dict[str, int] = {}
+        first = first_of[jid] = _first_rendezvous(world, job, group_of[jid])
+        order.append(scale_up_key(first, job, pods[0], jid))
+    order.sort()
+    per_queue: dict[str, int] = {}  # jobs grown per queue this cycle (each is one scale event)
     releases: list[GateRelease] = []
-    while heap:
-        _, _, _, jid = heapq.heappop(heap)
+    for *_, jid in order:
         job = world.jobs[jid]
-        pending = queues[jid]
-        pod = pending.pop(0)
-        limit = world.policy(job.queue).maxScaleUpPerCycle
-        if per_queue.get(job.queue, 0) >= limit:
-            continue
         assert job.bounds is not None
-        if job.current_workers() >= job.bounds.max_replicas:
+        policy = world.policy(job.queue)
+        if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
             continue
-        size = pod.requests.get(dom, 0)
-        if size > room_of(job.queue):
-            continue  # Volcano would leave it pending: its queue is at its deserved share
-        node = cap.choose_node(pod)
-        if node is None and all(alike(p, pod) for p in pending):
-            continue  # capacity only shrinks while releasing: the job's other pods would not fit either
-        if node is not None:
+        first = first_of[jid]
+        age = _checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
+        window = policy.scaleUpAfterCheckpointSeconds
+        if not first and age is not None and window is not None and age > window:
+            continue  # a restart now would lose the work since its last checkpoint: wait for the next one
+        now_workers = job.current_workers()
+        # The largest size that fits now: lowest indexes first, each where it fits (capacity only
+        # shrinks as pods are placed, so the first pod that does not fit ends the job's growth).
+        taken: list[tuple[PodView, str]] = []
+        for pod in by_job[jid]:
+            if now_workers + len(taken) >= job.bounds.max_replicas:
+                break
+            size = pod.requests.get(dom, 0)
+            if size > room_of(job.queue):
+                break  # Volcano would leave it pending: its queue is at its deserved share
+            node = cap.choose_node(pod)
+            if node is None:
+                break
             room[job.queue] -= size
             cap.take(node, pod_demand(pod))
-            job.added += 1
-            per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+            taken.append((pod, node))
+        # Only to a world size the training can use (volcano-elastic.io/worker-counts or -step).
+        allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas) \
+            if job.pg is not None else None
+        target = now_workers + len(taken)
+        if allowed is not None and not allowed.every:
+            floor = allowed.floor(target)
+            target = floor if floor is not None and floor > now_workers else now_workers
+        gain = (target - now_workers) / max(1, now_workers)
+        if target == now_workers or (not first and gain < policy.minScaleUpGain):
+            keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
+        else:
+            keep = target - now_workers
+        for pod, node in taken[keep:]:
+            cap.give(node, pod_demand(pod))
+            room[job.queue] += pod.requests.get(dom, 0)
+        taken = taken[:keep]
+        if not taken:
+            continue
+        job.added += len(taken)
+        per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+        sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and not allowed.every else ""
+        after = ("" if age is None else
+                 f", checkpointed {age:.0f}s ago (within scaleUpAfterCheckpointSeconds {window})")
+        why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
+               f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart" if first else
+               f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart")
+        for pod, node in taken:
             releases.append(GateRelease(
                 pod.key, jid, node, job.queue,
-                f"job {jid} has {job.current_workers() - 1} of max {job.bounds.max_replicas} workers "
-                f"running (least fulfilled first); fits on {node} now",
+                f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
+                f"one scale event (the most that fits now, least fulfilled job first), {why}; fits on {node} now",
             ))
-        if pending:
-            heapq.heappush(heap, scale_up_key(job, pending[0], jid))
     return releases, []

@@ -133,9 +133,10 @@ class PodView:
         put(self, "demand", demand)
         put(self, "order", f"{self.namespace}\0{self.name}\0{self.uid}")
         ann = self.annotations
-        if ann:
-            put(self, "last_checkpoint", parse_time(ann.get(LAST_CHECKPOINT_TIME)))
-            put(self, "evict_after", parse_time(ann.get(EVICT_AFTER)))
+        if LAST_CHECKPOINT_TIME in ann:  # rare: skip the calls for the other pods
+            put(self, "last_checkpoint", parse_time(ann[LAST_CHECKPOINT_TIME]))
+        if EVICT_AFTER in ann:
+            put(self, "evict_after", parse_time(ann[EVICT_AFTER]))
 
     @property
     def job_key(self) -> str:

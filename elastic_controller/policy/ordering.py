@@ -3,14 +3,27 @@
 Every planner site calls these functions; none spells a rule out again. Change a rule here and the
 eviction search, its node index, the own-queue share victims and the scale-up heap all follow.
 
+**Victim sets** (``eviction.search._Score``, issue 19: every worker of a disrupted job restarts from its
+last checkpoint). Among the victim sets that make room for a gang's needed pod on a node, the
+smallest of
+
+A. the jobs the set disrupts that no victim of this cycle disrupted yet (``Planner.new_jobs``);
+B. the number of victims;
+C. the victims' keys in order (``sequence_key``, below);
+
+wins; then the least dominant resource left on the node, then the node's name.
+
 **Victims** (``victim_key``: the smallest key is evicted first). Among candidate elastic workers:
 
 1. the most fulfilled job first (``-fulfillment``, recomputed as the cycle takes its workers);
 2. then the job of lower priority (its PodGroup's PriorityClass value; any integer, negative too);
-3. then the highest replica index (the newest worker of the job);
-4. then the pod's UID (a total order: ties are broken the same way on every run).
+3. then the least work lost: the job's most recent checkpoint first (``-last-checkpoint-time``;
+   unknown counts as oldest), then the fewest GPUs restarted (all of the job's workers' GPUs);
+4. then the highest replica index (the newest worker of the job);
+5. then the pod's UID (a total order: ties are broken the same way on every run).
 
-Criteria 1-2 depend on the job only (``job_rank``); 3-4 on the pod only (``pod_rank``).
+Criteria 1-3 depend on the job only (``job_rank``; 3 is fixed for the cycle: ``JobState.loss``,
+set by the planner); 4-5 on the pod only (``pod_rank``).
 
 **Monotonicity contract** (what the node index of ``eviction.index`` prunes on): as a job loses
 workers within one cycle, its ``job_rank`` never sorts earlier, so the key of any of its pods never
@@ -20,13 +33,14 @@ found cannot win. Criterion 1 holds it (fulfillment only drops as workers are ta
 is fixed for the cycle; a new criterion must keep it (``tests/unit/test_policy_ordering.py``
 checks it by a property).
 
-**Scale-up** (``scale_up_key``: the smallest key has its gate lifted first). Among gated elastic
-workers of running jobs:
+**Scale-up** (``scale_up_key``: the smallest key grows first; each job grows in one event to the
+largest allowed size that fits, see ``gates``). Among running jobs with gated elastic workers:
 
-1. the least fulfilled job first (``fulfillment``, recomputed as gates are lifted);
-2. then the lowest replica index;
-3. then the pod's name;
-4. then the job's key.
+1. a job in its first rendezvous first (its growth costs no restart);
+2. then the least fulfilled job;
+3. then its lowest gated replica index;
+4. then that pod's name;
+5. then the job's key.
 
 **Starving gangs** (``gang_key``: planned first): higher PodGroup priority, then older (PodGroup
 creation, else when its pods became unschedulable), then key.
@@ -45,50 +59,52 @@ if TYPE_CHECKING:
 
 # Plain tuples in the search's inner loops (measured: building a NamedTuple costs ~3x a tuple there);
 # ``VictimKey`` names the same fields for everything else and compares equal to the plain tuple.
-JobRank = tuple[float, int]  # victim criteria 1-2: (-fulfillment, priority)
-PodRank = tuple[int, str]  # victim criteria 3-4: (-replica index, uid)
-Key = tuple[float, int, int, str]  # job_rank + pod_rank
-ScaleUpKey = tuple[float, int, str, str]  # scale-up criteria 1-4
+JobRank = tuple[float, int, float, int]  # victim criteria 1-3: (-fulfillment, priority, -checkpoint, GPUs)
+PodRank = tuple[int, str]  # victim criteria 4-5: (-replica index, uid)
+Key = tuple[float, int, float, int, int, str]  # job_rank + pod_rank
+ScaleUpKey = tuple[int, float, int, str, str]  # scale-up criteria 1-5
 
 
 class VictimKey(NamedTuple):
-    """A victim's key, field by field (criteria 1-4 above)."""
+    """A victim's key, field by field (criteria 1-5 above)."""
 
     neg_fulfillment: float
     priority: int
+    neg_checkpoint: float
+    gpus_restarted: int
     neg_replica_index: int
     uid: str
 
 
 def job_rank(job: JobState, extra_taken: int = 0) -> JobRank:
-    """Victim criteria 1-2 for ``job`` with ``extra_taken`` more of its workers taken than it shows."""
+    """Victim criteria 1-3 for ``job`` with ``extra_taken`` more of its workers taken than it shows."""
     if extra_taken:
         job.taken += extra_taken
         try:
-            return (-job.fulfillment(), job.priority)
+            return (-job.fulfillment(), job.priority, *job.loss)
         finally:
             job.taken -= extra_taken
-    return (-job.fulfillment(), job.priority)
+    return (-job.fulfillment(), job.priority, *job.loss)
 
 
 def pod_rank(pod: PodView) -> PodRank:
-    """Victim criteria 3-4 for ``pod``."""
+    """Victim criteria 4-5 for ``pod``."""
     return (-pod.replica_index, pod.uid)
 
 
 def victim_key(rank: JobRank, pod: PodView) -> Key:
-    """The key of ``pod`` as a victim when its job ranks ``rank``: criteria 1-4, in order."""
+    """The key of ``pod`` as a victim when its job ranks ``rank``: criteria 1-5, in order."""
     return (*rank, -pod.replica_index, pod.uid)
 
 
 def scale_up_pod_rank(pod: PodView) -> tuple[int, str]:
-    """Scale-up criteria 2-3 for ``pod`` (the order of one job's gated workers)."""
+    """Scale-up criteria 3-4 for ``pod`` (the order of one job's gated workers)."""
     return (pod.replica_index, pod.name)
 
 
-def scale_up_key(job: JobState, pod: PodView, jid: str) -> ScaleUpKey:
-    """Scale-up criteria 1-4 for lifting ``pod``'s gate next (``jid``: its job's key)."""
-    return (job.fulfillment(), *scale_up_pod_rank(pod), jid)
+def scale_up_key(first_rendezvous: bool, job: JobState, pod: PodView, jid: str) -> ScaleUpKey:
+    """Scale-up criteria 1-5 for growing ``job`` (``pod``: its lowest gated worker; ``jid``: its key)."""
+    return (0 if first_rendezvous else 1, job.fulfillment(), *scale_up_pod_rank(pod), jid)
 
 
 def gang_key(gang: Gang, epoch: datetime) -> tuple[int, datetime, str]:

@@ -13,8 +13,22 @@ class QueuePolicy:
     minRuntimeSeconds: int = 120
     starvationSeconds: int = 30
     maxEvictionsPerCycle: int = 16
-    maxScaleUpPerCycle: int = 4
+    maxScaleUpPerCycle: int = 4  # jobs of the queue grown per cycle (each to its full size at once)
     preemptDuringCooldown: bool = False
+    # Growth must be worth a restart: a job grows only when its workers grow by at least this
+    # fraction ((new - now) / now), except in its first rendezvous (no restart). 0: any growth.
+    minScaleUpGain: float = 1.0
+    # A job shrunk for a gang is not grown again before this many seconds (None: cooldownSeconds).
+    scaleUpSnoozeSeconds: int | None = None
+    # A job whose gang was placed this recently and that was never scaled gets its elastic workers
+    # in its first rendezvous (torchrun's c10d last_call_timeout: 30 s by default): no restart.
+    firstRendezvousSeconds: int = 30
+    # A job that publishes volcano-elastic.io/last-checkpoint-time grows only within this many
+    # seconds after its last checkpoint (a restart then loses little work); None: whenever.
+    scaleUpAfterCheckpointSeconds: int | None = 300
+
+    def snooze_seconds(self) -> int:
+        return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds
     # Seconds between marking a victim (volcano-elastic.io/evict-after) and evicting it, so that its
     # job can checkpoint; 0 evicts at once.
     noticeSeconds: int = 0

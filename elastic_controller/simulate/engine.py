@@ -64,9 +64,15 @@ def batched_config(cfg: ElasticConfig, cycle_seconds: float) -> ElasticConfig:
 
 
 def default_planner() -> Planner:
-    from ..policy.cycle import plan_cycle  # the agent's own planner
+    """The agent's own planner, with a ``PlanCache`` of its own (one per simulation)."""
+    from ..policy.cycle import PlanCache, plan_cycle
 
-    return plan_cycle
+    cache = PlanCache()
+
+    def plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
+        return plan_cycle(snapshot, cfg, now, cache=cache)
+
+    return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,9 @@ class SimSettings:
     prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
     cycle_seconds: float = 0.0  # agent cycle grid (0: the config's agent.intervalSeconds)
     timeline: bool = True
+    # Workers that join within this many seconds of the job's start, before any other scale event,
+    # join its first rendezvous (torchrun's c10d ``last_call_timeout``, 30 s by default): no restart.
+    rendezvous_last_call: float = 30.0
     checkpoint_interval: float = 1800.0  # seconds of progress between checkpoints (0: none)
     # volcano-gang: gangpreempt/gangreclaim may take whole bundles (Volcano's allowWholeBundle)
     allow_whole_bundle: bool = True
@@ -85,6 +94,9 @@ class SimSettings:
     pod_cooldown: float = 0.0
     enqueue: bool = True  # model Volcano's enqueue admission (tests turn it off)
     overcommit_factor: float = 1.2  # the overcommit plugin's overcommit-factor
+    # elastic: jobs publish volcano-elastic.io/last-checkpoint-time on their PodGroup (the contract's
+    # annotation, as training code writes it), so the planner sees what a restart would lose
+    publish_checkpoints: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +218,7 @@ class Simulator:
         self.area_while_arriving: float | None = None  # self.area once the last submission came
         self.timeline: list[tuple[float, int]] = []
         self.evictions = 0
+        self.pod_changes = 0  # placements, evictions and frees (volcano-gang skips runs without any)
         self.restarts = 0
         self.cooldown_violations = 0
         self.rejected: list[str] = []
@@ -343,10 +356,14 @@ class Simulator:
         # a job's first start, also with its pods placed later in the same scheduling pass
         # (volcano-gang's surplus pods: Volcano binds them in the session that binds the gang)
         first = (job.running == 0 and not job.whole_evicted) or job.id in self.alloc.started_now
+        before = job.running
+        # workers added within the last call of the job's first rendezvous join it: no restart
+        joins_first = (not first and running > before and job.evictions == 0 and job.restarts == 0
+                       and now - job.started_at < self.settings.rendezvous_last_call)
         if job.done:
             job.running = running
             return
-        if not first and job.running > 0:
+        if not first and not joins_first and job.running > 0:
             # the workers that ran restart from the last checkpoint
             self.busy_area -= lose_since_checkpoint(job, self.settings.checkpoint_interval)
         job.running = running
@@ -372,6 +389,8 @@ class Simulator:
         job.busy_gpus = running * g
         if first:
             job.resume_at = now
+        elif joins_first:
+            pass  # they join the first rendezvous, which waits its last call for more workers
         else:
             job.resume_at = max(now + self.settings.restart_penalty, job.resume_at)
             if job.whole_evicted:
@@ -455,12 +474,14 @@ class Simulator:
         pod.placed_at = self.now
         pod.view = None
         self.allocated_gpus += job.spec.gpus
+        self.pod_changes += 1
 
     def free_pod(self, pod: SimPod) -> None:
         job = pod.job
         if pod.node < 0:
             return
         self.nodes.give(pod.node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
+        self.pod_changes += 1
         job.held_gpu_seconds += job.spec.gpus * (self.now - pod.placed_at)
         self.allocated_gpus -= job.spec.gpus
         if not pod.deleting:
@@ -478,6 +499,7 @@ class Simulator:
         pod.view = None
         pod.job.evictions += 1
         self.evictions += 1
+        self.pod_changes += 1
         self.alloc.pod_released(pod)
         self._push(now + self.settings.grace_period, _GRACE_END, pod, 0)
 
@@ -597,9 +619,13 @@ class Simulator:
     def snapshot(self) -> Snapshot:
         pods: list[PodView] = []
         groups: list[PodGroupView] = []
+        publish = self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0
         for job in self.active.values():
             if not job.done:
-                groups.append(job.pg_view or self._group_view(job))
+                view = job.pg_view
+                if view is None or (publish and job.rate > 0 and (job.id in self.grown or job.id in self.gated)):
+                    view = self._group_view(job)  # (its checkpoint time moves while it runs)
+                groups.append(view)
             views = job.views
             if views is None:
                 views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
@@ -612,6 +638,9 @@ class Simulator:
         if job.last_scale >= 0:
             annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
             annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
+            # what the training code writes (docs/checkpointing.md): its last checkpoint's time
+            annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(self._last_checkpoint(job)))
         spec = job.spec
         view = PodGroupView(
             namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
@@ -623,6 +652,13 @@ class Simulator:
             uid=f"pg-{job.id}")
         job.pg_view = view
         return view
+
+    def _last_checkpoint(self, job: SimJob) -> float:
+        """When ``job`` last checkpointed (or resumed from one), as of now: progress since the last
+        settle counts, checkpoints fall every ``checkpoint_interval`` seconds of progress."""
+        interval = self.settings.checkpoint_interval
+        progress = max(0.0, self.now - job.resume_at)  # progress since the last settle
+        return self.now - math.fmod(job.since_checkpoint + progress, interval)
 
     def _pod_view(self, pod: SimPod) -> PodView:
         job = pod.job

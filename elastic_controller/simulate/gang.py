@@ -45,6 +45,8 @@ class GangActions:
         self.sim = sim
         self.reclaimable = {q.name: q.reclaimable for q in sim.cluster.queues}
         self.queue_order = {q.name: i for i, q in enumerate(sim.cluster.queues)}
+        self.idle_key: tuple[int, ...] | None = None  # the state in which the last run evicted nothing
+        self.running: list[SimJob] = []  # jobs with running workers, gathered once per run
 
     def _starving(self) -> list[SimJob]:
         out = []
@@ -63,9 +65,22 @@ class GangActions:
         return out
 
     def run(self, now: float) -> None:
+        sim = self.sim
+        # Nothing placed, freed or evicted and no job admitted since a run that evicted nothing:
+        # this run would find the same (a pod's cdp cooldown ending wakes it up through a tick).
+        key = (sim.pod_changes, sim.alloc.admission.admitted_total, len(sim.alloc.waiting), int(now)
+               if sim.settings.pod_cooldown else 0)
+        if key == self.idle_key:
+            return
+        evictions = sim.evictions
+        self._run(now)
+        self.idle_key = key if sim.evictions == evictions else None
+
+    def _run(self, now: float) -> None:
         starving = self._starving()
         if not starving:
             return
+        self.running = [j for j in self.sim.active.values() if not j.done and j.running > 0]
         alloc = self.sim.alloc
         des = alloc.des
         share = {q: (alloc.allocated[q] / des[q] if des.get(q) else float("inf")) for q in alloc.queues}
@@ -93,8 +108,8 @@ class GangActions:
         cooldown = sim.settings.pod_cooldown
         alloc = sim.alloc
         bundles: list[tuple[tuple[object, ...], list[SimPod]]] = []
-        for job in sim.active.values():
-            if job.done or job is starving or job.running == 0:
+        for job in self.running:
+            if job is starving or job.running == 0:
                 continue
             if reclaim:
                 if job.queue == starving.queue or not self.reclaimable.get(job.queue, True):
@@ -136,18 +151,33 @@ class GangActions:
         g = starving.spec.gpus
         pending = sum(1 for p in starving.pods if p.node < 0 and not p.deleting)
         need_all = pending * g
-        releasing: dict[int, int] = {}
-        for job in sim.active.values():
-            for p in job.pods:
-                if p.deleting and p.node >= 0:
-                    releasing[p.node] = releasing.get(p.node, 0) + job.spec.gpus
-        available = nodes.free_gpus + sum(releasing.values())
+        available = nodes.free_gpus + sim.terminating_gpus
+        # a necessary condition first: all candidate victims together must cover the need
+        candidates = 0
+        for job in self.running:
+            if job is starving:
+                continue
+            if reclaim:
+                ok = job.queue != starving.queue and self.reclaimable.get(job.queue, True)
+            else:
+                ok = job.queue == starving.queue and job.spec.priority < starving.spec.priority
+            if ok:
+                candidates += job.running * job.spec.gpus
+        if available + candidates < need_all:
+            return
+        releasing: dict[int, int] | None = None
         victims: list[SimPod] = []
         for _, bundle in self._bundles(starving, reclaim, now):
             victims.extend(bundle)
             available += sum(p.job.spec.gpus for p in bundle)
             if need_all > available:
                 continue
+            if releasing is None:
+                releasing = {}
+                for job in sim.active.values():
+                    for p in job.pods:
+                        if p.deleting and p.node >= 0:
+                            releasing[p.node] = releasing.get(p.node, 0) + job.spec.gpus
             # BuildNominationPlanInDomain: minAvailable pods must fit on free + releasing + victims
             room = list(nodes.gpus)
             for node, gpus in releasing.items():

@@ -49,8 +49,9 @@ def examples() -> dict[str, dict[str, object]]:
     # 2. The same, but A scaled 100 s ago (cooldown 300 s): nothing may be evicted, B waits.
     out["cooldown-blocks-eviction"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
                                                                nodes=NODES, queue="vision", last_scale=ago(100)), b)
-    # 3. Idle GPUs: A runs at min (2 of 2..16) with its elastic workers gated; four gates lifted (the
-    #    queue's maxScaleUpPerCycle), least fulfilled job first.
+    # 3. Idle GPUs: A runs at min (2 of 2..16) with its elastic workers gated; it grows to 8 in one
+    #    scale event (all that its queue's share admits), least fulfilled job first; gpt (3 of 4)
+    #    could take 4 more GPUs but +33 % is below minScaleUpGain (1): not worth a restart.
     out["scale-up-into-idle-gpus"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
                                                               nodes=NODES, queue="vision", running=2),
                                           elastic_job("team-nlp", "gpt", min_r=1, max_r=4, gpus=4,

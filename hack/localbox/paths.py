@@ -22,6 +22,7 @@ BINARIES: dict[str, tuple[str, str]] = {
     "vc-controller-manager": ("volcano.sh/volcano", "VOLCANO_VERSION"),
     "kwok": ("sigs.k8s.io/kwok", "KWOK_VERSION"),
     "training-operator": ("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION"),
+    "helm": ("helm.sh/helm/v3", "HELM_VERSION"),
 }
 
 

@@ -58,7 +58,7 @@ def config_text(gating: bool = True) -> str:
     return (f"agent: {{intervalSeconds: 1}}\n"
             f"gating: {{enabled: {'true' if gating else 'false'}}}\n"
             f"defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3,"
-            f" maxScaleUpPerCycle: 8}}\n")
+            f" maxScaleUpPerCycle: 8, minScaleUpGain: 0.3}}\n")  # A regrows 6 -> 8 (+33 %) after B
 
 
 @dataclass

@@ -253,3 +253,22 @@ def test_api_errors_while_resuming_leave_the_record_for_the_next_cycle() -> None
     kube.faults.clear()
     report = fresh.run_cycle()
     assert sorted(report.resumed + report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
+
+
+def test_the_controller_writes_nothing_while_not_leading() -> None:
+    """Item 7 for the controller's workers: their API refuses writes locally while not leading."""
+    from elastic_controller.controller import Controller
+    from elastic_controller.kube.fence import FencedAPI, NotLeadingError
+
+    kube = FakeKube()
+    kube.add(PYTORCHJOBS, b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4))
+    leading = [False]
+    fenced = FencedAPI(kube, lambda: leading[0])
+    ctl = Controller(fenced, FakeStore(kube), ElasticConfig(), EventRecorder(kube))
+    with pytest.raises(NotLeadingError):
+        ctl.reconcile("ns/j")
+    assert kube.of(PODGROUPS) == [] and not [c for c in kube.calls if c[0] != "get" and c[1] != "events"]
+    assert fenced.list(PODGROUPS)[0] == []  # reads pass
+    leading[0] = True
+    ctl.reconcile("ns/j")
+    assert [pg["metadata"]["name"] for pg in kube.of(PODGROUPS)] == ["j"]

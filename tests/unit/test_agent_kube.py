@@ -89,12 +89,14 @@ def test_gone_relists_and_diffs_the_cache() -> None:
     assert inf.restarts == 1
 
 
-def test_errors_back_off_and_resume_without_relisting() -> None:
-    s = Script([[obj("a", 5)]], [UnavailableError("refused"), UnavailableError("refused"),
-                                 [{"type": "ADDED", "object": obj("b", 7)}]])
+def test_errors_back_off_mark_the_cache_stale_and_relist() -> None:
+    s = Script([[obj("a", 5)], [obj("a", 5), obj("c", 6)]],
+               [UnavailableError("refused"), UnavailableError("refused"),
+                [{"type": "ADDED", "object": obj("b", 7)}]])
     inf = run(s)
-    assert s.list_calls == 1 and s.watch_from[:3] == ["5", "5", "5"]
-    assert inf.restarts == 2 and inf.get("ns/b") is not None
+    assert s.list_calls == 3 and s.watch_from[:3] == ["5", "6", "6"]
+    assert inf.restarts == 2 and inf.get("ns/b") is not None and inf.get("ns/c") is not None
+    assert not inf.stale
 
 
 def test_write_through_never_goes_back_in_time() -> None:

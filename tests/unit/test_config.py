@@ -208,6 +208,38 @@ def test_gating_disabled() -> None:
     assert parse_config({"gating": {"enabled": False}}).gating.enabled is False
 
 
+@pytest.mark.parametrize(
+    ("queue", "path"),
+    [
+        pytest.param({"minScaleUpGain": -0.1}, "queues.q.minScaleUpGain", id="negative-gain"),
+        pytest.param({"minScaleUpGain": "half"}, "queues.q.minScaleUpGain", id="text-gain"),
+        pytest.param({"minScaleUpGain": float("nan")}, "queues.q.minScaleUpGain", id="nan-gain"),
+        pytest.param({"minScaleUpGain": float("inf")}, "queues.q.minScaleUpGain", id="inf-gain"),
+        pytest.param({"scaleUpSnoozeSeconds": -1}, "queues.q.scaleUpSnoozeSeconds", id="negative-snooze"),
+        pytest.param({"scaleUpSnoozeSeconds": 1.5}, "queues.q.scaleUpSnoozeSeconds", id="float-snooze"),
+        pytest.param({"scaleUpSnoozeSeconds": True}, "queues.q.scaleUpSnoozeSeconds", id="bool-snooze"),
+        pytest.param({"firstRendezvousSeconds": -5}, "queues.q.firstRendezvousSeconds", id="negative-rendezvous"),
+        pytest.param({"scaleUpAfterCheckpointSeconds": -1}, "queues.q.scaleUpAfterCheckpointSeconds",
+                     id="negative-checkpoint-window"),
+        pytest.param({"scaleUpAfterCheckpointSeconds": "5m"}, "queues.q.scaleUpAfterCheckpointSeconds",
+                     id="text-checkpoint-window"),
+    ],
+)
+def test_restart_settings_validated_strictly(queue: dict[str, Any], path: str) -> None:
+    (problem,) = _problems({"queues": {"q": queue}})
+    assert problem.startswith(f"{path}:"), problem
+
+
+def test_restart_settings_per_queue() -> None:
+    cfg = parse_config({"defaults": {"minScaleUpGain": 1, "cooldownSeconds": 120},
+                        "queues": {"q": {"minScaleUpGain": 0.25, "scaleUpSnoozeSeconds": 900},
+                                   "r": {"scaleUpSnoozeSeconds": None, "firstRendezvousSeconds": 60}}})
+    assert cfg.defaults.minScaleUpGain == 1 and cfg.defaults.snooze_seconds() == 120  # null: the cooldown
+    q, r = cfg.queue_policy("q"), cfg.queue_policy("r")
+    assert (q.minScaleUpGain, q.snooze_seconds(), q.firstRendezvousSeconds) == (0.25, 900, 30)
+    assert (r.minScaleUpGain, r.snooze_seconds(), r.firstRendezvousSeconds) == (1, 120, 60)
+
+
 @pytest.mark.parametrize(("doc", "plugin", "hierarchy"), [
     ({}, "proportion", False),
     ({"shares": {"plugin": "capacity"}}, "capacity", False),

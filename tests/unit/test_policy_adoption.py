@@ -45,7 +45,7 @@ def _full_node_and_gang() -> list[Any]:
 def _two_nodes_two_jobs() -> list[Any]:
     return [node("n0"), node("n1"), queue("qa"), queue("qb"),
             *elastic_job("ns", "a", min_r=1, max_r=8, nodes=["n0"], running=8, queue="qa"),
-            *elastic_job("ns", "b", min_r=2, max_r=8, nodes=["n1"], running=6, queue="qb"),
+            *elastic_job("ns", "b", min_r=2, max_r=8, nodes=["n1"], running=4, queue="qb"),
             *gang("ns", "g", members=2, gpus=4, queue="qb")]
 
 

@@ -488,3 +488,61 @@ def test_ledger_without_leaves_the_original_alone() -> None:
     led = cap.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
     trial = led.without([("scratch", res(gpu=2)), ("scratch", res(gpu=2))])
     assert trial.excess("team-b", res(gpu=4)) == {} and led.excess("team-b", res(gpu=4)) == {"dept": {GPU: 4.0}}
+
+
+# -- CapacityModel: the share-model hooks --------------------------------------------------------------
+
+
+def model(queues: list[QueueView], allocated: dict[str, dict[str, int]], hierarchy: bool = False,
+          total: dict[str, int] | None = None) -> cap.CapacityModel:
+    from elastic_controller.policy.shares import Usage
+
+    return cap.CapacityModel.of(queues, [], {}, Usage(allocated, {}, {}), total or res(cpu=64, gpu=32), GPU,
+                                hierarchy=hierarchy)
+
+
+def test_model_hooks_flat() -> None:
+    m = model([q("team", deserved=res(gpu=8)), q("scratch"), q("held", guarantee=res(gpu=8))],
+              {"team": res(gpu=8), "scratch": res(gpu=16), "held": res(gpu=12)})
+    assert (m.deserved("team"), m.deserved("scratch"), m.deserved("held")) == (8, 0, 8)
+    # admission is the real capability (32 less held's guarantee), not deserved: room beyond deserved
+    assert m.admission_deserved("team") == 24 and m.room("team") == 16 and m.enqueue_excess("team", 8) == 0
+    assert m.enqueue_excess("team", 20) == 4
+    # reclaim: within deserved with the gang; best-effort never; unknown never
+    assert m.below_share("team", 0, need=8) and not m.below_share("team", 4, need=8)
+    assert not m.below_share("scratch", 0, need=1) and not m.below_share("ghost", 0, need=1)
+    # victims: best-effort gives everything; held keeps its guarantee (deserved raised to it)
+    assert m.keeps_share("scratch", 0) and m.overused("scratch", 1)
+    assert m.keeps_share("held", 8) and not m.keeps_share("held", 7) and m.overused("held", 9)
+    assert m.shares["held"].deserved == {GPU: 8} and m.shares["scratch"].allocated == {GPU: 16}
+
+
+def test_model_hooks_hierarchy() -> None:
+    m = model(dept(), {"team-a": res(gpu=4), "scratch": res(gpu=4)}, hierarchy=True)
+    # team-b: its own real capability 6, the dept's 8 less the 8 its siblings hold: 0 left
+    assert m.admission_deserved("team-b") == 0 and m.enqueue_excess("team-b", 2) == 2
+    assert m.relieved_by("team-b", "scratch") and m.relieved_by("team-b", "team-a")
+    assert not m.relieved_by("team-b", "other") and m.relieved_by("team-b", "team-b")
+    assert m.admission_deserved("other") > 1000  # root is unbounded
+    assert not m.relieved_by("other", "scratch")
+    assert m.why_not_placed("dept") == "queue dept is not a leaf queue" and m.admission_deserved("dept") == 0
+    assert m.shares["dept"].allocated == {GPU: 8}  # rolled up
+
+
+def test_model_enqueue_reason() -> None:
+    from elastic_controller.policy.model import PodGroupView
+    from elastic_controller.policy.shares import Usage
+
+    queues = [q("team", capability=res(gpu=8))]
+    pending = PodGroupView("ns", "g", 2, "team", min_resources={GPU: 8}, phase="Pending")
+    running = PodGroupView("ns", "r", 1, "team", min_resources={GPU: 2}, phase="Running")
+    from elastic_controller.policy.model import PodView
+
+    held = [PodView("ns", f"r-{i}", f"u{i}", phase="Running", node_name="n", requests={GPU: 2}, group="r")
+            for i in range(2)]
+    m = cap.CapacityModel.of(queues, [], {"ns/g": pending, "ns/r": running}, Usage({"team": {GPU: 4}}, {}, {}),
+                             res(gpu=32), GPU, held)
+    # 8 + 4 held - 2 elastic = 10 > 8: not admitted, whatever is evicted
+    assert m.enqueue_reason(pending) is not None and m.enqueue_reason(running) is None
+    small = PodGroupView("ns", "s", 1, "team", min_resources={GPU: 6}, phase="Pending")
+    assert m.enqueue_reason(small) is None  # 6 + 4 - 2 = 8

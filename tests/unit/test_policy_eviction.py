@@ -1,4 +1,4 @@
-"""Eviction plans per DESIGN "The agent's cycle" steps 2-3: starving gangs, candidates, priorities,
+"""Eviction plans per ARCHITECTURE.md, "The agent's cycle", steps 2-3: starving gangs, candidates, priorities,
 queue shares, cooldowns, fewest-then-order, the per-queue cap, and a reason for every decision."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.builders import (
     priority_class,
     queue,
     snapshot_of,
+    ts,
 )
 
 GPU = "nvidia.com/gpu"
@@ -293,12 +294,44 @@ def test_most_fulfilled_job_first() -> None:
     assert names(plan_of(*objs)) == ["a-worker-2"]
 
 
-def test_fulfillment_recomputed_as_victims_are_taken() -> None:
+def test_fewest_disrupted_jobs_before_fairness() -> None:
     # a: 1..3 running 3 (1.0), b: 1..5 running 4 (0.75), 1 GPU free; two victims needed. After a-2, a is at
-    # 0.5 and b (0.75) is the most fulfilled: {a-2, b-3}, not {a-2, a-1}.
+    # 0.5 and b (0.75) would be the most fulfilled, but {a-2, b-3} restarts two jobs: {a-2, a-1} one.
     objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
             *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=3)]
-    assert sorted(names(plan_of(*objs))) == ["a-worker-2", "b-worker-3"]
+    assert sorted(names(plan_of(*objs))) == ["a-worker-1", "a-worker-2"]
+
+
+def test_fewest_disrupted_jobs_before_fewest_victims() -> None:
+    # 3 GPUs needed on a full 8-GPU node: a's elastic worker (2 GPUs) and one of c's make room with two
+    # victims but restart two jobs; c's three 1-GPU elastic workers restart one job.
+    objs = [node("n0"), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
+            *elastic_job("ns", "c", min_r=1, max_r=4, running=4, nodes=["n0"], gpus=1),
+            gang("ns", "g", members=1, gpus=3)]
+    plan = plan_of(*objs)
+    assert sorted(names(plan)) == ["c-worker-1", "c-worker-2", "c-worker-3"]
+
+
+def test_most_recent_checkpoint_gives_first_among_equals() -> None:
+    # Two jobs alike (same fulfillment, priority, size): the one that checkpointed last loses least.
+    objs = [node("n0"), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
+            *elastic_job("ns", "b", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
+            gang("ns", "g", members=1, gpus=2)]
+    for name, age in (("a", 900), ("b", 60)):
+        pg = next(o for o in objs if o["kind"] == "PodGroup" and o["metadata"]["name"] == name)
+        pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(age))
+    assert names(plan_of(*objs)) == ["b-worker-1"]
+    # Without a checkpoint time, b's work since an unknown checkpoint counts as the most lost.
+    del pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"]
+    assert names(plan_of(*objs)) == ["a-worker-1"]
+
+
+def test_fewer_gpus_restarted_among_equals() -> None:
+    # Both at max (fulfillment 1.0), same priority, no checkpoint: a restarts 2 workers x 2 GPUs, b 3 x 2.
+    objs = [node("n0", gpus=10), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
+            *elastic_job("ns", "b", min_r=2, max_r=3, running=3, nodes=["n0"], gpus=2),
+            gang("ns", "g", members=1, gpus=2)]
+    assert names(plan_of(*objs)) == ["a-worker-1"]
 
 
 def test_lower_job_priority_first_when_equally_fulfilled() -> None:

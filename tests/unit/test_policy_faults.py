@@ -123,3 +123,19 @@ def test_absurd_allocatable_is_not_taken_at_face_value(gpus: str, taken: int) ->
     node = b.node("n1")
     node["status"]["allocatable"]["nvidia.com/gpu"] = gpus
     assert parse_node(node).allocatable.get("nvidia.com/gpu", 0) == taken
+
+
+@pytest.mark.parametrize(
+    ("queue", "needle"),
+    [
+        pytest.param(b.queue("default"), "waiting for the scheduler", id="open-queue"),
+        pytest.param({**b.queue("default"), "status": {"state": "Closed"}}, "queue default is Closed",
+                     id="closed-queue"),
+        pytest.param(b.queue("other"), "queue default does not exist", id="missing-queue"),
+    ],
+)
+def test_a_gang_volcano_will_never_place_is_not_reported_as_waiting_for_it(queue: dict[str, Any],
+                                                                           needle: str) -> None:
+    plan = b.plan_of(b.items(b.node("n1"), queue, b.gang("team-b", "b", members=2, gpus=1)))
+    (decision,) = plan.starving
+    assert decision.decision == "wait" and needle in decision.reason

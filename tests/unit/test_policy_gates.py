@@ -1,4 +1,4 @@
-"""Gate releases (scale up) per DESIGN step 5."""
+"""Gate releases (scale up): ARCHITECTURE.md, "The agent's cycle", step 5."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, queue
+from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, queue, ts
 
 GATE = "volcano-elastic.io/scale-up"
 
@@ -35,8 +35,9 @@ def test_releases_lowest_index_first_up_to_max() -> None:
 
 
 def test_only_where_it_fits_now() -> None:
-    assert released(plan_of(node("n0", gpus=5), *job())) == ["j-worker-3", "j-worker-4"]
-    assert released(plan_of(node("n0", gpus=3), *job())) == []
+    half = cfg(minScaleUpGain=0.5)  # 3 -> 5 workers: +67 %
+    assert released(plan_of(node("n0", gpus=5), *job(), cfg=half)) == ["j-worker-3", "j-worker-4"]
+    assert released(plan_of(node("n0", gpus=3), *job(), cfg=half)) == []
 
 
 def test_capacity_promised_to_earlier_releases_is_taken() -> None:
@@ -47,26 +48,87 @@ def test_capacity_promised_to_earlier_releases_is_taken() -> None:
 
 
 def test_releases_on_other_nodes() -> None:
-    plan = plan_of(node("n0", gpus=3), node("n1", gpus=2), *job())
+    plan = plan_of(node("n0", gpus=3), node("n1", gpus=2), *job(), cfg=cfg(minScaleUpGain=0.5))
     assert sorted(released(plan)) == ["j-worker-3", "j-worker-4"]
     assert {g.node for g in plan.gate_releases} == {"n1"}
 
 
 @pytest.mark.parametrize(
     ("limit", "expected"),
-    [pytest.param(0, [], id="zero"), pytest.param(1, ["j-worker-3"], id="one"),
-     pytest.param(2, ["j-worker-3", "j-worker-4"], id="two")],
+    [pytest.param(0, [], id="zero"), pytest.param(1, ["b-worker-1", "b-worker-2", "b-worker-3"], id="one"),
+     pytest.param(2, ["b-worker-1", "b-worker-2", "b-worker-3", "a-worker-2", "a-worker-3"], id="two")],
 )
-def test_max_scale_up_per_cycle(limit: int, expected: list[str]) -> None:
-    assert released(plan_of(node("n0"), *job(), cfg=cfg(maxScaleUpPerCycle=limit))) == expected
+def test_max_scale_up_per_cycle_counts_jobs_each_grown_in_full(limit: int, expected: list[str]) -> None:
+    objs = [node("n0"), *job("a", min_r=1, max_r=4, running=2), *job("b", min_r=1, max_r=4, running=1)]
+    assert released(plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=limit))) == expected
+
+
+def test_grows_to_the_largest_size_that_fits_in_one_event() -> None:
+    # 2 of max 8 running on an 8-GPU node: the six others in one cycle (one restart, not three).
+    plan = plan_of(node("n0"), *job(min_r=2, max_r=8, running=2), cfg=cfg(maxScaleUpPerCycle=2))
+    assert released(plan) == [f"j-worker-{i}" for i in range(2, 8)]
+    assert "grows from 2 to 8 of max 8 workers in one scale event" in plan.gate_releases[0].reason
+
+
+@pytest.mark.parametrize(
+    ("free", "gain", "expected"),
+    [pytest.param(1, 0.5, 0, id="+25%-below-0.5"), pytest.param(2, 0.5, 2, id="+50%-at-0.5"),
+     pytest.param(1, 0.25, 1, id="+25%-at-0.25"), pytest.param(1, 0.0, 1, id="off")],
+)
+def test_growth_must_be_worth_a_restart(free: int, gain: float, expected: int) -> None:
+    plan = plan_of(node("n0", gpus=4 + free), *job(min_r=2, max_r=8, running=4), cfg=cfg(minScaleUpGain=gain))
+    assert len(released(plan)) == expected
+
+
+def test_room_not_worth_a_restart_goes_to_the_next_job() -> None:
+    # a (4 of 4..8, least fulfilled, first) could take n0's free GPU: +25 %, not worth a restart at 0.3;
+    # c (3 of 2..4, n1 full) takes it instead: +33 %.
+    objs = [node("n0", gpus=5), *job("a", min_r=4, max_r=8, running=4), node("n1", gpus=3),
+            *job("c", min_r=2, max_r=4, running=3, nodes=["n1"])]
+    plan = plan_of(*objs, cfg=cfg(minScaleUpGain=0.3))
+    assert released(plan) == ["c-worker-3"] and plan.gate_releases[0].node == "n0"
+
+
+def test_first_rendezvous_takes_elastic_workers_without_minimum_gain() -> None:
+    # Just placed (10 s ago), never scaled: +1 worker (+25 %) joins its first rendezvous for free.
+    objs = [node("n0", gpus=5), *job(min_r=4, max_r=8, running=4, scheduled_at=ago(10))]
+    plan = plan_of(*objs)
+    assert released(plan) == ["j-worker-4"] and "first rendezvous" in plan.gate_releases[0].reason
+    objs = [node("n0", gpus=5), *job(min_r=4, max_r=8, running=4, scheduled_at=ago(60))]
+    assert released(plan_of(*objs)) == []  # its rendezvous is over: +25 % is not worth a restart
+    objs = [node("n0", gpus=5), *job(min_r=4, max_r=8, running=4, scheduled_at=ago(60))]
+    assert released(plan_of(*objs, cfg=cfg(firstRendezvousSeconds=90))) == ["j-worker-4"]
+
+
+def test_first_rendezvous_goes_first() -> None:
+    # b is more fulfilled, but its growth costs no restart.
+    objs = [node("n0", gpus=4), *job("a", min_r=1, max_r=2, running=1),
+            *job("b", min_r=1, max_r=4, running=2, scheduled_at=ago(5))]
+    assert released(plan_of(*objs)) == ["b-worker-2"]
+
+
+@pytest.mark.parametrize(
+    ("direction", "since", "settings", "releases"),
+    [
+        pytest.param("down", 400, {}, True, id="down-after-cooldown"),
+        pytest.param("down", 400, {"scaleUpSnoozeSeconds": 900}, False, id="down-snoozed"),
+        pytest.param("up", 400, {"scaleUpSnoozeSeconds": 900}, True, id="up-not-snoozed"),
+        pytest.param("down", 1000, {"scaleUpSnoozeSeconds": 900}, True, id="snooze-over"),
+    ],
+)
+def test_snooze_after_a_shrink(direction: str, since: int, settings: dict[str, Any], releases: bool) -> None:
+    objs = job(last_scale=ago(since))
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-scale-direction"] = direction
+    assert bool(plan_of(node("n0"), *objs, cfg=cfg(**settings)).gate_releases) is releases
 
 
 def test_max_scale_up_is_per_queue() -> None:
     objs = [node("n0"), node("n1"), *job("a", queue="qa"), *job("b", queue="qb", nodes=["n1"])]
     plan = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1))
-    assert sorted(released(plan)) == ["a-worker-3", "b-worker-3"]
+    assert sorted(released(plan)) == ["a-worker-3", "a-worker-4", "a-worker-5",
+                                      "b-worker-3", "b-worker-4", "b-worker-5"]
     objs = [node("n0"), node("n1"), *job("a", queue="q"), *job("b", queue="q", nodes=["n1"])]
-    assert len(released(plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1)))) == 1
+    assert {r.job for r in plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1)).gate_releases} == {"ns/a"}
 
 
 @pytest.mark.parametrize(
@@ -91,7 +153,8 @@ def test_least_fulfilled_job_first() -> None:
 
 def test_fulfillment_recomputed_as_gates_are_lifted() -> None:
     objs = [node("n0"), *job("a", min_r=1, max_r=3, running=1), *job("b", min_r=1, max_r=3, running=1)]
-    assert released(plan_of(*objs)) == ["a-worker-1", "b-worker-1", "a-worker-2", "b-worker-2"]
+    # Each job grows to its largest size at once, least fulfilled (then lowest index, name) first.
+    assert released(plan_of(*objs)) == ["a-worker-1", "a-worker-2", "b-worker-1", "b-worker-2"]
 
 
 def test_running_jobs_only() -> None:
@@ -113,7 +176,8 @@ def test_blocked_while_a_waiting_gang_could_be_placed_by_evicting() -> None:
 
 def test_room_of_a_waiting_gang_that_fits_now_is_set_aside() -> None:
     # 5 GPUs free; the gang's pod takes 4 of them: one gate is lifted around it, nothing blocks.
-    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=4, waiting_since=ago(10)))
+    plan = plan_of(node("n0"), *job(), *gang("ns", "g", members=1, gpus=4, waiting_since=ago(10)),
+                   cfg=cfg(minScaleUpGain=0))
     assert released(plan) == ["j-worker-3"] and plan.scale_up_blocked_by == ()
 
 
@@ -180,7 +244,7 @@ def test_gang_its_queue_share_keeps_out_does_not_block() -> None:
 
 def test_gang_its_own_queue_can_make_room_for_has_its_room_set_aside() -> None:
     # a (qa) is cooling down: g waits for its victims; its 2 GPUs on n1 are kept free for it.
-    plan = plan_of(*over_share(a_last_scale=ago(60)))
+    plan = plan_of(*over_share(a_last_scale=ago(60)), cfg=cfg(minScaleUpGain=0.5))  # b: 4 -> 6
     assert plan.scale_up_blocked_by == ()
     assert released(plan) == ["b-worker-4", "b-worker-5"]
 
@@ -196,3 +260,53 @@ def test_released_only_within_the_queue_share_volcano_admits() -> None:
     assert released(plan_of(*objs)) == ["b-worker-2", "b-worker-3", "b-worker-4", "b-worker-5"]
     without_b = [o for o in objs if not o["metadata"]["name"].startswith("b")]
     assert released(plan_of(*without_b)) == ["a2-worker-2", "a2-worker-3", "a2-worker-4", "a2-worker-5"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "free", "expected"),
+    [pytest.param({"volcano-elastic.io/worker-counts": "2,4,8"}, 4, 2, id="counts-2-4-8-at-2-room-for-4"),
+     pytest.param({"volcano-elastic.io/worker-counts": "2,4,8"}, 6, 6, id="counts-to-8"),
+     pytest.param({"volcano-elastic.io/worker-counts": "2,8"}, 5, 0, id="counts-no-valid-size-fits"),
+     pytest.param({"volcano-elastic.io/worker-step": "3"}, 4, 3, id="step-3"),
+     pytest.param({}, 4, 4, id="unconstrained")],
+)
+def test_grows_only_to_an_allowed_world_size(annotation: dict[str, str], free: int, expected: int) -> None:
+    objs = job(min_r=2, max_r=8, running=2)
+    objs[0]["metadata"]["annotations"].update(annotation)
+    plan = plan_of(node("n0", gpus=2 + free), *objs)
+    assert released(plan) == [f"j-worker-{i}" for i in range(2, 2 + expected)]
+    if expected and annotation:
+        assert "allowed counts" in plan.gate_releases[0].reason
+
+
+def test_room_a_valid_size_leaves_goes_to_the_next_job() -> None:
+    # a (counts 2,4) could place 3 more but takes 2 (to 4); the third pod's GPU goes to b.
+    a = job("a", min_r=2, max_r=6, running=2)
+    a[0]["metadata"]["annotations"]["volcano-elastic.io/worker-counts"] = "2,4"
+    objs = [node("n0", gpus=5), *a, node("n1", gpus=3), *job("b", min_r=3, max_r=4, running=3, nodes=["n1"])]
+    plan = plan_of(*objs, cfg=cfg(minScaleUpGain=0.3))
+    assert released(plan) == ["a-worker-2", "a-worker-3", "b-worker-3"]
+    assert [r.node for r in plan.gate_releases] == ["n0", "n0", "n0"]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_age", "window", "releases"),
+    [pytest.param(600, 300, False, id="checkpointed-10min-ago-window-5min"),
+     pytest.param(120, 300, True, id="checkpointed-2min-ago"),
+     pytest.param(None, 300, True, id="no-checkpoint-published"),
+     pytest.param(600, None, True, id="no-window")],
+)
+def test_growth_waits_for_a_fresh_checkpoint(checkpoint_age: int | None, window: int | None, releases: bool) -> None:
+    objs = job(min_r=2, max_r=6, running=2)
+    if checkpoint_age is not None:
+        objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(checkpoint_age))
+    plan = plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=window))
+    assert bool(plan.gate_releases) is releases
+    if releases and window is not None and checkpoint_age is not None:
+        assert "scaleUpAfterCheckpointSeconds" in plan.gate_releases[0].reason
+
+
+def test_first_rendezvous_does_not_wait_for_a_checkpoint() -> None:
+    objs = job(min_r=2, max_r=6, running=2, scheduled_at=ago(5))
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(3600))
+    assert len(plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=60)).gate_releases) == 4

@@ -4,6 +4,7 @@ distinct priorities (issue 16: reordering the victim key must not make the two s
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -86,7 +87,11 @@ def test_victim_key_names_its_fields() -> None:
     job = JobState("ns/a", None, "q", -4, ElasticBounds(1, 5), running_workers=3)
     pod = PodView("ns", "a-worker-2", "u", replica_index=2)
     key = ordering.victim_key(ordering.job_rank(job), pod)
-    assert key == ordering.VictimKey(neg_fulfillment=-0.5, priority=-4, neg_replica_index=-2, uid="u")
+    assert key == ordering.VictimKey(neg_fulfillment=-0.5, priority=-4, neg_checkpoint=math.inf, gpus_restarted=0,
+                                     neg_replica_index=-2, uid="u")
+    job.loss = (-1.7e9, 12)  # checkpointed at that POSIX time; 12 GPUs restart (set by the planner)
+    key = ordering.victim_key(ordering.job_rank(job), pod)
+    assert ordering.VictimKey(*key)[2:4] == (-1.7e9, 12)
 
 
 # -- the monotonicity contract -----------------------------------------------------------------------
@@ -142,3 +147,42 @@ def test_indexed_search_matches_the_exhaustive_scan_on_any_priorities(
     objs, cfg = cluster
     fast, slow = plan_fast_and_exhaustive(parse(objs, cfg), cfg, NOW)
     assert fast == slow
+
+
+# -- restart cost (issue 19): criterion 3 after fairness, before the index -----------------------------
+def _with_checkpoint(objs: list[dict[str, Any]], seconds_ago: int) -> list[dict[str, Any]]:
+    from tests.builders import ago, ts
+
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            ann = o["metadata"].setdefault("annotations", {})
+            ann["volcano-elastic.io/last-checkpoint-time"] = ts(ago(seconds_ago))
+    return objs
+
+
+@pytest.mark.parametrize(
+    ("criterion", "a", "b", "a_ckpt", "b_ckpt", "victim"),
+    [
+        # Equal fairness: b checkpointed a minute ago, a an hour ago; a's index (7) is higher and its node
+        # comes later: b gives (less work lost).
+        ("checkpoint before index", (1, 8, 1, -2), (1, 8, 1, -2), 3600, 60, "b-worker-7"),
+        # Unknown checkpoint counts as the oldest.
+        ("unknown checkpoint is the oldest", (1, 8, 1, -2), (1, 8, 1, -2), None, 600, "b-worker-7"),
+        # Fairness stays first: a is more fulfilled, b checkpointed more recently: a gives.
+        ("fulfillment before checkpoint", (2, 8, 1, -2), (2, 10, 1, -2), 3600, 60, "a-worker-7"),
+        # (fewer GPUs restarted among equals: test_policy_eviction.test_fewer_gpus_restarted_among_equals)
+    ],
+)
+def test_restart_cost_precedence(criterion: str, a: tuple[int, int, int, int], b: tuple[int, int, int, int],
+                                 a_ckpt: int | None, b_ckpt: int | None, victim: str) -> None:
+    cfg = ElasticConfig()
+    ja, jb = _job("a", "n1", a), _job("b", "n0", b)
+    if a_ckpt is not None:
+        _with_checkpoint(ja, a_ckpt)
+    if b_ckpt is not None:
+        _with_checkpoint(jb, b_ckpt)
+    snap = snapshot_of(node("n0"), node("n1"), priority_class("top", 100), *ja, *jb,
+                       *gang("ns", "g", members=1, gpus=1, priority_class="top"), cfg=cfg)
+    fast, slow = plan_fast_and_exhaustive(snap, cfg, NOW)
+    assert fast == slow, criterion
+    assert [e.pod for e in fast.evictions] == [f"ns/{victim}"], (criterion, fast.starving)

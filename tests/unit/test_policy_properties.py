@@ -21,7 +21,7 @@ from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.shares import plan_shares, usage_of
-from elastic_controller.policy.world import build_world, node_base
+from elastic_controller.policy.world import PlanCache, build_world, node_base
 from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
@@ -126,6 +126,7 @@ def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = 
         maxEvictionsPerCycle=draw(st.sampled_from([0, 1, 2, 4, 8, 16, 16])),
         maxScaleUpPerCycle=draw(st.integers(0, 4)),
         preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
+        minScaleUpGain=draw(st.sampled_from([0.0, 0.5, 1.0])),
     )
     return objs, ElasticConfig(defaults=defaults)
 
@@ -289,8 +290,21 @@ def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], Elast
         assert p.bounds is not None
         running = sum(1 for m in members if m.replica_type == "worker" and m.running)
         assert running + added[pg.key] <= p.bounds.max_replicas
-    for q, n in per_queue.items():
-        assert n <= cfg.queue_policy(q).maxScaleUpPerCycle
+    # maxScaleUpPerCycle counts the jobs grown (one scale event each) per queue; each grows by at
+    # least minScaleUpGain unless it is in its first rendezvous (never scaled, placed 30 s ago).
+    jobs_per_queue: dict[str, set[str]] = {}
+    for r in plan.gate_releases:
+        jobs_per_queue.setdefault(r.queue, set()).add(r.job)
+    for q, grown_jobs in jobs_per_queue.items():
+        assert len(grown_jobs) <= cfg.queue_policy(q).maxScaleUpPerCycle
+    for key, n in added.items():
+        members = [m for m in snap.pods if m.group_key == key]
+        running = sum(1 for m in members if m.replica_type == "worker" and m.running)
+        placed_at = [m.scheduled_at for m in members if m.placed and m.scheduled_at]
+        policy = cfg.queue_policy(pgs[key].queue)
+        first = pgs[key].last_scale is None and bool(placed_at) and (
+            (NOW - min(placed_at)).total_seconds() <= policy.firstRendezvousSeconds)
+        assert first or n / max(1, running) >= policy.minScaleUpGain, (key, n, running)
     # A queue grows only within the share Volcano's proportion plugin admits.
     volcano = plan_shares(snap.queues, snap.nodes, snap.pods, pgs, volcano_view=True)
     grown: dict[str, int] = {}
@@ -353,10 +367,12 @@ def test_node_memo_across_cycles_does_not_change_the_plan(cluster: tuple[list[di
     objs, cfg = cluster
     snap = parse(objs, cfg)
     later = dataclasses.replace(snap, pods=tuple(p for p in snap.pods if rnd.random() < 0.7))
-    plan_cycle(snap, cfg, NOW)  # fills the memo
-    reused = plan_cycle(later, cfg, NOW)
+    cache = PlanCache()
+    plan_cycle(snap, cfg, NOW, cache=cache)  # fills the memo
+    reused = plan_cycle(later, cfg, NOW, cache=cache)
+    assert cache.nodes is not None and cache.nodes.nodes is snap.nodes
     fresh_nodes = tuple(dataclasses.replace(n) for n in snap.nodes)
-    assert node_base(fresh_nodes) is not node_base(snap.nodes)
+    assert node_base(fresh_nodes, cache) is not node_base(snap.nodes)
     assert reused == plan_cycle(dataclasses.replace(later, nodes=fresh_nodes), cfg, NOW)
 
 

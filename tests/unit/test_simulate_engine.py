@@ -33,15 +33,18 @@ def times(result: SimResult) -> dict[str, tuple[float, float]]:
 
 # --- hand-computed scenarios ---------------------------------------------------------------------
 
-@pytest.mark.parametrize(("policy", "finish", "restarts"), [
-    # t=0: min (1 worker, 4 GPUs) starts; the agent lifts worker-1's gate in the same cycle, the job
-    # restarts (60 s) and runs on 8 GPUs: 4000 GPU-s / 8 = 500 s after the restart.
-    ("elastic", 560.0, 1),
-    ("static-max", 500.0, 0),
-    ("static-min", 1000.0, 0),
-], ids=["elastic-grows-at-once", "static-max", "static-min"])
-def test_lone_job(policy: str, finish: float, restarts: int) -> None:
-    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), ElasticConfig(), policy, LINEAR)
+@pytest.mark.parametrize(("policy", "last_call", "finish", "restarts"), [
+    # t=0: min (1 worker, 4 GPUs) starts; the agent lifts worker-1's gate in the same cycle, which
+    # joins the job's first rendezvous (within its last call): no restart, 8 GPUs from the start.
+    ("elastic", 30.0, 500.0, 0),
+    # Without a last call the job restarts (60 s) and runs on 8 GPUs: 500 s after the restart.
+    ("elastic", 0.0, 560.0, 1),
+    ("static-max", 30.0, 500.0, 0),
+    ("static-min", 30.0, 1000.0, 0),
+], ids=["elastic-grows-in-first-rendezvous", "elastic-grows-at-once-restarts", "static-max", "static-min"])
+def test_lone_job(policy: str, last_call: float, finish: float, restarts: int) -> None:
+    settings = dataclasses.replace(LINEAR, rendezvous_last_call=last_call)
+    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), ElasticConfig(), policy, settings)
     assert times(r) == {"a": (0.0, finish)}
     assert r.restarts == restarts
     assert r.cooldown_violations == 0
@@ -52,24 +55,25 @@ def test_lone_job(policy: str, finish: float, restarts: int) -> None:
 
 
 def test_eviction_waits_for_cooldown_and_grace() -> None:
-    """A grows at 0 (cooldown until 300). B (rigid, 4 GPUs) arrives at 200 and starves at 230,
-    but A's elastic worker is only evictable at 300; it holds its GPUs for the 30 s grace period,
-    so B starts at 330 and ends at 1330. A: 60..300 at 8 GPU/s (1920), restart, 360..1330 at 4
-    (3880), regrows at 1330 (B's GPUs), restart, 2200 left at 8 from 1390: done at 1665."""
+    """A grows at 0 in its first rendezvous (no restart; cooldown until 300). B (rigid, 4 GPUs)
+    arrives at 200 and starves at 230, but A's elastic worker is only evictable at 300; it holds its
+    GPUs for the 30 s grace period, so B starts at 330 and ends at 1330. A: 0..300 at 8 GPU/s
+    (2400), restart, 360..1330 at 4 (3880), regrows at 1330 (B's GPUs), restart, 1720 left at 8
+    from 1390: done at 1605."""
     jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 200, 1, 1, 4, 4000)]
     r = simulate(jobs, cluster(), ElasticConfig(), "elastic", LINEAR)
-    assert times(r) == {"a": (0.0, 1665.0), "b": (330.0, 1330.0)}
+    assert times(r) == {"a": (0.0, 1605.0), "b": (330.0, 1330.0)}
     a = r.jobs[0]
-    assert a.evictions == 1 and a.restarts == 3
+    assert a.evictions == 1 and a.restarts == 2
     assert [d for _, d in a.scale_events] == ["up", "down", "up"]
     assert [t for t, _ in a.scale_events] == [0.0, 300.0, 1330.0]
     assert r.evictions == 1 and r.cooldown_violations == 0 and not r.rejected_decisions
-    # Busy: 1920 + 3880 + 2200 (A) + 4000 (B); not the restarts (0-60, 300-360, 1330-1390) nor
-    # the evicted worker's grace period (300-330).
+    # Busy: 2400 + 3880 + 1720 (A) + 4000 (B); not the restarts (300-360, 1330-1390) nor the
+    # evicted worker's grace period (300-330).
     assert r.gpu_seconds_busy == pytest.approx(12000.0)
     # Allocated: A's 8 GPUs 0-300, the victim's 4 through its grace 300-330, A's 4 300-1330, B's 4
-    # 330-1330, A's 8 1330-1665.
-    assert r.gpu_seconds_allocated == pytest.approx(8 * 300 + 4 * 30 + 4 * 1030 + 4 * 1000 + 8 * 335)
+    # 330-1330, A's 8 1330-1605.
+    assert r.gpu_seconds_allocated == pytest.approx(8 * 300 + 4 * 30 + 4 * 1030 + 4 * 1000 + 8 * 275)
     # Until the last submission (200 s) A held all 8 GPUs.
     assert r.gpu_allocation_while_arriving == pytest.approx(1.0)
 

@@ -121,7 +121,7 @@ def test_webhook_keeps_answering_with_32_slow_clients(default_server: Server) ->
             slowest = max(slowest, time.monotonic() - started)
             time.sleep(0.3)
         assert sent[0] > SLOW_CLIENTS * 10  # the slow clients really were there, trickling
-        assert slowest < 2.0, f"slowest /healthz + review took {slowest:.1f}s"
+        assert slowest < 3.0, f"slowest /healthz + review took {slowest:.1f}s"
         assert answered >= 10
     finally:
         stop.set()

@@ -163,7 +163,7 @@ PARITY: list[tuple[str, dict[str, Any], str, list[str]]] = [
     ("unsupported managedBy", _edit(job(), lambda o: o["spec"].update(runPolicy={"managedBy": "me.io/x"})),
      "deny", ["runPolicy.managedBy is 'me.io/x'"]),
     ("MultiKueue managedBy", _edit(job(), lambda o: o["spec"].update(runPolicy=dict(
-        managedBy="kueue.x-k8s.io/multikueue"))), "admit", []),
+        managedBy="kueue.x-k8s.io/multikueue"))), "warn", ["leaves this job alone", "managed by MultiKueue"]),
     ("a sidecar next to the pytorch container",
      _edit(job(), lambda o: _worker(o)["template"]["spec"]["containers"].append({"name": "log", "image": "busybox"})),
      "admit", []),
@@ -186,3 +186,37 @@ def test_parity_with_the_training_operator_webhook(obj: dict[str, Any], operator
             assert not text, text
     for needle in needles:
         assert needle in text, (needle, text)
+
+
+# ---------------------------------------------------------------------- neighbours
+def _kueue_job(template_label: bool, **kw: Any) -> dict[str, Any]:
+    obj = job(**kw)
+    obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-lq"}
+    if template_label:
+        _worker(obj)["template"]["metadata"] = {"labels": {"kueue.x-k8s.io/queue-name": "team-lq"}}
+    return obj
+
+
+def test_neighbours_jobs_skip_our_elastic_rules_but_not_the_operators() -> None:
+    """A job Kueue or another scheduler owns is not ours: our elastic rules do not apply to it (it
+    is admitted with a note), what the training operator rejects is still rejected."""
+    never = _kueue_job(True, restart_policy="Never", min_replicas=5, max_replicas=4)
+    resp = answer(never)
+    assert resp["allowed"] is True
+    assert any("leaves this job alone because it is managed by Kueue" in w for w in resp["warnings"])
+    assert not any("add the label" in w for w in resp["warnings"])
+    other = job(restart_policy="Never")
+    _worker(other)["template"]["spec"]["schedulerName"] = "kai-scheduler"
+    resp = answer(other)
+    assert resp["allowed"] is True and any("scheduled by 'kai-scheduler'" in w for w in resp["warnings"])
+    broken = _kueue_job(True)
+    _worker(broken)["replicas"] = 0
+    resp = answer(broken)
+    assert resp["allowed"] is False and "Worker.replicas is 0" in resp["status"]["message"]
+
+
+def test_kueue_job_without_the_label_in_its_templates_is_told_to_add_it() -> None:
+    resp = answer(_kueue_job(False))
+    assert resp["allowed"] is True
+    assert any("add the label kueue.x-k8s.io/queue-name to the pod template of Worker" in w for w in resp["warnings"])
+    assert all(len(w) < 256 for w in resp["warnings"])

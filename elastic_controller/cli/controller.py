@@ -7,7 +7,6 @@ leader writes), /healthz /readyz /metrics on one port, JSON logs, graceful shutd
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -18,32 +17,14 @@ import time
 import uuid
 from typing import Any
 
-from .healthserver import HealthServer
+from ..healthserver import HealthServer
+from ..logs import json_handler
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
 
 HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
 
-_STD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line; ``extra=`` fields (job, queue, pod, reason, ...) become keys."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage(),
-        }
-        for k, v in vars(record).items():
-            if k not in _STD_ATTRS and not k.startswith("_"):
-                out[k] = v
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
 def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler = json_handler(sys.stderr)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -52,8 +33,8 @@ def setup_logging(level: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="ElasticConfig YAML (defaults when absent)")
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    add_config_flag(parser)
+    add_kubeconfig_flag(parser)
     parser.add_argument("--http-port", type=int, default=8080, help="/healthz /readyz /metrics (0: off)")
     parser.add_argument("--http-address", default="0.0.0.0")
     parser.add_argument("--lease-name", default="volcano-elastic-controller")
@@ -96,9 +77,13 @@ class PrometheusMetrics:
         self.controller_actions = Counter(p + "controller_actions_total", "PodGroup writes and job warnings",
                                           ["action"], registry=r)
         self.leader = Gauge(p + "leader", "1 while this replica holds the Lease", registry=r)
+        self.skipped_objects = Gauge(p + "skipped_objects",
+                                     "Objects the agent cannot use as they are (malformed, implausible), by kind",
+                                     ["kind"], registry=r)
+        self._skipped_kinds: set[str] = set()
         self.writes_refused = Counter(p + "writes_refused_total",
-                                      "Agent cycles stopped before a write, by why (not-leader)", ["reason"],
-                                      registry=r)
+                                      "Agent cycles stopped before writing, by why (not-leader, stale-cache)",
+                                      ["reason"], registry=r)
         self._queues: set[str] = set()
 
     # AgentMetrics
@@ -113,6 +98,11 @@ class PrometheusMetrics:
 
     def write_refused(self, reason: str) -> None:
         self.writes_refused.labels(reason).inc()
+
+    def skipped(self, by_kind: dict[str, int]) -> None:
+        for kind in self._skipped_kinds | set(by_kind):
+            self.skipped_objects.labels(kind).set(by_kind.get(kind, 0))
+        self._skipped_kinds |= set(by_kind)
 
     def starving(self, by_queue: dict[str, int]) -> None:
         for q in self._queues | set(by_queue):
@@ -157,6 +147,9 @@ class Health:
         missing = self.caches.unsynced()
         if missing:
             return 503, "caches not synced: " + ", ".join(missing)
+        stale = self.caches.stale()
+        if stale:  # an API outage: the watches failed and no relist has succeeded yet
+            return 503, "caches stale (API server unreachable?): " + ", ".join(stale)
         return 200, "ok"
 
 
@@ -179,24 +172,20 @@ def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetri
 
 
 def run(args: argparse.Namespace) -> int:
-    from .agent import Agent
-    from .config import ConfigError, load_config_file
-    from .controller import Controller
-    from .kube.caches import Caches
-    from .kube.client import ClientSettings, KubeClient
-    from .kube.errors import KubeError
-    from .kube.events import EventRecorder
-    from .kube.leader import LeaderElector, LeaseSettings
-    from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
-    from .volcanoconf import check_scheduler, describe
+    from ..agent import Agent
+    from ..controller import Controller
+    from ..kube.caches import Caches
+    from ..kube.client import ClientSettings, KubeClient
+    from ..kube.errors import KubeError
+    from ..kube.events import EventRecorder
+    from ..kube.fence import FencedAPI
+    from ..kube.leader import LeaderElector, LeaseSettings
+    from ..kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+    from ..volcanoconf import check_scheduler, describe
 
     setup_logging(args.log_level)
     log = logging.getLogger("volcano-elastic")
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "controller")
     try:
         # one connection per watch (7) plus one per worker and a few for the agent and events
         client = KubeClient.from_kubeconfig(args.kubeconfig, ClientSettings(pool_size=args.workers + 16))
@@ -217,16 +206,25 @@ def run(args: argparse.Namespace) -> int:
     metrics = PrometheusMetrics()
     caches = Caches(client, on_restart=metrics.watch_restart)
     recorder = EventRecorder(client)  # a dry-run agent never reaches the point of emitting
-    controller = Controller(client, caches, cfg, recorder, workers=args.workers,
-                            observe=metrics.controller_action)
     identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     elector = None if args.no_leader_elect else LeaderElector(client, identity, LeaseSettings(
         args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline, args.retry_period))
     # Every agent write checks the Lease first: held, and renewed within the renew deadline.
     may_write = (lambda: True) if elector is None else elector.leading_now
     agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write)
+    # The controller's workers write through the same check (a refused write is retried later).
+    controller = Controller(FencedAPI(client, may_write), caches, cfg, recorder, workers=args.workers,
+                            observe=metrics.controller_action)
     caches.add_handler(controller.on_event, (PYTORCHJOBS, PODGROUPS, NAMESPACES, QUEUES, PODS))
     caches.add_handler(agent.on_event)
+
+    def recovered(res: Any) -> None:
+        # A cache relisted after an outage: reconcile every job now, not after each key's retry
+        # backoff (PodGroups of jobs created during the outage appear within a second).
+        if health.leading.is_set() and res in (PYTORCHJOBS, PODGROUPS):
+            controller.enqueue_all()
+
+    caches.on_recovered(recovered)
     health = Health(caches, stale_after=max(60.0, 6 * cfg.agent.intervalSeconds))
     server = serve_http(args.http_address, args.http_port, health, metrics) if args.http_port else None
     caches.start()
@@ -244,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
             shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap,
                                      None if cfg.agent.dryRun else recorder)
             log.info("agent starting", extra={"shares": shares, "dry_run": cfg.agent.dryRun})
+            if cfg.shares.plugin != "proportion":  # remove once CapacityModel drives the planner (issue 21)
+                log.warning("shares.plugin %s is not used by the planner yet: evictions and gate lifts still "
+                            "follow the proportion rules", cfg.shares.plugin)
             t = threading.Thread(target=agent.run, args=(work_stop,), name="agent", daemon=True)
             t.start()
             agent_thread.append(t)

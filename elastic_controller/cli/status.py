@@ -9,14 +9,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
+
 HELP = "show elastic jobs per queue: min/current/max, fulfillment, cooldown, gated and starving pods, why"
 
 COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVING", "LAST DECISION")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
+    add_kubeconfig_flag(parser)
+    add_config_flag(parser, "the one the controller runs with")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
@@ -30,11 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
                namespace: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Queue -> rows (pure: objects in, rows out)."""
-    from .policy import keys
-    from .policy.cooldowns import cooldown_remaining, fulfillment
-    from .policy.cycle import plan_cycle
-    from .policy.parse import parse_objects
-    from .policy.podgroups import JobSpecError, job_bounds
+    from ..policy import keys
+    from ..policy.cooldowns import cooldown_remaining, fulfillment
+    from ..policy.cycle import plan_cycle
+    from ..policy.parse import parse_objects
+    from ..policy.podgroups import JobSpecError, job_bounds
 
     snap, _ = parse_objects(items, cfg)
     plan = plan_cycle(snap, cfg, now)
@@ -74,7 +76,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "max": bounds.max_replicas if bounds else pg.min_member,
             "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
             if bounds and workers >= bounds.min_replicas else None,
-            "cooldownSeconds": int(cooldown_remaining(pg, policy, now)),
+            "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
@@ -83,6 +85,25 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         }
         out.setdefault(pg.queue, []).append(row)
     return out
+
+
+def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
+    """Objects the agent cannot use as they are (malformed, or partly implausible like a node
+    claiming 1e18 GPUs), one line each: what the agent logs once at WARNING."""
+    from ..policy.parse import parse_objects
+
+    snap, warnings = parse_objects(items, cfg)
+    out = list(warnings)
+    for node in snap.nodes:
+        out.extend(f"Node {node.name}: {problem}" for problem in node.problems)
+    return out
+
+
+def render_skipped(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return f"SKIPPED OBJECTS ({len(lines)}: not used by the agent as they are)\n" + \
+        "".join(f"  {line}\n" for line in lines)
 
 
 def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
@@ -116,8 +137,8 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
-    from .kube.errors import NotFoundError
-    from .kube.resources import SNAPSHOT_RESOURCES
+    from ..kube.errors import NotFoundError
+    from ..kube.resources import SNAPSHOT_RESOURCES
 
     items: list[dict[str, Any]] = []
     for res in SNAPSHOT_RESOURCES:
@@ -130,16 +151,11 @@ def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_config_file
-    from .kube.client import KubeClient
-    from .kube.errors import KubeError
-    from .policy.parse import parse_time
+    from ..kube.client import KubeClient
+    from ..kube.errors import KubeError
+    from ..policy.parse import parse_time
 
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "status")
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
@@ -151,19 +167,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
-    from .volcanoconf import two_evictors
+    from ..volcanoconf import two_evictors
 
     warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
+    skipped = skipped_objects(items, cfg)
     if args.output == "json":
         if warning:
             print(warning, file=sys.stderr)
-        print(json.dumps(rows, indent=2))
+        out: dict[str, Any] = dict(rows)
+        if skipped:
+            out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
+        print(json.dumps(out, indent=2))
     else:
-        from .volcanoconf import check_scheduler
+        from ..volcanoconf import check_scheduler
 
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
-        sys.stdout.write((warning + "\n\n" if warning else "") +
-                         render(rows, shares=check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)))
+        shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
+        sys.stdout.write(render_skipped(skipped))
     return 0
 
 

@@ -1,0 +1,96 @@
+"""The ValidatingAdmissionPolicy that bounds the controller's `patch pods` / `patch pytorchjobs`
+(issue 23, least privilege), exercised on a real kube-apiserver with a real token of the
+controller's ServiceAccount: our gate may be removed and our annotations written; an image, a
+label, a foreign annotation, another gate or a job's spec may not be changed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_controller.kube.client import KubeClient
+from elastic_controller.kube.errors import KubeError
+from elastic_controller.kube.resources import PODS, PYTORCHJOBS
+from tests import builders as b
+from tests.integration.test_manifests_apply import installed, sa_kubeconfig  # noqa: F401 - fixture
+from tests.unit.test_manifests import SA_CONTROLLER
+
+pytestmark = pytest.mark.integration
+GATE = "volcano-elastic.io/scale-up"
+
+
+def _pod(ns: str) -> dict[str, Any]:
+    p = b.pod(ns, "w", group="j", gates=[GATE, "example.com/other"])
+    for k in ("resourceVersion", "uid", "creationTimestamp"):
+        p["metadata"].pop(k, None)
+    p["metadata"]["annotations"] = {"example.com/keep": "1"}
+    p.pop("status", None)
+    p["spec"].pop("nodeName", None)
+    return p
+
+
+def denied(fn: Any) -> KubeError:
+    with pytest.raises(KubeError) as info:
+        fn()
+    assert info.value.status in (403, 422), info.value
+    return info.value
+
+
+def test_the_controller_token_may_only_lift_our_gate_and_write_our_annotations(
+        box: Any, installed: list[dict[str, Any]], namespace: str, tmp_path: Path) -> None:  # noqa: F811
+    admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
+    sa = KubeClient.from_kubeconfig(str(sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "sa.kubeconfig")))
+    try:
+        admin.create(PODS, _pod(namespace), namespace)
+        # The policy is enforced once the API server has loaded it: wait for its first denial.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sa.patch(PODS, "w", {"metadata": {"labels": {"x": "y"}}}, namespace)
+            except KubeError as exc:
+                assert exc.status in (403, 422), exc
+                break
+            admin.patch(PODS, "w", {"metadata": {"labels": {"x": None}}}, namespace)
+            assert time.monotonic() < deadline, "the admission policy never denied a label change"
+            time.sleep(0.5)
+
+        # allowed: our annotations (add, change, remove) and removing our gate
+        sa.patch(PODS, "w", {"metadata": {"annotations": {"volcano-elastic.io/evicted-for": "ns/g"}}}, namespace)
+        sa.patch(PODS, "w", {"metadata": {"annotations": {"volcano-elastic.io/evicted-for": None}}}, namespace)
+        out = sa.patch(PODS, "w", {"spec": {"schedulingGates": [{"$patch": "delete", "name": GATE}]}}, namespace,
+                       patch_type="strategic")
+        assert [g["name"] for g in out["spec"]["schedulingGates"]] == ["example.com/other"]
+
+        # denied: an image, a foreign annotation, another gate, tolerations
+        err = denied(lambda: sa.patch(PODS, "w", {"spec": {"containers": [
+            {"name": "pytorch", "image": "evil:latest"}]}}, namespace, patch_type="strategic"))
+        assert "volcano-elastic" in str(err)
+        denied(lambda: sa.patch(PODS, "w", {"metadata": {"annotations": {"example.com/keep": "2"}}}, namespace))
+        denied(lambda: sa.patch(PODS, "w", {"metadata": {"annotations": {"example.com/keep": None}}}, namespace))
+        denied(lambda: sa.patch(PODS, "w", {"spec": {"schedulingGates": [
+            {"$patch": "delete", "name": "example.com/other"}]}}, namespace, patch_type="strategic"))
+        denied(lambda: sa.patch(PODS, "w", {"spec": {"tolerations": [
+            {"key": "x", "operator": "Exists"}]}}, namespace))
+        pod = admin.get(PODS, "w", namespace)
+        assert pod["spec"]["containers"][0]["image"] != "evil:latest"
+        assert pod["metadata"]["annotations"]["example.com/keep"] == "1"
+
+        # the admin is not bound by it
+        admin.patch(PODS, "w", {"spec": {"containers": [{"name": "pytorch", "image": "other:1"}]}}, namespace,
+                    patch_type="strategic")
+
+        # PyTorchJobs: our cooldown copy yes, anything else no
+        job = b.pytorchjob(namespace, "j", workers=2, min_r=1, max_r=2)
+        for k in ("uid", "creationTimestamp"):
+            job["metadata"].pop(k, None)
+        admin.create(PYTORCHJOBS, job, namespace)
+        sa.patch(PYTORCHJOBS, "j", {"metadata": {"annotations": {
+            "volcano-elastic.io/last-scale-time": "2026-01-01T00:00:00Z"}}}, namespace)
+        denied(lambda: sa.patch(PYTORCHJOBS, "j", {"spec": {"elasticPolicy": {"maxReplicas": 9}}}, namespace))
+        denied(lambda: sa.patch(PYTORCHJOBS, "j", {"metadata": {"annotations": {"other.io/x": "1"}}}, namespace))
+    finally:
+        sa.close()
+        admin.close()
