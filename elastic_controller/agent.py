@@ -60,6 +60,11 @@ log = logging.getLogger(__name__)
 LEDGER_TTL = 600.0  # seconds an eviction stays "in flight" in memory without the cache confirming it
 FAULT_ENV = "VOLCANO_ELASTIC_FAULT"  # test hook: "STEP=sleep:SECONDS", "STEP=raise" or "STEP=exit" (comma-separated)
 FAULT_STEPS = ("victims-stamped", "jobs-stamped", "evicted-one", "gates-stamped", "gate-lifted-one")
+# How long a pod whose eviction a PodDisruptionBudget refused (429, dry-run or real) is no victim:
+# the planner excludes it ("PDB refused eviction") so the next cycles plan other victims instead of
+# the same refused plan forever. Long enough for many cycles (default interval 5 s), short enough that
+# a PDB relaxed meanwhile (a replica ready again, the budget edited) is seen within a minute.
+PDB_REFUSAL_SECONDS = 60.0
 SCALE_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.LAST_DECISION)
 
 
@@ -197,6 +202,7 @@ class Agent:
         self.dry_run = cfg.agent.dryRun if dry_run is None else dry_run
         self.min_gap = min_gap
         self.ledger: dict[str, InFlight] = {}  # pod uid -> eviction in flight
+        self.pdb_refused: dict[str, datetime] = {}  # pod ns/name -> when a PDB last refused its eviction
         self.views = ViewCache()
         self._was_stale = False
         # Objects the planner cannot use (or uses only in part), by (kind, ns/name): the reason last
@@ -316,7 +322,7 @@ class Agent:
             if report.resumed or report.preemptions or report.refused or repaired:
                 snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
             t_plan = time.perf_counter()
-            plan = plan_cycle(snapshot, self.cfg, now, cache=self.plan_cache)
+            plan = plan_cycle(snapshot, self.cfg, now, cache=self.plan_cache, pdb_refused=self._pdb_refused(now))
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)
@@ -341,6 +347,18 @@ class Agent:
         self.last_report = report
         self.heartbeat = time.monotonic()
         return report
+
+    def _pdb_refused(self, now: datetime) -> frozenset[str]:
+        """Pods a PDB refused to evict within the last PDB_REFUSAL_SECONDS (older refusals forgotten)."""
+        for key in [k for k, t in self.pdb_refused.items()
+                    if not 0 <= (now - t).total_seconds() < PDB_REFUSAL_SECONDS]:
+            del self.pdb_refused[key]
+        return frozenset(self.pdb_refused)
+
+    def _refused_by_pdb(self, pod: str, gang: str, now: datetime) -> None:
+        self.pdb_refused[pod] = now
+        log.info("PDB refused eviction; pod is no victim for a while",
+                 extra={"pod": pod, "podgroup": gang, "seconds": PDB_REFUSAL_SECONDS})
 
     def _log_plan(self, plan: CyclePlan) -> None:
         for d in plan.starving:
@@ -538,7 +556,11 @@ class Agent:
                 self._patch_pod_annotations(e.pod, {keys.EVICTED_FOR: gang})
                 stamped_pods.append(e.pod)
             for e in evictions:
-                self._evict(e.pod, e.uid, dry_run=True)
+                try:
+                    self._evict(e.pod, e.uid, dry_run=True)
+                except TooManyRequestsError:
+                    self._refused_by_pdb(e.pod, gang, now)
+                    raise
             self._fault("victims-stamped")
             # 2. Cooldown state, before acting: a job is never scaled without its stamp.
             for j in jobs:
@@ -563,6 +585,8 @@ class Agent:
                 self._evict(e.pod, e.uid)
             except KubeError as exc:
                 # Dry-run passed but the real call did not (a race): stop, keep what is done.
+                if isinstance(exc, TooManyRequestsError):
+                    self._refused_by_pdb(e.pod, gang, now)
                 report.failed[gang] = f"error after {len(done)} eviction(s): {exc}"
                 self.metrics.eviction_failed(e.queue, "race")
                 log.warning("eviction failed after dry-run passed", extra={"pod": e.pod, "podgroup": gang,

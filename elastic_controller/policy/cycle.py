@@ -34,25 +34,27 @@ def _collector_paused() -> Iterator[None]:
 
 
 def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, cache: PlanCache | None = None,
-               search: SearchMode = "indexed") -> CyclePlan:
+               search: SearchMode = "indexed", pdb_refused: frozenset[str] = frozenset()) -> CyclePlan:
     """Pure: the same snapshot, config and ``now`` always give the same plan.
 
     ``cache``: what the caller keeps from one cycle to the next (the agent and each simulation own
     one; without it every cycle is built cold). ``search``: how the victim search finds nodes
     ("exhaustive": every node scored, the reference the indexed search must match). Neither changes
-    the plan."""
+    the plan. ``pdb_refused``: keys ("namespace/name") of pods whose eviction a PodDisruptionBudget
+    refused lately (the agent remembers them for a while): never victims, and counted as
+    "PDB refused eviction" among a waiting gang's excluded candidates."""
     with _collector_paused():
-        return _plan(snapshot, cfg, now, cache, search)
+        return _plan(snapshot, cfg, now, cache, search, pdb_refused)
 
 
 def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
-          search: SearchMode) -> CyclePlan:
+          search: SearchMode, pdb_refused: frozenset[str] = frozenset()) -> CyclePlan:
     world = build_world(snapshot, cfg, now, cache)
     decisions: list[GangDecision] = []
     evictions: list[Eviction] = []
     starving = starving_gangs(world)
     if starving:  # the planner's search index is only worth building when some gang starves
-        planner = Planner(world, search)
+        planner = Planner(world, search, pdb_refused)
         for gang in starving:
             result = planner.plan_gang(gang)
             decisions.append(result.decision)

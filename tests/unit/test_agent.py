@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from elastic_controller.agent import Agent
+from elastic_controller.agent import PDB_REFUSAL_SECONDS, Agent
 from elastic_controller.kube.errors import KubeError, TooManyRequestsError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
@@ -84,9 +85,37 @@ def test_a_pdb_on_one_victim_stops_the_whole_plan() -> None:
     assert LAST not in (kube.get(PODGROUPS, "a", "team-a")["metadata"].get("annotations") or {})
     for name in ("a-worker-4", "a-worker-5"):
         assert EVICTED_FOR not in pod(kube, name)["metadata"]["annotations"]
-    # Next cycle re-plans (PDB gone): same victims, evicted.
-    kube.pdb_blocked.clear()
-    assert sorted(agent.run_cycle().evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
+    assert agent.pdb_refused == {"team-a/a-worker-4": b.NOW}
+
+
+def test_a_pod_a_pdb_protects_is_no_victim_next_cycle() -> None:
+    """Issue 18 (e): the refused plan is not made again; the next cycle takes another worker and
+    the gang's plan completes, the PDB's pod untouched."""
+    kube, agent = make(world())
+    kube.pdb_blocked.add("team-a/a-worker-4")
+    first = agent.run_cycle()
+    assert "team-a/a-worker-4" in first.plan.starving[0].victims and "pdb" in first.failed["team-b/b"]
+    second = agent.run_cycle()
+    assert second.failed == {}
+    assert sorted(second.evicted) == ["team-a/a-worker-3", "team-a/a-worker-5"]
+    assert "team-a/a-worker-4" not in second.plan.starving[0].victims
+    assert not pod(kube, "a-worker-4")["metadata"].get("deletionTimestamp")
+    assert [c[3] for c in kube.verbs("evict", dry_run=False)] == ["a-worker-5", "a-worker-3"]
+
+
+def test_a_pdb_refusal_is_forgotten_after_a_while() -> None:
+    now = [b.NOW]
+    kube = FakeKube()
+    for obj in b.items(world()):
+        kube.add(KINDS[obj["kind"]], obj)
+    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
+    kube.pdb_blocked.add("team-a/a-worker-4")
+    agent.run_cycle()
+    assert agent._pdb_refused(now[0]) == {"team-a/a-worker-4"}
+    now[0] = b.NOW + timedelta(seconds=PDB_REFUSAL_SECONDS - 1)
+    assert agent._pdb_refused(now[0]) == {"team-a/a-worker-4"}
+    now[0] = b.NOW + timedelta(seconds=PDB_REFUSAL_SECONDS)
+    assert agent._pdb_refused(now[0]) == frozenset() and agent.pdb_refused == {}
 
 
 def test_terminating_victims_get_no_successors() -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
@@ -63,6 +64,26 @@ def test_starving_gang_evicts_the_fewest_highest_index_first() -> None:
     ev = plan.evictions[0]
     assert (ev.node, ev.job, ev.queue, ev.for_gang) == ("n0", "ns/v", "default", "ns/g")
     assert ev.reason and "ns/g" in ev.reason
+
+
+@pytest.mark.parametrize(("refused", "victims"), [
+    ((), ["v-worker-5", "v-worker-4"]),
+    (("v-worker-5",), ["v-worker-4", "v-worker-3"]),
+    (("v-worker-5", "v-worker-3"), ["v-worker-4", "v-worker-2"]),
+    (("v-worker-5", "v-worker-4", "v-worker-3"), []),  # only worker-2 left: no plan
+    (("v-worker-0", "v-worker-1"), ["v-worker-5", "v-worker-4"]),  # never candidates anyway
+])
+def test_a_pod_a_pdb_refused_is_never_a_victim(refused: tuple[str, ...], victims: list[str]) -> None:
+    """Issue 18 (e): pods whose eviction a PDB refused lately (the agent passes them) are no victims."""
+    cfg_ = ElasticConfig()
+    snap = snapshot_of(*full_node(), gang("ns", "g", members=1, gpus=4), cfg=cfg_)
+    keys = frozenset(f"ns/{n}" for n in refused)
+    for search in ("indexed", "exhaustive"):
+        plan = plan_cycle(snap, cfg_, NOW, search=search, pdb_refused=keys)  # type: ignore[arg-type]
+        assert names(plan) == victims
+        d, reason = decision(plan)
+        if not victims:
+            assert d == "wait" and "candidates excluded: " in reason and "3 PDB refused eviction" in reason
 
 
 @pytest.mark.parametrize(

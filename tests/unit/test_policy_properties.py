@@ -416,6 +416,20 @@ def test_indexed_node_search_matches_the_exhaustive_scan(cluster: tuple[list[dic
     assert fast == slow
 
 
+@given(clusters())
+@SETTINGS
+def test_a_pdb_refused_pod_is_never_a_victim(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    """The victims of a plan, refused by a PDB, are no victims of the next plan (either search), and
+    the indexed search still matches the exhaustive scan."""
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    refused = frozenset(e.pod for e in plan_cycle(snap, cfg, NOW).evictions)
+    fast = plan_cycle(snap, cfg, NOW, pdb_refused=refused)
+    assert fast == plan_cycle(snap, cfg, NOW, search="exhaustive", pdb_refused=refused)
+    assert not refused & {e.pod for e in fast.evictions}
+    assert not any(refused & set(d.victims) for d in fast.starving)
+
+
 _NAME = st.text(st.characters(blacklist_characters="\0", codec="utf-8"), max_size=6)
 
 

@@ -11,6 +11,8 @@ from ..model import PodView
 from ..world import Gang, JobState, job_id
 from .base import PlannerBase
 
+PDB_REFUSED = "PDB refused eviction"  # the exclusion reason of a pod a PodDisruptionBudget protected lately
+
 
 class Admissibility(PlannerBase):
     def _queue_admissible(self, gang: Gang, job: JobState, extra: Sequence[PodView]) -> bool:
@@ -203,6 +205,10 @@ class Admissibility(PlannerBase):
                         verdicts[size] = self._queue_admissible(gang, job, [p])
                     if not verdicts[size]:
                         count("queue share", 1)
+        for p in self.refused:  # never candidates this cycle (see PlannerBase.__init__)
+            owner = self.w.jobs.get(p.job_id)
+            if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
+                count(PDB_REFUSED, 1)
         if cacheable:
             self._exclusion_cache[key] = reasons
         return reasons

@@ -68,7 +68,8 @@ class PlannerBase:
     sizes: list[int]
     pref_at_least: dict[int, dict[str, Key]]
 
-    def __init__(self, world: World, search: SearchMode = "indexed") -> None:
+    def __init__(self, world: World, search: SearchMode = "indexed",
+                 refused: frozenset[str] = frozenset()) -> None:
         self.w = world
         self.search = search
         self.capacity = world.future_capacity()  # terminating pods' resources count as free
@@ -80,9 +81,15 @@ class PlannerBase:
         self.candidates_by_job: dict[str, list[PodView]] = {}
         # Candidates are among the elastic pods holding resources; taken in ``pods_by_group`` order
         # (group by group) so that every map below fills in the same order as a walk over the groups.
+        # ``refused``: keys of pods whose eviction a PodDisruptionBudget refused lately (the caller
+        # remembers them, see agent.PDB_REFUSAL_SECONDS): never candidates, counted in the exclusions.
         rank = {key: i for i, key in enumerate(world.pods_by_group)}
         by_node, by_job = self.candidates_by_node, self.candidates_by_job
+        self.refused: list[PodView] = []
         for pod in sorted((p for p in world.elastic_holding if is_candidate_role(p)), key=lambda p: rank[p.group_key]):
+            if pod.key in refused:
+                self.refused.append(pod)
+                continue
             pods = by_node.get(pod.node_name)
             if pods is None:
                 pods = by_node[pod.node_name] = []

@@ -28,8 +28,9 @@ class Planner(VictimSearch, ShareVictims):
     """Plans every starving gang of one cycle against shared, mutable capacity. ``search``: how the
     node of each needed pod is found ("exhaustive" is the reference the properties compare with)."""
 
-    def __init__(self, world: World, search: SearchMode = "indexed") -> None:
-        super().__init__(world, search)
+    def __init__(self, world: World, search: SearchMode = "indexed",
+                 refused: frozenset[str] = frozenset()) -> None:
+        super().__init__(world, search, refused)
         self._build_index()
 
     # -- one gang ------------------------------------------------------------------------
