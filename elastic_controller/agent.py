@@ -325,7 +325,7 @@ class Agent:
             # A victim under notice is in flight for its gang (no further victims for it, never
             # picked again); a gang waiting on one says so.
             plan = with_notices(plan_cycle(in_flight(snapshot, report.notices), self.cfg, now), report.notices,
-                                due=False)
+                                due=False, left=False)
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)

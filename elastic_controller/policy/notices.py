@@ -56,9 +56,15 @@ class PendingNotice:
     @property
     def reason(self) -> str:
         """For the gang's ``wait`` in ``plan`` and ``status``."""
+        return self.describe(left=True)
+
+    def describe(self, *, left: bool) -> str:
+        """The reason; without the time ``left`` it stays the same all through the notice (the agent's
+        ``last-decision``, rewritten only when it changes)."""
         f = self.facts
         when = format_time(f.evict_after) if f.evict_after else "?"
-        return (f"victim {f.pod} is under an eviction notice until {when} ({self.seconds_left:.0f}s left; "
+        secs = f"{self.seconds_left:.0f}s left; " if left else ""
+        return (f"victim {f.pod} is under an eviction notice until {when} ({secs}"
                 f"sooner if job {f.job} records a checkpoint)")
 
 
@@ -173,10 +179,11 @@ def in_flight(snapshot: Snapshot, review: NoticeReview) -> Snapshot:
     return replace(snapshot, pods=tuple(pods))
 
 
-def with_notices(plan: CyclePlan, review: NoticeReview, *, due: bool) -> CyclePlan:
+def with_notices(plan: CyclePlan, review: NoticeReview, *, due: bool, left: bool = True) -> CyclePlan:
     """``plan`` (made on ``in_flight(snapshot, review)``) told in notices: a gang with a pending notice
     waits with the notice as its reason (and gets no evictions); with ``due``, each due victim is
-    listed in ``evictions`` (``plan`` on a dump; the agent has already evicted them)."""
+    listed in ``evictions`` (``plan`` on a dump; the agent has already evicted them). ``left``: say the
+    time left in the reason."""
     if not review.pending and not (due and review.due):
         return plan
     starving = []
@@ -184,7 +191,7 @@ def with_notices(plan: CyclePlan, review: NoticeReview, *, due: bool) -> CyclePl
         pending = review.pending_for(d.pod_group)
         if pending:
             more = f" (and {len(pending) - 1} more under notice)" if len(pending) > 1 else ""
-            d = replace(d, decision="wait", reason=pending[0].reason + more, victims=())
+            d = replace(d, decision="wait", reason=pending[0].describe(left=left) + more, victims=())
         starving.append(d)
     noticed = {p.facts.gang for p in review.pending}
     evictions = [e for e in plan.evictions if e.for_gang not in noticed]

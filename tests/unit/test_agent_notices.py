@@ -105,7 +105,14 @@ def test_no_further_victims_while_the_notice_runs_and_the_gang_says_why() -> Non
     report = agent.run_cycle()
     assert report.evicted == [] and report.noticed == {} and report.plan.evictions == ()
     (d,) = report.plan.starving
-    assert d.decision == "wait" and "under an eviction notice until" in d.reason and "90s left" in d.reason
+    assert d.decision == "wait" and "under an eviction notice until 2026-01-01T13:02:00Z" in d.reason
+    # the gang's last-decision says so, and is not rewritten each cycle while the notice runs
+    decision = kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][keys.LAST_DECISION]
+    assert "waiting: victim team-a/a-worker-4 is under an eviction notice" in decision
+    writes = len(kube.verbs("patch-merge"))
+    clock.at(40)
+    agent.run_cycle()
+    assert len(kube.verbs("patch-merge")) == writes
     assert not [c for c in kube.calls[before:] if c[0] == "evict"]
     # nothing else was stamped: the two victims are the only pods under notice
     under = [p["metadata"]["name"] for p in kube.of(PODS)
