@@ -5,10 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export VOLCANO_ELASTIC_CACHE ?= $(HOME)/.cache/volcano-elastic
 
-.PHONY: help venv lint types imports test test-unit test-integration test-e2e binaries demo bench clean
+.PHONY: help venv fmt lint types imports test test-unit test-integration test-e2e binaries demo bench clean
 
-help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+help: ## list every target
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,10 +18,17 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed ## create the virtualenv with every dependency
 
-lint: venv ## ruff, mypy --strict, import contracts
-	$(BIN)/ruff check .
+fmt: venv ## apply ruff's fixes (import order, modern syntax) in place
+	$(BIN)/ruff check --fix .
+
+types: venv ## mypy --strict over elastic_controller, webhook, certs
 	$(BIN)/mypy
+
+imports: venv ## import-linter contracts (layers, independence; see ARCHITECTURE.md)
 	$(BIN)/lint-imports
+
+lint: venv types imports ## ruff, mypy --strict, import contracts
+	$(BIN)/ruff check .
 
 binaries: ## build (or reuse) kube-apiserver, etcd, Volcano, kwok, training-operator into the cache
 	bash hack/build-binaries.sh

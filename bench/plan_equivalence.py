@@ -38,6 +38,12 @@ from elastic_controller.policy.settings import ElasticConfig
 Record = tuple[str, Snapshot, ElasticConfig, datetime]
 
 
+def _kept() -> dict[str, Any]:
+    """``plan_cycle``'s ``cache=`` for one simulation, when the code under test takes one (older
+    checkouts kept it in module globals)."""
+    return {"cache": cycle.PlanCache()} if hasattr(cycle, "PlanCache") else {}
+
+
 def plan_line(label: str, plan: CyclePlan) -> str:
     return json.dumps({"input": label, "plan": dataclasses.asdict(plan)}, default=str)
 
@@ -64,10 +70,12 @@ def record(args: argparse.Namespace) -> int:
     for spec in args.sim:
         nodes, jobs, seed = (int(x) for x in spec.split(":"))
         calls = 0
+        kept = _kept()
 
-        def planner(snap: Snapshot, c: ElasticConfig, now: datetime, spec: str = spec) -> CyclePlan:
+        def planner(snap: Snapshot, c: ElasticConfig, now: datetime, spec: str = spec,
+                    kept: dict[str, Any] = kept) -> CyclePlan:
             nonlocal calls
-            plan = cycle.plan_cycle(snap, c, now)
+            plan = cycle.plan_cycle(snap, c, now, **kept)
             calls += 1
             # Every cycle that decided something, and a sample of the rest.
             if plan.starving or plan.gate_releases or plan.scale_up_blocked_by or calls % 10 == 0:
@@ -107,10 +115,11 @@ def replay(args: argparse.Namespace) -> int:
 
 def trajectory(args: argparse.Namespace) -> int:
     nodes, jobs, seed = (int(x) for x in args.sim.split(":"))
+    kept = _kept()
     with open(args.out, "w") as out:
 
         def planner(snap: Snapshot, c: ElasticConfig, now: datetime) -> CyclePlan:
-            plan = cycle.plan_cycle(snap, c, now)
+            plan = cycle.plan_cycle(snap, c, now, **kept)
             out.write(plan_line(now.isoformat(), plan) + "\n")
             return plan
 

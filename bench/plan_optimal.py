@@ -88,7 +88,7 @@ def instance(rnd: random.Random) -> list[dict[str, Any]]:
 
 
 def admissible(world: World, gang_key: str, victims: tuple[PodView, ...]) -> bool:
-    """The admissibility rules of DESIGN step 3, applied to a whole victim set."""
+    """The admissibility rules of ARCHITECTURE.md, "The agent's cycle", step 3, applied to a whole victim set."""
     pg = world.podgroups[gang_key]
     gang_prio = world.snapshot.priority_classes.get(pg.priority_class_name, 0)
     per_job: Counter[str] = Counter()

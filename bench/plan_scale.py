@@ -20,6 +20,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (another checkout) wins
@@ -27,13 +28,27 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (a
 from _synth import NOW, describe, synth_cluster
 
 from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.model import Snapshot
+from elastic_controller.policy.settings import ElasticConfig
 
 try:
     from elastic_controller.policy import podindex
 except ImportError:  # a checkout from before the pod index (measured through PYTHONPATH)
     podindex = None  # type: ignore[assignment]
-from elastic_controller.policy.model import Snapshot
-from elastic_controller.policy.settings import ElasticConfig
+try:
+    from elastic_controller.policy.cycle import PlanCache
+except ImportError:  # a checkout that kept the pod index in module globals
+    PlanCache = None  # type: ignore[assignment,misc]
+
+
+def fresh() -> dict[str, Any]:
+    """``plan_cycle``'s keywords for a planner that remembers nothing yet: a new ``PlanCache``, or (older
+    checkouts) the module globals reset."""
+    if PlanCache is not None:
+        return {"cache": PlanCache()}
+    if podindex is not None:
+        podindex.reset()
+    return {}
 
 
 def rss_mib() -> float:
@@ -64,15 +79,15 @@ def _warm_cycles(snap: Snapshot, cfg: ElasticConfig, runs: int, seed: int) -> tu
     1 % of the pods handed in as new views (what changes between two agent cycles, generously)."""
     rnd = random.Random(seed)
     pods = list(snap.pods)
-    podindex.reset()
-    plan_cycle(snap, cfg, NOW)  # a cold cycle
+    kept = fresh()
+    plan_cycle(snap, cfg, NOW, **kept)  # a cold cycle
     times = []
     for _ in range(runs + 1):
         for i in rnd.sample(range(len(pods)), max(1, len(pods) // 100)):
             pods[i] = dataclasses.replace(pods[i])
         run = dataclasses.replace(snap, pods=tuple(pods))
         t0 = time.perf_counter()
-        plan_cycle(run, cfg, NOW)
+        plan_cycle(run, cfg, NOW, **kept)
         times.append(time.perf_counter() - t0)
     return times[0], percentile(times[1:], 0.5), percentile(times[1:], 0.99)
 
@@ -102,10 +117,9 @@ def main() -> int:
             # Node views never seen before at every run: a cold cycle, as after the agent starts (it
             # reuses what it derived from the nodes while their views stay the same; see node_base).
             run = dataclasses.replace(snap, nodes=tuple(dataclasses.replace(node) for node in snap.nodes))
-            if podindex is not None:
-                podindex.reset()  # and nothing kept from the pods of the previous run
+            kept = fresh()  # and nothing kept from the pods of the previous run
             t0, c0 = time.perf_counter(), time.process_time()
-            plan = plan_cycle(run, cfg, NOW)
+            plan = plan_cycle(run, cfg, NOW, **kept)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         assert plan is not None

@@ -26,10 +26,16 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (another checkout) wins
 
 from elastic_controller.policy.cycle import plan_cycle
+
+try:
+    from elastic_controller.policy.cycle import PlanCache
+except ImportError:  # a checkout that kept the pod index in module globals
+    PlanCache = None  # type: ignore[assignment,misc]
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.settings import ElasticConfig
@@ -76,14 +82,16 @@ def main() -> int:
     for policy in policies:
         started = time.perf_counter()
         limit = started + args.time_limit if args.time_limit else 0.0
+        kept: dict[str, Any] = {"cache": PlanCache()} if PlanCache is not None else {}
 
-        def planner(snap: Snapshot, c: ElasticConfig, now: datetime, limit: float = limit) -> CyclePlan:
+        def planner(snap: Snapshot, c: ElasticConfig, now: datetime, limit: float = limit,
+                    kept: dict[str, Any] = kept) -> CyclePlan:
             if limit and time.perf_counter() > limit:
                 raise TimeLimit
             if profiler is not None:
                 profiler.enable()
             try:
-                return plan_cycle(snap, c, now)
+                return plan_cycle(snap, c, now, **kept)
             finally:
                 if profiler is not None:
                     profiler.disable()

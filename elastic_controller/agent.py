@@ -41,7 +41,7 @@ from .kube.resources import (
 )
 from .notice import Notices
 from .policy import keys
-from .policy.cycle import plan_cycle
+from .policy.cycle import PlanCache, plan_cycle
 from .policy.decisions import CyclePlan, Eviction, GateRelease
 from .policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
 from .policy.notices import NoticeReview, in_flight, with_notices
@@ -214,6 +214,7 @@ class Agent:
         # watch events (group ns/name -> (condition time, pod ns/name)) so no cycle misses one.
         self._preempted: dict[str, tuple[datetime, list[str]]] = {}
         self._preempted_lock = threading.Lock()
+        self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
         self.notices = Notices(api, store, cfg, recorder, clock=self.clock)
 
     # ------------------------------------------------------------------ snapshot
@@ -324,8 +325,8 @@ class Agent:
             t_plan = time.perf_counter()
             # A victim under notice is in flight for its gang (no further victims for it, never
             # picked again); a gang waiting on one says so.
-            plan = with_notices(plan_cycle(in_flight(snapshot, report.notices), self.cfg, now), report.notices,
-                                due=False, left=False)
+            plan = with_notices(plan_cycle(in_flight(snapshot, report.notices), self.cfg, now, cache=self.plan_cache),
+                                report.notices, due=False, left=False)
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)

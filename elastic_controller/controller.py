@@ -45,7 +45,7 @@ def format_quantity(name: str, value: int) -> str:
 
 
 def podgroup_body(plan: PodGroupPlan, job: JobView, cfg: ElasticConfig) -> dict[str, Any]:
-    """The PodGroup we want for ``job`` (DESIGN: the PodGroup contract)."""
+    """The PodGroup we want for ``job`` (ARCHITECTURE.md, "The agent's cycle": the PodGroup contract)."""
     spec: dict[str, Any] = {
         "minMember": plan.min_member,
         "minTaskMember": dict(plan.min_task_member),

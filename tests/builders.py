@@ -260,13 +260,6 @@ def plan_of(*groups: Any, cfg: Any = None, now: datetime = NOW) -> Any:
 
 def plan_fast_and_exhaustive(snap: Any, cfg: Any, now: datetime = NOW) -> tuple[Any, Any]:
     """``plan_cycle`` twice: with the indexed node search, then with the exhaustive node scan."""
-    from elastic_controller.policy import eviction
     from elastic_controller.policy.cycle import plan_cycle
 
-    fast = plan_cycle(snap, cfg, now)
-    eviction.EXHAUSTIVE_NODE_SCAN = True
-    try:
-        slow = plan_cycle(snap, cfg, now)
-    finally:
-        eviction.EXHAUSTIVE_NODE_SCAN = False
-    return fast, slow
+    return plan_cycle(snap, cfg, now), plan_cycle(snap, cfg, now, search="exhaustive")

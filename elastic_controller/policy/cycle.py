@@ -1,4 +1,5 @@
-"""One planning cycle: starving gangs, eviction plans, gate releases (DESIGN steps 2, 3, 5)."""
+"""One planning cycle: starving gangs, eviction plans, gate releases (ARCHITECTURE.md, "The agent's cycle",
+steps 2, 3 and 5)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from .decisions import CyclePlan, Eviction, GangDecision
-from .eviction import Planner, starving_gangs
+from .eviction import Planner, SearchMode, starving_gangs
 from .gates import plan_gate_releases
 from .model import Snapshot
 from .settings import ElasticConfig
-from .world import build_world
+from .world import PlanCache, build_world
+
+__all__ = ["PlanCache", "SearchMode", "plan_cycle"]
 
 
 @contextmanager
@@ -30,19 +33,26 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
-    """Pure: the same snapshot, config and ``now`` always give the same plan."""
+def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, cache: PlanCache | None = None,
+               search: SearchMode = "indexed") -> CyclePlan:
+    """Pure: the same snapshot, config and ``now`` always give the same plan.
+
+    ``cache``: what the caller keeps from one cycle to the next (the agent and each simulation own
+    one; without it every cycle is built cold). ``search``: how the victim search finds nodes
+    ("exhaustive": every node scored, the reference the indexed search must match). Neither changes
+    the plan."""
     with _collector_paused():
-        return _plan(snapshot, cfg, now)
+        return _plan(snapshot, cfg, now, cache, search)
 
 
-def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
-    world = build_world(snapshot, cfg, now)
+def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
+          search: SearchMode) -> CyclePlan:
+    world = build_world(snapshot, cfg, now, cache)
     decisions: list[GangDecision] = []
     evictions: list[Eviction] = []
     starving = starving_gangs(world)
     if starving:  # the planner's search index is only worth building when some gang starves
-        planner = Planner(world)
+        planner = Planner(world, search)
         for gang in starving:
             result = planner.plan_gang(gang)
             decisions.append(result.decision)

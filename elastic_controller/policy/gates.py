@@ -1,6 +1,6 @@
 """Gate releases (scale up): lift the scale-up gate of elastic pods when capacity is free.
 
-Per DESIGN step 5: nothing while a waiting gang could be placed by evicting elastic workers
+ARCHITECTURE.md, "The agent's cycle", step 5: nothing while a waiting gang could be placed by evicting elastic workers
 (``blocking_gangs`` says which), except that the room of such a gang that fits on free capacity now
 is set aside and growth goes on around it;
 only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only
@@ -20,24 +20,17 @@ from .quantity import add
 from .world import Gang, JobState, World, job_id
 
 
-def _below_share(world: World, queue: str) -> bool:
-    share = world.shares.get(queue)
-    dom = world.dominant
-    return share is not None and share.allocated.get(dom, 0) < share.deserved.get(dom, 0)
-
-
 def queue_may_give(world: World, gang_queue: str, queue: str) -> bool:
     """Whether elastic workers of ``queue`` may ever be victims for a gang of ``gang_queue``
-    (DESIGN step 3: the same queue, or a reclaimable queue above its deserved share while the
-    gang's queue is below its own; ``gang_queue`` "" takes the latter as given). Cooldowns and
-    minimum runtimes pass: they are not checked."""
+    (ARCHITECTURE.md, "The agent's cycle", step 3: the same queue, or a reclaimable queue above its
+    deserved share while the gang's queue is below its own; ``gang_queue`` "" takes the latter as
+    given). Cooldowns and minimum runtimes pass: they are not checked."""
     if queue == gang_queue:
         return True
-    share = world.shares.get(queue)
-    if share is None or not share.reclaimable or (gang_queue and not _below_share(world, gang_queue)):
+    m = world.model
+    if not m.reclaimable(queue) or (gang_queue and not m.below_share(gang_queue, m.allocated(gang_queue))):
         return False
-    dom = world.dominant
-    return share.allocated.get(dom, 0) > share.deserved.get(dom, 0)
+    return m.overused(queue, m.allocated(queue))
 
 
 def _merged(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
@@ -119,7 +112,7 @@ def blocking_gangs(world: World) -> list[Gang]:
             if cap is None:
                 # Other queues give only to a gang whose queue is below its share, and then every one
                 # of them that may give does: that part is shared by all such gangs of one priority.
-                below = _below_share(world, g.queue)
+                below = world.model.below_share(g.queue, world.model.allocated(g.queue))
                 shared = others.get((below, g.priority))
                 if shared is None:
                     if base is None:
@@ -187,8 +180,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
 
     def room_of(queue: str) -> int:
         if queue not in room:
-            share = world.shares.get(queue)
-            room[queue] = world.volcano_deserved(queue) - (share.allocated.get(dom, 0) if share else 0)
+            room[queue] = world.model.room(queue)
         return room[queue]
 
     for g in world.waiting:

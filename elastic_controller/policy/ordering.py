@@ -3,7 +3,7 @@
 Every planner site calls these functions; none spells a rule out again. Change a rule here and the
 eviction search, its node index, the own-queue share victims and the scale-up heap all follow.
 
-**Victim sets** (``eviction._Score``, issue 19: every worker of a disrupted job restarts from its
+**Victim sets** (``eviction.search._Score``, issue 19: every worker of a disrupted job restarts from its
 last checkpoint). Among the victim sets that make room for a gang's needed pod on a node, the
 smallest of
 

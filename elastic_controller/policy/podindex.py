@@ -340,51 +340,55 @@ class PodIndex:
         return sorted(self.elastic.values(), key=_by_order)
 
 
-_lock = threading.Lock()
-_state: dict[str, object] = {}  # "index": the PodIndex, or "last": the ids of the last cold cycle
+class PodIndexCache:
+    """The pod index kept from one cycle to the next (part of a ``PlanCache``: its owner, the agent or
+    one simulation, hands the same one to consecutive cycles), and the lock that keeps two threads'
+    cycles from updating it at once."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: dict[str, object] = {}  # "index": the PodIndex, or "last": the ids of the last cold cycle
 
-def reset() -> None:
-    """Forget the previous cycle: the next one is built cold (benchmarks of a first cycle use this)."""
-    with _lock:
-        _state.clear()
+    def reset(self) -> None:
+        """Forget the previous cycle: the next one is built cold (benchmarks of a first cycle use this)."""
+        with self._lock:
+            self._state.clear()
 
+    @contextmanager
+    def indexed(self, pods: Sequence[PodView] | None) -> Iterator[PodIndex | None]:
+        """The index of ``pods``, updated from the previous cycle's, to read only within the ``with``
+        block (the lock is held meanwhile: take copies of what is needed later); None when this cycle
+        should be built cold: the first, one that shares less than half its pods with the previous,
+        one that lists a view twice or two views of one pod, or one that starts while another
+        thread's cycle holds the index (it does not wait). ``None`` for ``pods``: a cold cycle that
+        leaves what is kept alone."""
+        if pods is None:
+            yield None
+            return
+        current = dict(zip(map(id, pods), pods, strict=True))
+        if len(current) != len(pods) or not self._lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            yield self._update(current)
+        finally:
+            self._lock.release()
 
-@contextmanager
-def indexed(pods: Sequence[PodView] | None) -> Iterator[PodIndex | None]:
-    """The index of ``pods``, updated from the previous cycle's, to read only within the ``with``
-    block (the lock is held meanwhile: take copies of what is needed later); None when this cycle
-    should be built cold: the first, one that shares less than half its pods with the previous,
-    one that lists a view twice or two views of one pod, or one that starts while another
-    thread's cycle holds the index (it does not wait). ``None`` for ``pods``: a cold cycle that
-    leaves what is kept alone."""
-    if pods is None:
-        yield None
-        return
-    current = dict(zip(map(id, pods), pods, strict=True))
-    if len(current) != len(pods) or not _lock.acquire(blocking=False):
-        yield None
-        return
-    try:
-        yield _update(current)
-    finally:
-        _lock.release()
-
-
-def _update(current: dict[int, PodView]) -> PodIndex | None:
-    """(Under the lock.) Update the index, build it when the last cold cycle shared most pods, or
-    remember this cycle's views and answer None (cold)."""
-    index = _state.get("index")
-    previous = index.pods if isinstance(index, PodIndex) else _state.get("last")
-    if isinstance(previous, dict) and current:
-        gone, came = previous.keys() - current.keys(), current.keys() - previous.keys()
-        if 2 * (len(gone) + len(came)) <= len(current):
-            if not isinstance(index, PodIndex):  # from scratch: every view came
-                index, gone, came = PodIndex(), set(), set(current)
-                _state.clear()
-                _state["index"] = index
-            index.update(current, gone, came)
-            return None if index.shared_orders else index
-    _state.clear()
-    _state["last"] = current  # held, so its ids stay those of these views
-    return None
+    def _update(self, current: dict[int, PodView]) -> PodIndex | None:
+        """(Under the lock.) Update the index, build it when the last cold cycle shared most pods, or
+        remember this cycle's views and answer None (cold)."""
+        state = self._state
+        index = state.get("index")
+        previous = index.pods if isinstance(index, PodIndex) else state.get("last")
+        if isinstance(previous, dict) and current:
+            gone, came = previous.keys() - current.keys(), current.keys() - previous.keys()
+            if 2 * (len(gone) + len(came)) <= len(current):
+                if not isinstance(index, PodIndex):  # from scratch: every view came
+                    index, gone, came = PodIndex(), set(), set(current)
+                    state.clear()
+                    state["index"] = index
+                index.update(current, gone, came)
+                return None if index.shared_orders else index
+        state.clear()
+        state["last"] = current  # held, so its ids stay those of these views
+        return None

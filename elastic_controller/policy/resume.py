@@ -53,7 +53,7 @@ def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_
                     victims: Sequence[PodView], own_stamps: Collection[str] = ()) -> ResumeVerdict:
     """Whether the interrupted plan evicting ``victims`` for ``gang_key`` may be finished now.
     ``own_stamps``: job keys whose current cooldown stamp is this plan's own (see ``plan_stamp_for``)."""
-    world = build_world(snapshot, cfg, now, reuse=False)
+    world = build_world(snapshot, cfg, now)
     gang = next((g for g in starving_gangs(world) if g.key == gang_key), None)
     if gang is None:
         if any(g.key == gang_key for g in world.waiting):

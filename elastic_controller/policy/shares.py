@@ -11,7 +11,7 @@ pod is an elastic worker that has not been allowed to run: counting its appetite
 queue that is growing opportunistically claim a larger share and so shield its running elastic
 workers from reclaim by a queue that needs its min. Running (bound) pods and pending ungated
 pods count. Whether Volcano will place a gang at all is judged on Volcano's own view
-(``volcano_view``: gated pods requested, deserved rounded down), see ``World.volcano_deserved``.
+(``volcano_view``: gated pods requested, deserved rounded down), see ``sharemodel.ProportionModel.admission_deserved``.
 
 Over/under share is judged on one dominant resource: ``nvidia.com/gpu`` when the cluster has
 GPUs, else ``cpu``.

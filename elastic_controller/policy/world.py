@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_
@@ -13,10 +14,11 @@ from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, JobView, NodeView, PodGroupView, PodView, Snapshot
-from .podindex import PodIndex, gated_elastic, indexed, ungated_pending
+from .podindex import PodIndex, PodIndexCache, gated_elastic, ungated_pending
 from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy
-from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource, plan_shares
+from .sharemodel import ProportionModel, ShareModel
+from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
 
 
 @dataclass(slots=True)
@@ -79,13 +81,13 @@ class World:
     jobs: dict[str, JobState]
     free_now: Capacity  # allocatable minus every pod still holding resources
     releasing: dict[str, list[PodView]]  # node -> terminating pods still holding resources
-    shares: dict[str, QueueShare]
+    shares: dict[str, QueueShare]  # = model.shares
     dominant: str
     waiting: list[Gang]
     elastic_holding: list[PodView]  # elastic pods of a group holding resources, not terminating
+    model: ShareModel  # the queue-share model (sharemodel.py): every share rule asks it
     usage: Usage | None = None  # per queue, as counted for the shares (reused for Volcano's view)
     cluster: Resources | None = None  # the schedulable nodes' allocatable
-    _volcano_shares: dict[str, QueueShare] | None = None
     # Per group with gated elastic pods: (those pods in order, its pods placed); None: not known yet.
     _gated: dict[str, tuple[list[PodView], int]] | None = None
 
@@ -100,26 +102,12 @@ class World:
                     self._gated[key] = (gated, sum(1 for p in pods if p.placed))
         return self._gated
 
-    def volcano_deserved(self, queue: str) -> int:
-        """``queue``'s deserved share of the dominant resource as Volcano's proportion plugin
-        computes it (gated pods requested, rounded down): it places a gang only while the queue's
-        allocated plus the gang's needed pods stay within it. Computed on first use."""
-        if self._volcano_shares is None:
-            snap = self.snapshot
-            self._volcano_shares = plan_shares(snap.queues, snap.nodes, snap.pods, self.podgroups,
-                                               volcano_view=True, usage=self.usage, capacity=self.cluster)
-        share = self._volcano_shares.get(queue)
-        return share.deserved.get(self.dominant, 0) if share is not None else 0
-
     def share_excess(self, gang: Gang, allocated: int | None = None) -> int:
-        """How much of the dominant resource ``gang``'s queue would be above its deserved share
-        (Volcano's view) with the gang's needed pods placed: 0 when proportion admits the gang.
-        ``allocated``: the queue's allocation to assume (default: what the snapshot shows)."""
-        if allocated is None:
-            share = self.shares.get(gang.queue)
-            allocated = share.allocated.get(self.dominant, 0) if share is not None else 0
+        """How much of the dominant resource ``gang``'s queue would be above its admitted share
+        with the gang's needed pods placed (``ShareModel.enqueue_excess``): 0 when the share model
+        admits the gang. ``allocated``: the queue's allocation to assume (default: the snapshot's)."""
         need = sum(p.requests.get(self.dominant, 0) for p in gang.needed)
-        return max(0, allocated + need - self.volcano_deserved(gang.queue))
+        return self.model.enqueue_excess(gang.queue, need, allocated)
 
     def policy(self, queue: str) -> QueuePolicy:
         return self.cfg.queue_policy(queue)
@@ -137,7 +125,7 @@ class World:
 class NodeBase:
     """What a cycle derives from the nodes alone. The agent's views are memoised and the simulator's
     nodes never change, so consecutive cycles usually hand in the very same node views: this is then
-    computed once, not at every cycle (see ``node_base``)."""
+    computed once, not at every cycle (kept in the ``PlanCache``, see ``node_base``)."""
 
     nodes: tuple[NodeView, ...]  # as handed in: the memo's key (held, so identities stay valid)
     by_name: dict[str, NodeView]  # sorted by name
@@ -146,13 +134,25 @@ class NodeBase:
     dominant: str
 
 
-_last_base: list[NodeBase] = []  # one entry: the nodes of the previous cycle
+class PlanCache:
+    """What one planner's owner (the agent, one simulation) keeps from one cycle to the next: the node
+    base of the last cycle's nodes and the pod index (``podindex``). Hand the same one to consecutive
+    ``plan_cycle`` calls; without one, every cycle is built cold. The plans are the same either way."""
+
+    def __init__(self) -> None:
+        self.pods = PodIndexCache()
+        self.nodes: NodeBase | None = None  # the nodes of the previous cycle
+
+    def reset(self) -> None:
+        """Forget everything: the next cycle is built cold."""
+        self.pods.reset()
+        self.nodes = None
 
 
-def node_base(nodes: tuple[NodeView, ...]) -> NodeBase:
-    """``NodeBase`` for ``nodes``, reused while the same node views come in the same order."""
-    if _last_base:
-        last = _last_base[0]
+def node_base(nodes: tuple[NodeView, ...], cache: PlanCache | None = None) -> NodeBase:
+    """``NodeBase`` for ``nodes``, reused from ``cache`` while the same node views come in the same order."""
+    last = cache.nodes if cache is not None else None
+    if last is not None:
         if last.nodes is nodes or (len(last.nodes) == len(nodes) and all(map(is_, last.nodes, nodes))):
             return last
     by_name = {n.name: n for n in sorted(nodes, key=attrgetter("name"))}
@@ -162,7 +162,8 @@ def node_base(nodes: tuple[NodeView, ...]) -> NodeBase:
         alloc.setdefault("pods", 110)
         free[n.name] = alloc
     base = NodeBase(nodes, by_name, free, cluster_capacity(nodes), dominant_resource(nodes))
-    _last_base[:] = [base]
+    if cache is not None:
+        cache.nodes = base
     return base
 
 
@@ -180,13 +181,15 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
     return (-pod.task_priority, pod.name)
 
 
-def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse: bool = True) -> World:
-    """The cycle's World. ``reuse``: update what the previous cycle derived from its pods (see
-    ``podindex``) instead of walking every pod; the World is the same either way."""
+def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None = None) -> World:
+    """The cycle's World. ``cache``: update what the previous cycle derived from its nodes and pods
+    (see ``PlanCache``) instead of walking every pod; the World is the same either way."""
     podgroups = {pg.key: pg for pg in sorted(snapshot.podgroups, key=lambda g: g.key)}
-    base = node_base(snapshot.nodes)
+    base = node_base(snapshot.nodes, cache)
     gated: dict[str, tuple[list[PodView], int]] | None = None  # computed on first use when cold
-    with indexed(snapshot.pods if reuse else None) as index:
+    kept: AbstractContextManager[PodIndex | None] = (cache.pods.indexed(snapshot.pods) if cache is not None
+                                                     else nullcontext(None))
+    with kept as index:
         if index is None:
             pods = sorted(snapshot.pods, key=attrgetter("order"))  # = by (namespace, name, uid)
             parts = _from_pods(pods, podgroups, snapshot, cfg, now, base)
@@ -221,6 +224,8 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
                     gang.releasing_for.append(pod)
 
     cluster = base.cluster
+    model = ProportionModel.of(snapshot.queues, snapshot.nodes, podgroups, usage, cluster, base.dominant,
+                               snapshot.pods)
     return World(
         snapshot=snapshot,
         cfg=cfg,
@@ -230,12 +235,13 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, reuse:
         jobs=jobs,
         free_now=cap,
         releasing=releasing,
-        shares=plan_shares(snapshot.queues, snapshot.nodes, (), podgroups, usage=usage, capacity=cluster),
+        shares=model.shares,
         dominant=base.dominant,
         waiting=waiting,
         elastic_holding=elastic_holding,
         usage=usage,
         cluster=cluster,
+        model=model,
         _gated=gated,
     )
 

@@ -64,9 +64,15 @@ def batched_config(cfg: ElasticConfig, cycle_seconds: float) -> ElasticConfig:
 
 
 def default_planner() -> Planner:
-    from ..policy.cycle import plan_cycle  # the agent's own planner
+    """The agent's own planner, with a ``PlanCache`` of its own (one per simulation)."""
+    from ..policy.cycle import PlanCache, plan_cycle
 
-    return plan_cycle
+    cache = PlanCache()
+
+    def plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
+        return plan_cycle(snapshot, cfg, now, cache=cache)
+
+    return plan
 
 
 @dataclass(frozen=True, slots=True)

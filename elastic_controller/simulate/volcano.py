@@ -2,7 +2,8 @@
 
 - Queues share the cluster's GPUs by weight: a queue's deserved share is its weight's part of
   the GPUs, water-filled so that a queue never deserves more than it requests (its placed pods
-  plus its pending ones, gated pods included, as Volcano's proportion plugin counts them).
+  plus its pending ones, gated pods included, as Volcano's proportion plugin counts them). The
+  water-filling is the policy's own share model's (``policy.sharemodel.ProportionModel.fill``).
 - The queue with the lowest allocated/deserved ratio goes next; a queue at or above its
   deserved share gets nothing more in this pass (no reclaim, no preempt: the agent is the only
   one that evicts).
@@ -16,19 +17,50 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
+from ..policy.settings import ElasticConfig
+from ..policy.sharemodel import ProportionModel
 from .cluster import ClusterSpec
 from .enqueue import Admission
+from .nodes import NodeTable
 from .state import SimJob, SimPod
 
-if TYPE_CHECKING:
-    from .engine import Simulator
+
+class HostSettings(Protocol):
+    """The settings the allocator reads (``engine.SimSettings``)."""
+
+    @property
+    def overcommit_factor(self) -> float: ...
+    @property
+    def enqueue(self) -> bool: ...
+
+
+class Host(Protocol):
+    """What the allocator needs of the simulator that drives it (``engine.Simulator``): the allocator
+    does not import the engine."""
+
+    @property
+    def nodes(self) -> NodeTable: ...
+    @property
+    def jobs(self) -> Sequence[SimJob]: ...
+    @property
+    def cfg(self) -> ElasticConfig: ...
+    @property
+    def settings(self) -> HostSettings: ...
+    @property
+    def active(self) -> Mapping[int, SimJob]: ...
+    @property
+    def allocated_gpus(self) -> int: ...
+
+    def place_pod(self, pod: SimPod, node: int) -> None: ...
+    def workers_changed(self, job: SimJob, now: float) -> None: ...
+    def request_tick(self, t: float) -> None: ...
 
 
 class Allocator:
-    def __init__(self, sim: Simulator, cluster: ClusterSpec) -> None:
+    def __init__(self, sim: Host, cluster: ClusterSpec) -> None:
         self.sim = sim
         self.nodes = sim.nodes
         self.total = float(cluster.total_gpus)
@@ -110,21 +142,7 @@ class Allocator:
     # --- the allocate action ---------------------------------------------------------------------
 
     def deserved(self) -> dict[str, float]:
-        des = dict.fromkeys(self.queues, 0.0)
-        active = [q for q in self.queues if self.request[q] > 0]
-        remaining = self.total
-        while active and remaining > 1e-9:
-            wsum = sum(self.weight[q] for q in active)
-            capped = [q for q in active if des[q] + remaining * self.weight[q] / wsum >= self.request[q]]
-            if not capped:
-                for q in active:
-                    des[q] += remaining * self.weight[q] / wsum
-                break
-            for q in capped:
-                remaining -= self.request[q] - des[q]
-                des[q] = float(self.request[q])
-                active.remove(q)
-        return des
+        return ProportionModel.fill(self.weight, self.request, self.total)
 
     def schedule(self, now: float) -> None:
         if not self.dirty:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from elastic_controller.cli.status import build_rows, list_everything
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import PODS, PYTORCHJOBS
-from elastic_controller.statuscmd import build_rows, list_everything
 from tests import builders as b
 from tests.integration import test_agent_support as support
 from tests.integration.test_agent_support import FAST, Cluster, clean, elastic_job, gang, wait_until

@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from elastic_controller.agent import Agent, InjectedFault
+from elastic_controller.cli.controller import Health
 from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.leader import LeaderElector, LeaseSettings
 from elastic_controller.kube.resources import LEASES, PODGROUPS, PODS, PYTORCHJOBS
-from elastic_controller.main import Health
 from tests import builders as b
 from tests.integration import test_agent_support as support
 from tests.integration.test_agent import EVICTED_FOR, LAST, scenario, terminating

@@ -280,10 +280,10 @@ def test_certgen_script_works_with_exactly_its_rbac(box: Any, installed: list[di
             w["namespaceSelector"] = {"matchLabels": {"volcano-elastic.io/manifest-test": "never-matches"}}
     accepted(apply(box, hooks, dry_run=False), "webhook configurations")
     kc = sa_kubeconfig(box, SA_CERTGEN, tmp_path / "certgen.kubeconfig")
-    script = MANIFESTS / "base" / "certgen" / "bootstrap.py"
+    command = [sys.executable, "-m", "elastic_controller", "certs", "bootstrap"]  # what the Job runs
     env = {"KUBECONFIG": str(kc), "POD_NAMESPACE": NAMESPACE, "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     try:
-        first = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
         secret = get_json(box, "secret", SECRET, f"--namespace={NAMESPACE}")
         assert secret is not None and secret["type"] == "kubernetes.io/tls"
@@ -300,7 +300,7 @@ def test_certgen_script_works_with_exactly_its_rbac(box: Any, installed: list[di
             obj = get_json(box, kind.lower(), "volcano-elastic")
             assert obj is not None and [w["clientConfig"].get("caBundle") for w in obj["webhooks"]] == [ca], kind
         # a second run keeps the valid certificate and re-asserts the same caBundle
-        second = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert second.returncode == 0, second.stderr
         assert "kept" in second.stderr
         again = get_json(box, "secret", SECRET, f"--namespace={NAMESPACE}")

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+from elastic_controller.cli.controller import Health
 from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.errors import TooManyRequestsError, UnavailableError
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
-from elastic_controller.main import Health
 from tests.unit.test_agent import make, world
 
 OUTAGE = 8.0

@@ -144,3 +144,26 @@ def test_long_service_and_namespace_names(tmp_path: Path) -> None:
     generate(tmp_path, service, namespace)
     sans = load(tmp_path / "tls.crt").extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert f"{service}.{namespace}.svc.cluster.local" in sans.get_values_for_type(x509.DNSName)
+
+
+def test_bootstrap_renews_with_the_stored_ca(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``certs bootstrap``'s issuing step (the part without the API): a stored CA that is still good
+    signs the new serving certificate (the registered caBundle stays valid); one about to expire is
+    replaced; the flags default to the certgen Job's environment variables."""
+    from elastic_controller.cli import build_parser
+    from elastic_controller.cli.certs import FILES, _expires_within, _issue
+
+    now = datetime.datetime.now(datetime.UTC)
+    first = _issue({}, "volcano-elastic-webhook", "ns", 365, 30, now)
+    assert set(first) == set(FILES)
+    assert not _expires_within(first["tls.crt"], 30, now) and _expires_within(first["tls.crt"], 400, now)
+    again = _issue(first, "volcano-elastic-webhook", "ns", 365, 30, now)
+    assert again["ca.crt"] == first["ca.crt"] and again["tls.crt"] != first["tls.crt"]
+    replaced = _issue(first, "volcano-elastic-webhook", "ns", 365, 100 * 365, now)  # the CA "expires soon"
+    assert replaced["ca.crt"] != first["ca.crt"]
+    assert _expires_within(b"not a certificate", 30, now)
+
+    monkeypatch.setenv("POD_NAMESPACE", "elsewhere")
+    monkeypatch.setenv("RENEW_BEFORE_DAYS", "7")
+    args = build_parser().parse_args(["certs", "bootstrap"])
+    assert (args.namespace, args.renew_before_days, args.secret) == ("elsewhere", "7", "volcano-elastic-webhook-tls")

@@ -316,12 +316,6 @@ def test_the_comparison_catches_drift() -> None:
         assert needle in text, needle
 
 
-def test_certgen_script_is_the_one_in_manifests() -> None:
-    assert (CHART / "files" / "bootstrap.py").read_bytes() == \
-        (ROOT / "manifests" / "base" / "certgen" / "bootstrap.py").read_bytes(), \
-        "cp manifests/base/certgen/bootstrap.py charts/volcano-elastic/files/"
-
-
 def test_default_values_config_is_manifests_config() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["config"] == yaml.safe_load((ROOT / "manifests" / "base" / "config.yaml").read_text())
@@ -423,8 +417,7 @@ def test_values_reach_the_objects() -> None:
 
 def test_another_release_namespace_is_used_everywhere() -> None:
     objs = template(namespace="ml-platform")
-    # (bootstrap.py's fallback default names it; the Job's POD_NAMESPACE is what it uses)
-    text = yaml.safe_dump_all([o for o in objs if o["metadata"]["name"] != "volcano-elastic-certgen-script"])
+    text = yaml.safe_dump_all(objs)
     assert NAMESPACE not in text
     for o in objs:
         assert o["metadata"].get("namespace") in (None, "ml-platform"), ident(o)

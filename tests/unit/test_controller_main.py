@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
@@ -13,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from elastic_controller.cli import build_parser
+from elastic_controller.cli.controller import Health, PrometheusMetrics, serve_http
 from elastic_controller.kube.resources import PODS
-from elastic_controller.main import Health, JsonFormatter, PrometheusMetrics, serve_http
+from elastic_controller.logs import JsonFormatter
 
 
 def test_json_logs_carry_structured_fields() -> None:
@@ -23,6 +25,23 @@ def test_json_logs_carry_structured_fields() -> None:
     out = json.loads(JsonFormatter().format(rec))
     assert out["msg"] == "evicted" and out["pod"] == "ns/p" and out["queue"] == "vision"
     assert out["reason"] == "room for ns/g" and out["level"] == "info" and out["ts"].endswith("Z")
+
+
+def test_one_log_format_for_controller_and_webhook() -> None:
+    from webhook import logs as webhook_logs
+    from webhook.server import JsonFormatter as ServerFormatter
+
+    assert webhook_logs.JsonFormatter is JsonFormatter is ServerFormatter
+    stream = io.StringIO()
+    log = logging.getLogger("test-one-format")
+    log.handlers[:] = [webhook_logs.json_handler(stream)]
+    log.propagate = False
+    log.warning("review", extra={"fields": {"uid": "u1", "allowed": False}})  # the webhook's access log
+    log.warning("eviction planned", extra={"pod": "ns/p"})  # the agent's
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert set(first) == {"ts", "level", "logger", "msg", "uid", "allowed"}
+    assert set(second) == {"ts", "level", "logger", "msg", "pod"}
+    assert first["level"] == second["level"] == "warning"
 
 
 def test_health_and_readiness() -> None:

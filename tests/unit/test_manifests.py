@@ -688,7 +688,7 @@ def test_configuration_doc_names_every_key_with_its_default() -> None:
 
 def test_operations_doc_lists_every_metric_and_event() -> None:
     doc = (ROOT / "docs" / "operations.md").read_text()
-    main = (ROOT / "elastic_controller" / "main.py").read_text()
+    main = (ROOT / "elastic_controller" / "cli" / "controller.py").read_text()
     metrics = [f"volcano_elastic_{m}" for m in re.findall(r'p \+ "(\w+)"', main)]
     webhook = (ROOT / "webhook" / "metrics.py").read_text()
     for m in re.findall(r'"(volcano_elastic_webhook_\w+)"', webhook):

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from elastic_controller.cli import main
+from elastic_controller.cli.status import build_rows, pending_notices, render_notices
 from elastic_controller.config import parse_config
 from elastic_controller.policy import keys
-from elastic_controller.statuscmd import build_rows, pending_notices, render_notices
 from tests import builders as b
 
 NOTICE = 120

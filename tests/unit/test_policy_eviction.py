@@ -1,4 +1,4 @@
-"""Eviction plans per DESIGN "The agent's cycle" steps 2-3: starving gangs, candidates, priorities,
+"""Eviction plans per ARCHITECTURE.md, "The agent's cycle", steps 2-3: starving gangs, candidates, priorities,
 queue shares, cooldowns, fewest-then-order, the per-queue cap, and a reason for every decision."""
 
 from __future__ import annotations

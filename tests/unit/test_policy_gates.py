@@ -1,4 +1,4 @@
-"""Gate releases (scale up) per DESIGN step 5."""
+"""Gate releases (scale up): ARCHITECTURE.md, "The agent's cycle", step 5."""
 
 from __future__ import annotations
 

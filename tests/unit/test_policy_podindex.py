@@ -14,7 +14,7 @@ from elastic_controller.policy import podindex
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
 from elastic_controller.policy.settings import ElasticConfig
-from elastic_controller.policy.world import World, build_world
+from elastic_controller.policy.world import PlanCache, World, build_world
 from tests.builders import NOW, ago
 from tests.unit.test_policy_properties import SETTINGS, clusters, parse
 
@@ -33,7 +33,7 @@ def facts(w: World) -> dict[str, Any]:
         "waiting": [(g.key, g.priority, g.placed, [p.key for p in g.pending], [p.key for p in g.needed], g.since,
                      [p.key for p in g.releasing_for]) for g in w.waiting],
         "shares": w.shares,
-        "volcano": {q: w.volcano_deserved(q) for q in w.shares},
+        "volcano": {q: w.model.admission_deserved(q) for q in w.shares},
         "gated": {k: ([p.key for p in pods], placed) for k, (pods, placed) in w.gated_elastic().items()},
     }
 
@@ -70,7 +70,7 @@ def test_updated_index_gives_the_cold_world(cluster: tuple[list[dict[str, Any]],
                                             rnd: random.Random, steps: int) -> None:
     objs, cfg = cluster
     snap = parse(objs, cfg)
-    podindex.reset()
+    cache = PlanCache()
     pods = list(snap.pods)
     pool: list[PodView] = []
     for step in range(steps):
@@ -79,8 +79,8 @@ def test_updated_index_gives_the_cold_world(cluster: tuple[list[dict[str, Any]],
             i = rnd.randrange(len(groups))
             groups = (*groups[:i], dataclasses.replace(groups[i]), *groups[i + 1:])
         cycle = dataclasses.replace(snap, pods=tuple(pods), podgroups=groups)
-        warm = build_world(cycle, cfg, NOW)
-        cold = build_world(cycle, cfg, NOW, reuse=False)
+        warm = build_world(cycle, cfg, NOW, cache)
+        cold = build_world(cycle, cfg, NOW)
         assert facts(warm) == facts(cold), f"step {step}"
         pods = change(pods, rnd, pool)
 
@@ -88,26 +88,26 @@ def test_updated_index_gives_the_cold_world(cluster: tuple[list[dict[str, Any]],
 def test_the_index_is_used_once_a_cycle_shares_most_pods(monkeypatch: Any) -> None:
     # Fails if the index is never built (every cycle cold) or never updated.
     snap = parse(_two_jobs(), ElasticConfig())
-    podindex.reset()
+    cache = PlanCache()
     used: list[bool] = []
-    real = podindex._update
+    real = cache.pods._update
 
     def spy(current: dict[int, PodView]) -> podindex.PodIndex | None:
         index = real(current)
         used.append(index is not None)
         return index
 
-    monkeypatch.setattr(podindex, "_update", spy)
+    monkeypatch.setattr(cache.pods, "_update", spy)
     cfg = ElasticConfig()
-    first = plan_cycle(snap, cfg, NOW)
-    second = plan_cycle(snap, cfg, NOW)
+    first = plan_cycle(snap, cfg, NOW, cache=cache)
+    second = plan_cycle(snap, cfg, NOW, cache=cache)
     fewer = dataclasses.replace(snap, pods=snap.pods[: len(snap.pods) // 3])  # most pods gone: cold again
-    plan_cycle(fewer, cfg, NOW)
+    plan_cycle(fewer, cfg, NOW, cache=cache)
     assert used == [False, True, False]
     assert first == second
     fresh = Snapshot(nodes=snap.nodes, pods=tuple(dataclasses.replace(p) for p in snap.pods),
                      podgroups=snap.podgroups, queues=snap.queues, priority_classes=snap.priority_classes)
-    assert plan_cycle(fresh, cfg, NOW) == first
+    assert plan_cycle(fresh, cfg, NOW, cache=cache) == first
 
 
 def _two_jobs() -> list[dict[str, Any]]:
@@ -140,28 +140,28 @@ def test_two_views_of_one_pod_give_the_cold_world(first: int) -> None:
     others = [PodView("ns", f"o{i}", f"uo{i}") for i in range(6)]
     snap = Snapshot(nodes=(NodeView("n0", {"nvidia.com/gpu": 8, "cpu": 8000}),), pods=(*pair, *others),
                     podgroups=(PodGroupView("ns", "j", 1),))
-    podindex.reset()
+    cache = PlanCache()
     for _ in range(3):
-        warm = build_world(snap, cfg, NOW)
+        warm = build_world(snap, cfg, NOW, cache)
         assert warm.jobs["ns/j"].bounds == ElasticBounds(1, first)
-        assert facts(warm) == facts(build_world(snap, cfg, NOW, reuse=False))
+        assert facts(warm) == facts(build_world(snap, cfg, NOW))
 
 
 def test_a_world_shares_no_list_with_the_index() -> None:
     # Planners may sort or extend what a World hands them: the next cycle must not see it.
     cfg = ElasticConfig()
     snap = parse(_two_jobs(), cfg)
-    podindex.reset()
-    build_world(snap, cfg, NOW)
-    first = build_world(snap, cfg, NOW)
+    cache = PlanCache()
+    build_world(snap, cfg, NOW, cache)
+    first = build_world(snap, cfg, NOW, cache)
     for pods in first.pods_by_group.values():
         pods.reverse()
         pods.append(pods[0])
     first.elastic_holding.clear()
     for gang in first.waiting:
         gang.pending.clear()
-    again = build_world(snap, cfg, NOW)
-    assert facts(again) == facts(build_world(snap, cfg, NOW, reuse=False))
+    again = build_world(snap, cfg, NOW, cache)
+    assert facts(again) == facts(build_world(snap, cfg, NOW))
 
 
 def test_groups_are_reordered_when_their_first_pod_goes() -> None:
@@ -176,10 +176,10 @@ def test_groups_are_reordered_when_their_first_pod_goes() -> None:
     rest = tuple(member(f"q-{i}", "z") for i in range(8))  # unchanged: the next cycle is warm
     base = Snapshot(nodes=(NodeView("n0", {"cpu": 8000}),), pods=(x1, y2, x3, *rest),
                     podgroups=(PodGroupView("ns", "x", 2), PodGroupView("ns", "y", 1), PodGroupView("ns", "z", 8)))
-    podindex.reset()
-    build_world(base, cfg, NOW)
-    assert list(build_world(base, cfg, NOW).pods_by_group) == ["ns/x", "ns/y", "ns/z"]
+    cache = PlanCache()
+    build_world(base, cfg, NOW, cache)
+    assert list(build_world(base, cfg, NOW, cache).pods_by_group) == ["ns/x", "ns/y", "ns/z"]
     later = dataclasses.replace(base, pods=(y2, x3, *rest))
-    warm = build_world(later, cfg, NOW)
+    warm = build_world(later, cfg, NOW, cache)
     assert list(warm.pods_by_group) == ["ns/y", "ns/x", "ns/z"]
-    assert facts(warm) == facts(build_world(later, cfg, NOW, reuse=False))
+    assert facts(warm) == facts(build_world(later, cfg, NOW))

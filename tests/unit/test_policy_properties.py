@@ -21,7 +21,7 @@ from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.shares import plan_shares, usage_of
-from elastic_controller.policy.world import build_world, node_base
+from elastic_controller.policy.world import PlanCache, build_world, node_base
 from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
@@ -367,10 +367,12 @@ def test_node_memo_across_cycles_does_not_change_the_plan(cluster: tuple[list[di
     objs, cfg = cluster
     snap = parse(objs, cfg)
     later = dataclasses.replace(snap, pods=tuple(p for p in snap.pods if rnd.random() < 0.7))
-    plan_cycle(snap, cfg, NOW)  # fills the memo
-    reused = plan_cycle(later, cfg, NOW)
+    cache = PlanCache()
+    plan_cycle(snap, cfg, NOW, cache=cache)  # fills the memo
+    reused = plan_cycle(later, cfg, NOW, cache=cache)
+    assert cache.nodes is not None and cache.nodes.nodes is snap.nodes
     fresh_nodes = tuple(dataclasses.replace(n) for n in snap.nodes)
-    assert node_base(fresh_nodes) is not node_base(snap.nodes)
+    assert node_base(fresh_nodes, cache) is not node_base(snap.nodes)
     assert reused == plan_cycle(dataclasses.replace(later, nodes=fresh_nodes), cfg, NOW)
 
 

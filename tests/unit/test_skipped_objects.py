@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from elastic_controller.cli.controller import PrometheusMetrics
+from elastic_controller.cli.status import render_skipped, skipped_objects
 from elastic_controller.kube.resources import NODES, PODGROUPS
-from elastic_controller.main import PrometheusMetrics
 from elastic_controller.policy.settings import ElasticConfig
-from elastic_controller.statuscmd import render_skipped, skipped_objects
 from tests import builders as b
 from tests.unit.test_agent import make, world
 

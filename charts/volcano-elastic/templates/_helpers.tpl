@@ -110,9 +110,9 @@ spec:
   - name: certgen
     image: {{ include "ve.image" . }}
     {{- with (include "ve.imagePullPolicy" .) }}{{ . | trim | nindent 4 }}{{- end }}
-    command:
-    - python
-    - /opt/volcano-elastic/certgen/bootstrap.py
+    args:
+    - certs
+    - bootstrap
     env:
     - name: POD_NAMESPACE
       valueFrom:
@@ -141,15 +141,9 @@ spec:
         drop:
         - ALL
     volumeMounts:
-    - name: script
-      mountPath: /opt/volcano-elastic/certgen
-      readOnly: true
     - name: tmp
       mountPath: /tmp
   volumes:
-  - name: script
-    configMap:
-      name: volcano-elastic-certgen-script
   - name: tmp
     emptyDir:
       medium: Memory

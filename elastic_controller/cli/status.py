@@ -9,14 +9,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
+
 HELP = "show elastic jobs per queue: min/current/max, fulfillment, cooldown, gated and starving pods, why"
 
 COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVING", "LAST DECISION")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    parser.add_argument("--config", help="ElasticConfig YAML (the one the controller runs with)")
+    add_kubeconfig_flag(parser)
+    add_config_flag(parser, "the one the controller runs with")
     parser.add_argument("-n", "--namespace", help="only this namespace")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
@@ -30,12 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
                namespace: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Queue -> rows (pure: objects in, rows out)."""
-    from .policy import keys
-    from .policy.cooldowns import cooldown_remaining, fulfillment
-    from .policy.cycle import plan_cycle
-    from .policy.notices import in_flight, review_notices, with_notices
-    from .policy.parse import parse_objects
-    from .policy.podgroups import JobSpecError, job_bounds
+    from ..policy import keys
+    from ..policy.cooldowns import cooldown_remaining, fulfillment
+    from ..policy.cycle import plan_cycle
+    from ..policy.notices import in_flight, review_notices, with_notices
+    from ..policy.parse import parse_objects
+    from ..policy.podgroups import JobSpecError, job_bounds
 
     snap, _ = parse_objects(items, cfg)
     notices = review_notices(snap, cfg, now)
@@ -91,9 +93,9 @@ def pending_notices(items: list[dict[str, Any]], cfg: Any, now: datetime,
                     namespace: str | None = None) -> list[dict[str, Any]]:
     """Victims under an eviction notice (pending or due), soonest first: pod, job, gang, queue,
     ``evictAfter``, ``secondsLeft`` (0: due, the agent evicts it this cycle)."""
-    from .policy.notices import review_notices
-    from .policy.parse import parse_objects
-    from .policy.times import format_time
+    from ..policy.notices import review_notices
+    from ..policy.parse import parse_objects
+    from ..policy.times import format_time
 
     snap, _ = parse_objects(items, cfg)
     review = review_notices(snap, cfg, now)
@@ -125,7 +127,7 @@ def render_notices(rows: list[dict[str, Any]]) -> str:
 def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
     """Objects the agent cannot use as they are (malformed, or partly implausible like a node
     claiming 1e18 GPUs), one line each: what the agent logs once at WARNING."""
-    from .policy.parse import parse_objects
+    from ..policy.parse import parse_objects
 
     snap, warnings = parse_objects(items, cfg)
     out = list(warnings)
@@ -172,8 +174,8 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
 
 
 def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
-    from .kube.errors import NotFoundError
-    from .kube.resources import SNAPSHOT_RESOURCES
+    from ..kube.errors import NotFoundError
+    from ..kube.resources import SNAPSHOT_RESOURCES
 
     items: list[dict[str, Any]] = []
     for res in SNAPSHOT_RESOURCES:
@@ -186,16 +188,11 @@ def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_config_file
-    from .kube.client import KubeClient
-    from .kube.errors import KubeError
-    from .policy.parse import parse_time
+    from ..kube.client import KubeClient
+    from ..kube.errors import KubeError
+    from ..policy.parse import parse_time
 
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "status")
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
@@ -207,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
     rows = build_rows(items, cfg, now, args.namespace)
-    from .volcanoconf import two_evictors
+    from ..volcanoconf import two_evictors
 
     warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
     skipped = skipped_objects(items, cfg)
@@ -222,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
             out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
         print(json.dumps(out, indent=2))
     else:
-        from .volcanoconf import check_scheduler
+        from ..volcanoconf import check_scheduler
 
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
         shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)

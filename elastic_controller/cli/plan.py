@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .common import add_config_flag, load_config_or_exit
+
 HELP = "print what the agent would do (evictions, gate releases) for a kubectl JSON dump"
 
 EPILOG = """\
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--from", dest="sources", action="append", required=True, metavar="SNAPSHOT.json",
                         help="a kubectl JSON dump (a List, or one object); repeat to combine files")
-    parser.add_argument("--config", metavar="F", help="ElasticConfig YAML (defaults when absent)")
+    add_config_flag(parser, metavar="F")
     parser.add_argument("--now", metavar="RFC3339", help="the time to plan at (default: now)")
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table",
                         help="table for people (default), json for tools")
@@ -89,20 +91,16 @@ def render_table(plan: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_config_file
-    from .policy.cycle import plan_cycle
-    from .policy.notices import in_flight, review_notices, with_notices
-    from .policy.parse import parse_objects
+    from ..policy.cycle import plan_cycle
+    from ..policy.notices import in_flight, review_notices, with_notices
+    from ..policy.parse import parse_objects
 
+    cfg = load_config_or_exit(args, "plan")
     try:
-        cfg = load_config_file(args.config)
         now = parse_now(args.now)
         items: list[Any] = []
         for src in args.sources:
             items.extend(read_items(src))
-    except ConfigError as exc:
-        print(f"volcano-elastic plan: {exc}", file=sys.stderr)
-        return 2
     except InputError as exc:
         print(f"volcano-elastic plan: {exc}", file=sys.stderr)
         return 2

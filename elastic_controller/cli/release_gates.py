@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
+
 HELP = "lift the volcano-elastic scale-up gate from elastic pods (all, or one job's)"
 
 
@@ -14,16 +16,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", nargs="?", help="NAMESPACE/NAME or NAME (with -n) of a PyTorchJob")
     parser.add_argument("--all", action="store_true", help="every gated pod in the cluster (or in -n)")
     parser.add_argument("-n", "--namespace", help="namespace of JOB, or the scope of --all")
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    parser.add_argument("--config", help="ElasticConfig YAML (for gating.gateName)")
+    add_kubeconfig_flag(parser)
+    add_config_flag(parser, "for gating.gateName")
     parser.add_argument("--dry-run", action="store_true", help="print what would be lifted")
 
 
 def select(pods: list[dict[str, Any]], jobs: list[dict[str, Any]], gate: str, namespace: str | None,
            job: str | None) -> tuple[list[str], list[str]]:
     """(pods to release, pods skipped because their job finished or is suspended), as ns/name."""
-    from .policy import keys
-    from .policy.parse import ParseError, parse_job
+    from ..policy import keys
+    from ..policy.parse import ParseError, parse_job
 
     retired: set[str] = set()
     for raw in jobs:
@@ -52,11 +54,10 @@ def select(pods: list[dict[str, Any]], jobs: list[dict[str, Any]], gate: str, na
 
 
 def run(args: argparse.Namespace) -> int:
-    from .agent import lift_gate
-    from .config import ConfigError, load_config_file
-    from .kube.client import KubeClient
-    from .kube.errors import KubeError, NotFoundError
-    from .kube.resources import PODS, PYTORCHJOBS
+    from ..agent import lift_gate
+    from ..kube.client import KubeClient
+    from ..kube.errors import KubeError, NotFoundError
+    from ..kube.resources import PODS, PYTORCHJOBS
 
     if bool(args.all) == bool(args.job):
         print("release-gates: give either --all or one JOB", file=sys.stderr)
@@ -67,11 +68,7 @@ def run(args: argparse.Namespace) -> int:
             print("release-gates: JOB needs a namespace (NAMESPACE/NAME or -n)", file=sys.stderr)
             return 2
         job = f"{args.namespace}/{job}"
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "release-gates")
     gate = cfg.gating.gateName
     scope = job.split("/", 1)[0] if job else args.namespace
     try:

@@ -1,4 +1,4 @@
-"""``volcano-elastic``: one entry point, one module per subcommand.
+"""``volcano-elastic``: one entry point, one module per subcommand in this package (``webhook``: ``webhook/serve.py``).
 
 Each subcommand module exposes ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int`` and keeps heavy imports inside ``run`` so that ``--help`` stays fast.
@@ -12,16 +12,17 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from . import __version__
+from .. import __version__
+from .common import CommandExit
 
 SUBCOMMANDS: dict[str, str] = {
-    "webhook": "webhook.serve",
-    "controller": "elastic_controller.main",
-    "plan": "elastic_controller.plancmd",
-    "status": "elastic_controller.statuscmd",
-    "release-gates": "elastic_controller.releasecmd",
-    "certs": "certs.cli",
-    "simulate": "elastic_controller.simulate.cli",
+    "webhook": "webhook.serve",  # the webhook is its own top-level package (the layout asked for)
+    "controller": "elastic_controller.cli.controller",
+    "plan": "elastic_controller.cli.plan",
+    "status": "elastic_controller.cli.status",
+    "release-gates": "elastic_controller.cli.release_gates",
+    "certs": "elastic_controller.cli.certs",
+    "simulate": "elastic_controller.cli.simulate",
 }
 
 
@@ -60,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args))
+    except CommandExit as stop:
+        if stop.message:
+            print(stop.message, file=sys.stderr)
+        return stop.code
     except KeyboardInterrupt:
         return 130
 

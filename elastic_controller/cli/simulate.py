@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .common import add_config_flag, load_config_or_exit
+
 HELP = "simulate a job trace on a cluster under elastic, volcano-gang, static-max and static-min scheduling"
 
 POLICY_CHOICES = ("elastic", "volcano-gang", "static-max", "static-min", "all")
@@ -37,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "(the others stay rigid, min = max; default: 1.0)")
     sim = parser.add_argument_group("simulation")
     sim.add_argument("--policy", default="all", choices=POLICY_CHOICES, help="default: all")
-    sim.add_argument("--config", metavar="FILE", help="ElasticConfig YAML (cooldowns etc.; default: defaults)")
+    add_config_flag(sim, "cooldowns etc.; default: defaults", metavar="FILE")
     sim.add_argument("--seed", type=int, default=1,
                      help="seed of the synthetic generator and of --elastic-fraction's draw (default: 1)")
     sim.add_argument("--seeds", metavar="LIST",
@@ -79,21 +81,17 @@ def run(args: argparse.Namespace) -> int:
     from importlib.resources import files
     from pathlib import Path
 
-    from ..config import ConfigError, load_config_file
-    from .cluster import ClusterSpec, load_cluster, parse_cluster
-    from .engine import POLICIES, SimSettings
-    from .generate import GeneratorOptions, generate
-    from .plots import MISSING, have_matplotlib, write_plots
-    from .runner import print_run, run_policies
-    from .scaling import CurveError, parse_curve
-    from .seeds import class_ratio_table, parse_seeds, seeds_table
-    from .trace import ImportOptions, JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
-    from .validate import check_jobs
+    from ..simulate.cluster import ClusterSpec, load_cluster, parse_cluster
+    from ..simulate.engine import POLICIES, SimSettings
+    from ..simulate.generate import GeneratorOptions, generate
+    from ..simulate.plots import MISSING, have_matplotlib, write_plots
+    from ..simulate.runner import print_run, run_policies
+    from ..simulate.scaling import CurveError, parse_curve
+    from ..simulate.seeds import class_ratio_table, parse_seeds, seeds_table
+    from ..simulate.trace import ImportOptions, JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
+    from ..simulate.validate import check_jobs
 
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    cfg = load_config_or_exit(args, "simulate")
     try:
         curve = parse_curve(args.scaling_efficiency)
     except CurveError as exc:

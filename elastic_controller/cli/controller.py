@@ -7,7 +7,6 @@ leader writes), /healthz /readyz /metrics on one port, JSON logs, graceful shutd
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -18,32 +17,14 @@ import time
 import uuid
 from typing import Any
 
-from .healthserver import HealthServer
+from ..healthserver import HealthServer
+from ..logs import json_handler
+from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
 
 HELP = "run the PodGroup controller and the preemption agent (leader-elected)"
 
-_STD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line; ``extra=`` fields (job, queue, pod, reason, ...) become keys."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage(),
-        }
-        for k, v in vars(record).items():
-            if k not in _STD_ATTRS and not k.startswith("_"):
-                out[k] = v
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
 def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler = json_handler(sys.stderr)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -52,8 +33,8 @@ def setup_logging(level: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="ElasticConfig YAML (defaults when absent)")
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    add_config_flag(parser)
+    add_kubeconfig_flag(parser)
     parser.add_argument("--http-port", type=int, default=8080, help="/healthz /readyz /metrics (0: off)")
     parser.add_argument("--http-address", default="0.0.0.0")
     parser.add_argument("--lease-name", default="volcano-elastic-controller")
@@ -191,25 +172,20 @@ def serve_http(address: str, port: int, health: Health, metrics: PrometheusMetri
 
 
 def run(args: argparse.Namespace) -> int:
-    from .agent import Agent
-    from .config import ConfigError, load_config_file
-    from .controller import Controller
-    from .kube.caches import Caches
-    from .kube.client import ClientSettings, KubeClient
-    from .kube.errors import KubeError
-    from .kube.events import EventRecorder
-    from .kube.fence import FencedAPI
-    from .kube.leader import LeaderElector, LeaseSettings
-    from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
-    from .volcanoconf import check_scheduler, describe
+    from ..agent import Agent
+    from ..controller import Controller
+    from ..kube.caches import Caches
+    from ..kube.client import ClientSettings, KubeClient
+    from ..kube.errors import KubeError
+    from ..kube.events import EventRecorder
+    from ..kube.fence import FencedAPI
+    from ..kube.leader import LeaderElector, LeaseSettings
+    from ..kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+    from ..volcanoconf import check_scheduler, describe
 
     setup_logging(args.log_level)
     log = logging.getLogger("volcano-elastic")
-    try:
-        cfg = load_config_file(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    cfg = load_config_or_exit(args, "controller")
     try:
         # one connection per watch (7) plus one per worker and a few for the agent and events
         client = KubeClient.from_kubeconfig(args.kubeconfig, ClientSettings(pool_size=args.workers + 16))

@@ -1,0 +1,176 @@
+"""The eviction planner: one starving gang after another against shared, mutable capacity.
+
+ARCHITECTURE.md, "The agent's cycle", steps 2-3. For each starving gang (``ordering.gang_key``
+order): if its needed pods fit once terminating pods are gone, ``wait``; else choose victims among
+admissible candidates (``admissibility``) so that every needed pod fits on a real node (``search``),
+taking on each node the smallest set of victims that makes room, first in victim order
+(``ordering.victim_key``), then drop every victim the plan can do without.
+
+A gang must also fit in its queue's share as the share model admits it (``ShareModel.enqueue_excess``),
+or Volcano will not place it however much is free: when it would be above, victims of its *own*
+queue (the only ones that bring it under) are added until it is not (``share_victims``), fewest
+first, and the plan is minimized against both conditions.
+"""
+
+from __future__ import annotations
+
+from ..decisions import Eviction, GangDecision
+from ..fit import fits_all, place_all, pod_demand
+from ..ordering import gang_key
+from ..quantity import add, format_resources, sub
+from ..world import Gang, World, job_id
+from .base import GangPlan, SearchMode, _sum_requests
+from .search import VictimSearch
+from .share_victims import ShareVictims
+
+
+class Planner(VictimSearch, ShareVictims):
+    """Plans every starving gang of one cycle against shared, mutable capacity. ``search``: how the
+    node of each needed pod is found ("exhaustive" is the reference the properties compare with)."""
+
+    def __init__(self, world: World, search: SearchMode = "indexed") -> None:
+        super().__init__(world, search)
+        self._build_index()
+
+    # -- one gang ------------------------------------------------------------------------
+    def plan_gang(self, gang: Gang) -> GangPlan:
+        """Plan ``gang`` (one of the cycle's starving gangs, taken in ``starving_gangs`` order) and
+        commit the plan against the planner's capacity, so later gangs plan around it.
+
+        ``wait`` when: the gang lacks pods to place; victims evicted for it are still terminating;
+        its min set fits (now, or once terminating pods are gone) and its queue's share admits it
+        (its room is promised to it); its queue has no evictions left this cycle; no admissible
+        victim set makes it fit (and, when its queue is above the share Volcano admits, brings the
+        queue under with victims of its own queue); or the fewest victims exceed the evictions left.
+        Otherwise ``evict``: the victims in victim order, each with its reason. Every ``wait`` and
+        ``evict`` decision carries a reason naming what decided it."""
+        w = self.w
+        needed_keys = tuple(p.key for p in gang.needed)
+
+        def wait(reason: str) -> GangPlan:
+            return GangPlan(GangDecision(gang.key, gang.queue, "wait", reason, needed_keys), [])
+
+        missing = gang.pg.min_member - gang.placed
+        if len(gang.needed) < missing:
+            return wait(f"needs {missing} more pods placed but only {len(gang.needed)} are pending and "
+                        "ungated; waiting for the rest to be created")
+        trial = self.capacity.copy()
+        placement = place_all(gang.needed, trial)
+        # Volcano's proportion plugin places the gang only within its queue's deserved share.
+        excess = w.share_excess(gang, self._dom(gang.queue))
+        if (placement is None or excess) and gang.releasing_for:
+            return wait(f"{len(gang.releasing_for)} worker(s) evicted for it are still terminating; "
+                        "no new victims until they are gone")
+        if placement is not None and not excess:
+            # Without terminating pods, capacity now is capacity then (only the reason differs).
+            fits_now = not w.releasing or fits_all(gang.needed, w.free_now)
+            self.capacity = trial  # promise the room to this gang
+            if fits_now:
+                blocked = _queue_blocks(w, gang.queue)
+                if blocked:  # not "waiting for the scheduler" forever: it never will
+                    return wait(f"its min set fits on free capacity now, but {blocked}: Volcano will not "
+                                "place it")
+                return wait("its min set fits on free capacity now; waiting for the scheduler to place it")
+            n = sum(len(v) for v in w.releasing.values())
+            return wait(f"fits once {n} terminating pod(s) release their resources "
+                        f"({len(gang.releasing_for)} evicted for it); no further victims")
+
+        left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
+        if left == 0:  # any plan needs a victim: nothing to search for
+            return wait(f"needs evictions but queue {gang.queue} has none left this cycle (maxEvictionsPerCycle)")
+        self._kinds_ok = {}
+        self.used_greedy = False
+        self._job_verdicts = {}
+        self._share_refusals = set()
+        if excess:
+            # Victims of its own queue must give back ``excess``: when even every one of them above its
+            # job's min (or every admissible one) would not, no plan exists; the node search is skipped.
+            fits = ("its min set fits on free capacity" if placement is not None
+                    else "its min set does not fit on free capacity")
+            if self._queue_supply(gang.queue) < excess:
+                return wait(self._share_wait_reason(gang, excess, fits, supply=True))
+            if self._admissible_supply(gang) < excess:
+                return wait(self._share_wait_reason(gang, excess, fits))
+
+        cap = self.capacity.copy()
+        victims = [] if placement is not None else self._assign(gang, cap)
+        share_failed = False
+        if victims is not None and excess:
+            # Its own queue's elastic workers make room in the queue's share (others' cannot).
+            extra = self._share_victims(gang, excess - self._own_share(gang, victims), victims)
+            share_failed = extra is None
+            victims = None if extra is None else victims + extra
+        for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
+            self._take(v, -1)
+        self.inflight = []
+        if victims is None:
+            if share_failed:
+                return wait(self._share_wait_reason(gang, excess, "its min set fits on free capacity"
+                                                    if placement is not None else
+                                                    "evicting elastic workers would make room on the nodes"))
+            reasons = self.exclusions(gang)
+            excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
+            need = format_resources(_sum_requests(gang.needed))
+            return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
+                        f"({need}) fit{' within its queue share' if excess else ''}; "
+                        f"candidates excluded: {excluded}")
+        if excess:
+            self.used_greedy = True  # share victims are chosen greedily: always minimize
+        if len(gang.needed) > 1 or self.used_greedy:
+            # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
+            # its node do not make room, and no other node lost any.
+            victims = self._minimize(gang, victims, excess)
+        victims.sort(key=self.preference)
+        if len(victims) > left:
+            return wait(f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle "
+                        "(maxEvictionsPerCycle)")
+        share_note = self._excess_text(gang, excess) if excess else ""
+        # Commit: victims free their room, the gang's pods take it.
+        cap = self.capacity.copy()
+        for v in victims:
+            cap.give(v.node_name, pod_demand(v))
+        if place_all(gang.needed, cap) is None:  # pragma: no cover - _minimize guarantees a fit
+            return wait("internal: plan did not verify")
+        self.capacity = cap
+        self.version += 1
+        self.evictions_left[gang.queue] = left - len(victims)
+        for queue in {w.jobs[job_id(v)].queue for v in victims}:
+            self.queue_versions[queue] = self.queue_versions.get(queue, 0) + 1
+        evictions = []
+        for v in victims:
+            job = w.jobs[job_id(v)]
+            reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
+                      f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
+                      f"{gang.key} in queue {gang.queue}")
+            self._take(v, 1)
+            self.taken.add(v.key)
+            self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
+            evictions.append(Eviction(v.key, v.node_name, job.key, job.queue, gang.key, reason, v.uid))
+        self.alloc[gang.queue] = add(self.alloc.get(gang.queue, {}), _sum_requests(gang.needed))
+        self._retag(sorted({v.node_name for v in victims}))  # their nodes have fewer candidates left
+        why = f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit"
+        if excess:
+            why += f" and brings queue {gang.queue} back within its deserved share (before: {share_note})"
+        decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
+        return GangPlan(decision, evictions)
+
+
+def _queue_blocks(world: World, queue: str) -> str:
+    """Why Volcano will never place a gang of ``queue`` whatever the capacity ("" when nothing we see)."""
+    for q in world.snapshot.queues:
+        if q.name == queue:
+            return "" if q.state in ("", "Open") else f"its queue {queue} is {q.state}"
+    return f"its queue {queue} does not exist"
+
+
+def starving_gangs(world: World) -> list[Gang]:
+    """Waiting gangs whose needed pods have waited at least their queue's starvationSeconds,
+    higher PodGroup priority first, then older."""
+    out = []
+    for gang in world.waiting:
+        policy = world.policy(gang.queue)
+        if gang.since is None or (world.now - gang.since).total_seconds() >= policy.starvationSeconds:
+            out.append(gang)
+    epoch = world.now.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+    out.sort(key=lambda g: gang_key(g, epoch))
+    return out

@@ -1,0 +1,138 @@
+"""The queue-share model: what a Volcano queue-share plugin decides, behind one interface.
+
+Volcano's ``proportion`` plugin (and ``capacity``, its successor) registers a handful of hooks the
+scheduler's actions call; the policy asks the same questions through ``ShareModel``:
+
+============================  ==========================================  =========================
+hook                          question                                    Volcano's counterpart
+============================  ==========================================  =========================
+``deserved(q)``               the queue's deserved share (our view)       ``deserved`` (attr)
+``allocated(q)``              what the queue's placed pods hold           ``allocated`` (attr)
+``reclaimable(q)``            may others ever take from ``q``             ``queue.spec.reclaimable``
+``below_share(q, a)``         is ``q`` (holding ``a``) below its share:   ``reclaim`` action: the
+                              may it reclaim from other queues            starving queue's check
+``keeps_share(q, a)``         would ``q``, left holding ``a``, still be   ``ReclaimableFn``
+                              at or above its share
+``overused(q, a)``            is ``q`` (holding ``a``) above its share    ``OverusedFn``
+``admission_deserved(q)``     the share Volcano admits work against       ``deserved`` as the plugin
+                              (gated pods requested, rounded down)        computes it
+``enqueue_excess(q, need)``   how far placing ``need`` more would take    ``AllocatableFn`` /
+                              ``q`` above that share (0: admitted)        ``JobEnqueueableFn``
+``room(q)``                   what ``q`` may still be given               ``AllocatableFn``
+============================  ==========================================  =========================
+
+Every amount is of the cluster's one dominant resource (``nvidia.com/gpu`` when the cluster has GPUs,
+else ``cpu``). ``ProportionModel`` is the proportion plugin's model (weighted water-filling,
+``shares.py``); ``MODELS`` names the models a configuration may choose from. Adding a model (say
+Volcano's ``capacity`` plugin) is one new module implementing ``ShareModel`` plus its entry in
+``MODELS`` (see ARCHITECTURE.md, "Recipes").
+
+The simulator's allocator asks the same model for its deserved shares (``ProportionModel.fill``),
+so the simulated Volcano and the policy share one water-filling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from .model import NodeView, PodGroupView, PodView, QueueView
+from .quantity import Resources
+from .shares import QueueShare, Usage, _water_fill, plan_shares
+
+
+class ShareModel(Protocol):
+    """The hooks (see the module docstring). ``a``/``allocated``: an allocation to judge by instead of
+    the snapshot's (planners track what their own decisions move)."""
+
+    dominant: str
+    shares: dict[str, QueueShare]
+
+    def deserved(self, queue: str) -> int: ...
+    def allocated(self, queue: str) -> int: ...
+    def reclaimable(self, queue: str) -> bool: ...
+    def below_share(self, queue: str, allocated: int) -> bool: ...
+    def keeps_share(self, queue: str, allocated: int) -> bool: ...
+    def overused(self, queue: str, allocated: int) -> bool: ...
+    def admission_deserved(self, queue: str) -> int: ...
+    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int: ...
+    def room(self, queue: str) -> int: ...
+
+
+class ProportionModel:
+    """Volcano's proportion plugin. Our own view of the shares (``shares``: pending gated pods not
+    requested, see ``shares.py``) judges reclaim; Volcano's view (gated pods requested, deserved
+    rounded down), computed on first use, judges admission."""
+
+    name = "proportion"
+
+    def __init__(self, shares: dict[str, QueueShare], dominant: str, queues: Iterable[QueueView],
+                 nodes: Iterable[NodeView], pods: Iterable[PodView], podgroups: Mapping[str, PodGroupView],
+                 usage: Usage | None, cluster: Resources | None) -> None:
+        self.shares = shares
+        self.dominant = dominant
+        self._inputs = (queues, nodes, pods, podgroups, usage, cluster)
+        self._admission: dict[str, QueueShare] | None = None
+
+    @classmethod
+    def of(cls, queues: Iterable[QueueView], nodes: Iterable[NodeView], podgroups: Mapping[str, PodGroupView],
+           usage: Usage, cluster: Resources, dominant: str, pods: Iterable[PodView] = ()) -> ProportionModel:
+        shares = plan_shares(queues, nodes, (), podgroups, usage=usage, capacity=cluster)
+        return cls(shares, dominant, queues, nodes, pods, podgroups, usage, cluster)
+
+    # -- our view: reclaim ------------------------------------------------------------------------
+    def deserved(self, queue: str) -> int:
+        share = self.shares.get(queue)
+        return share.deserved.get(self.dominant, 0) if share is not None else 0
+
+    def allocated(self, queue: str) -> int:
+        share = self.shares.get(queue)
+        return share.allocated.get(self.dominant, 0) if share is not None else 0
+
+    def reclaimable(self, queue: str) -> bool:
+        share = self.shares.get(queue)
+        return share is not None and share.reclaimable
+
+    def below_share(self, queue: str, allocated: int) -> bool:
+        share = self.shares.get(queue)
+        return share is not None and allocated < share.deserved.get(self.dominant, 0)
+
+    def keeps_share(self, queue: str, allocated: int) -> bool:
+        share = self.shares.get(queue)
+        return share is not None and allocated >= share.deserved.get(self.dominant, 0)
+
+    def overused(self, queue: str, allocated: int) -> bool:
+        # Strictly above (Volcano's OverusedFn). ``keeps_share`` with what is left is the exact test
+        # for given victims; this is the quick bound ``gates.blocking_gangs`` uses, which therefore
+        # never counts victims of no dominant resource from a queue exactly at its share.
+        share = self.shares.get(queue)
+        return share is not None and allocated > share.deserved.get(self.dominant, 0)
+
+    # -- Volcano's view: admission ----------------------------------------------------------------
+    def admission_deserved(self, queue: str) -> int:
+        if self._admission is None:
+            queues, nodes, pods, podgroups, usage, cluster = self._inputs
+            self._admission = plan_shares(queues, nodes, pods, podgroups, volcano_view=True, usage=usage,
+                                          capacity=cluster)
+        share = self._admission.get(queue)
+        return share.deserved.get(self.dominant, 0) if share is not None else 0
+
+    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int:
+        if allocated is None:
+            allocated = self.allocated(queue)
+        return max(0, allocated + need - self.admission_deserved(queue))
+
+    def room(self, queue: str) -> int:
+        return self.admission_deserved(queue) - self.allocated(queue)
+
+    # -- the simulator's allocator ------------------------------------------------------------------
+    @staticmethod
+    def fill(weights: Mapping[str, int], requests: Mapping[str, float], total: float) -> dict[str, float]:
+        """Deserved shares of one resource for flat queues (no guarantee, capability or explicit
+        deserved): ``total`` water-filled by weight, never above a queue's request; unrounded."""
+        names = list(weights)
+        shares = _water_fill([(float(max(1, weights[q])), 0.0, float(requests.get(q, 0))) for q in names], total)
+        return dict(zip(names, shares, strict=True))
+
+
+MODELS: dict[str, type[ProportionModel]] = {ProportionModel.name: ProportionModel}
