@@ -8,10 +8,7 @@ webhook at its default settings: /healthz and admission reviews keep being answe
 from __future__ import annotations
 
 import json
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,17 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from elastic_controller.cli import main
 from tests.unit.test_webhook_serving import (
-    NAMESPACE,
-    ROOT,
-    SERVICE,
     SERVICE_DNS,
     Server,
     client_context,
-    free_port,
     post,
-    wait_ready,
+    serve_webhook,
 )
 from tests.unit.webhook_objects import pod, review
 
@@ -38,27 +30,8 @@ SLOW_CLIENTS = 32
 
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    certs = tmp_path_factory.mktemp("certs-slow")
-    assert main(["certs", "generate", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(certs),
-                 "--ip", "127.0.0.1"]) == 0
-    port = free_port()
-    log = certs / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(  # default --workers and --threads: what a Deployment runs
-            [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file", str(certs / "tls.crt"),
-             "--tls-private-key-file", str(certs / "tls.key"), "--port", str(port), "--host", "127.0.0.1"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-        )
-    try:
-        wait_ready(port, certs / "ca.crt", proc)
-        yield Server(proc, port, certs, log)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    # default --workers and --threads: what a Deployment runs
+    yield from serve_webhook(tmp_path_factory.mktemp("certs-slow"))
 
 
 def _slow_header_client(port: int, ca: Path, stop: threading.Event, sent: list[int]) -> None:
