@@ -8,11 +8,10 @@ queues:
   - {name: product, weight: 1}
 ```
 
-Queues may also say what Volcano's ``capacity`` plugin reads (``simulate --shares capacity``):
-``deserved``, ``guarantee`` and ``capability`` as resource maps (``{nvidia.com/gpu: 16, cpu: 200}``)
-and ``parent`` (a queue of the file, or ``root``: hierarchical queues, ``--shares
-capacity-hierarchy``). ``proportion`` uses ``weight`` and honours ``capability``, ``guarantee`` and
-``deserved`` too, but ignores ``parent`` (Volcano's proportion plugin is flat).
+Queues may also say what Volcano's ``capacity`` plugin reads: ``deserved``, ``guarantee`` and
+``capability`` as resource maps (``{nvidia.com/gpu: 16, cpu: 200}``) and ``parent`` (a queue of the
+file, or ``root``). They are handed to the planner's queue views; the simulated Volcano allocator
+does not use them yet (a ``--shares capacity`` allocator is still to come).
 """
 
 from __future__ import annotations
