@@ -22,10 +22,11 @@ hook                          question                                    Volcan
 ============================  ==========================================  =========================
 
 Every amount is of the cluster's one dominant resource (``nvidia.com/gpu`` when the cluster has GPUs,
-else ``cpu``). ``ProportionModel`` is the proportion plugin's model (weighted water-filling,
-``shares.py``); ``MODELS`` names the models a configuration may choose from. Adding a model (say
-Volcano's ``capacity`` plugin) is one new module implementing ``ShareModel`` plus its entry in
-``MODELS`` (see ARCHITECTURE.md, "Recipes").
+else ``cpu``). ``ProportionModel`` is the proportion plugin's model (weighted water-filling, flat as
+Volcano's is: ``spec.parent`` ignored, ``shares.py``); ``capacity.CapacityModel`` is the capacity
+plugin's (flat or hierarchical). ``world.share_model`` builds the one config ``shares.plugin`` names.
+Adding a model is one new module implementing ``ShareModel`` plus its branch in
+``world.share_model`` (see ARCHITECTURE.md, "Recipes").
 
 The simulator's allocator asks the same model for its deserved shares (``ProportionModel.fill``),
 so the simulated Volcano and the policy share one water-filling.

@@ -71,3 +71,23 @@ def test_unknown_queue_has_no_share() -> None:
     m = build_world(snap, cfg, NOW).model
     assert not m.reclaimable("nope") and not m.below_share("nope", -1) and not m.keeps_share("nope", 10**9)
     assert (m.deserved("nope"), m.allocated("nope"), m.admission_deserved("nope")) == (0, 0, 0)
+
+
+def test_build_world_chooses_the_configured_model() -> None:
+    from elastic_controller.policy.capacity import CapacityModel
+    from elastic_controller.policy.settings import SharesConfig
+
+    objs = [node("n0"), queue("dept", deserved={"nvidia.com/gpu": 8}),
+            queue("qa", parent="dept", deserved={"nvidia.com/gpu": 2}),
+            *elastic_job("ns", "a", min_r=1, max_r=2, nodes=["n0"], queue="qa")]
+    proportion = ElasticConfig()
+    m = build_world(snapshot_of(*objs, cfg=proportion), proportion, NOW).model
+    assert isinstance(m, ProportionModel)
+    flat = ElasticConfig(shares=SharesConfig(plugin="capacity"))
+    m = build_world(snapshot_of(*objs, cfg=flat), flat, NOW).model
+    assert isinstance(m, CapacityModel) and not m.attrs.hierarchy
+    tree = ElasticConfig(shares=SharesConfig(plugin="capacity", hierarchy=True))
+    m = build_world(snapshot_of(*objs, cfg=tree), tree, NOW).model
+    assert isinstance(m, CapacityModel) and m.attrs.hierarchy
+    assert m.attrs.queues["qa"].ancestors == ("root", "dept")
+    assert m.deserved("qa") == 2  # spec.deserved as written, not water-filled
