@@ -42,6 +42,14 @@ def _merged(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[
     return out
 
 
+def _needed(g: Gang) -> dict[str, int]:
+    """What ``g``'s needed pods ask for in all, per resource."""
+    out: dict[str, int] = {}
+    for p in g.needed:
+        out = add(out, p.requests)
+    return out
+
+
 def blocking_gangs(world: World) -> list[Gang]:
     """Waiting gangs that evicting elastic workers could get placed: they would fit if every
     running elastic worker that may ever be a victim for them (a job of no higher priority, from a
@@ -69,7 +77,7 @@ def blocking_gangs(world: World) -> list[Gang]:
             acc[k] = acc.get(k, 0) + v
     base: Capacity | None = None
     maximal: Capacity | None = None
-    capacities: dict[tuple[str, int], Capacity] = {}  # per (gang queue, gang priority)
+    capacities: dict[tuple[str, int, bool], Capacity] = {}  # per (gang queue, gang priority, below share)
     others: dict[tuple[bool, int], Capacity] = {}  # what other queues give, per (below share, priority)
     # Gangs alike (queue, priority, needed pods' requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
@@ -108,11 +116,12 @@ def blocking_gangs(world: World) -> list[Gang]:
             if not verdicts[("max", pods_shape)]:
                 verdicts[shape] = False
                 continue
-            cap = capacities.get((g.queue, g.priority))
+            # Other queues give only to a gang whose queue is below its share (for the gang: the
+            # capacity plugin weighs its request), and then every one of them that may give does:
+            # that part is shared by all such gangs of one priority.
+            below = world.model.below_share(g.queue, world.model.allocated(g.queue), _needed(g))
+            cap = capacities.get((g.queue, g.priority, below))
             if cap is None:
-                # Other queues give only to a gang whose queue is below its share, and then every one
-                # of them that may give does: that part is shared by all such gangs of one priority.
-                below = world.model.below_share(g.queue, world.model.allocated(g.queue))
                 shared = others.get((below, g.priority))
                 if shared is None:
                     if base is None:
@@ -120,7 +129,7 @@ def blocking_gangs(world: World) -> list[Gang]:
                     shared = others[(below, g.priority)] = base.copy()
                     shared.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
                                              if below and prio <= g.priority and queue_may_give(world, "", queue)))
-                cap = capacities[(g.queue, g.priority)] = shared.copy()
+                cap = capacities[(g.queue, g.priority, below)] = shared.copy()
                 cap.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
                                       if queue == g.queue and prio <= g.priority))
             verdicts[shape] = fits_all(g.needed, cap)
@@ -136,21 +145,18 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
     A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
     it, or it waits for room in its queue's share) has that room reserved, and growth goes on
     around it; any other blocking gang holds back all growth. A pod is released only while its
-    queue stays within its deserved share as Volcano's proportion plugin counts it (beyond, Volcano
-    would leave it pending and the job would have spent a scale event for nothing). Gangs in ``evicted_for`` (victims
-    were chosen for them this cycle) count as blocking."""
+    queue stays where Volcano would place it (``ShareModel.admits``: within its deserved share as the
+    proportion plugin counts it; within its real capability and its ancestors' under capacity; beyond,
+    Volcano would leave it pending and the job would have spent a scale event for nothing). Gangs in
+    ``evicted_for`` (victims were chosen for them this cycle) count as blocking."""
     if not world.cfg.gating.enabled:
         return [], []
     cap = (capacity or world.free_now).copy()
     blocking = {g.key for g in blocking_gangs(world)} | set(evicted_for)
     blocked: list[str] = []
-    dom = world.dominant
-    room: dict[str, int] = {}  # per queue: what proportion still admits (Volcano's view)
-
-    def room_of(queue: str) -> int:
-        if queue not in room:
-            room[queue] = world.model.room(queue)
-        return room[queue]
+    # Per queue: what this cycle places in it besides the snapshot (blocking gangs' room set aside,
+    # released pods), which the share model weighs with it (``ShareModel.admits``).
+    placed: dict[str, dict[str, int]] = {}
 
     for g in world.waiting:
         if g.key not in blocking:
@@ -158,7 +164,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         if place_all(g.needed, cap) is None:
             blocked.append(g.key)
         else:  # its room is set aside, on the nodes and in its queue's share
-            room[g.queue] = room_of(g.queue) - sum(p.requests.get(dom, 0) for p in g.needed)
+            placed[g.queue] = add(placed.get(g.queue, {}), _needed(g))
     if blocked:
         return [], blocked
     gate = world.cfg.gating.gateName
@@ -193,14 +199,15 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         assert job.bounds is not None
         if job.current_workers() >= job.bounds.max_replicas:
             continue
-        size = pod.requests.get(dom, 0)
-        if size > room_of(job.queue):
-            continue  # Volcano would leave it pending: its queue is at its deserved share
+        if not world.model.admits(job.queue, pod.requests, placed):
+            # Volcano would leave it pending: its queue is at its deserved share (proportion) or
+            # its real capability, or an ancestor's (capacity)
+            continue
         node = cap.choose_node(pod)
         if node is None and all(alike(p, pod) for p in pending):
             continue  # capacity only shrinks while releasing: the job's other pods would not fit either
         if node is not None:
-            room[job.queue] -= size
+            placed[job.queue] = add(placed.get(job.queue, {}), pod.requests)
             cap.take(node, pod_demand(pod))
             job.added += 1
             per_queue[job.queue] = per_queue.get(job.queue, 0) + 1

@@ -57,6 +57,12 @@ def test_hooks_agree_with_the_shares() -> None:
             assert m.keeps_share(q, a) == (a >= deserved)
             assert m.overused(q, a) == (a > deserved)
         assert m.room(q) == m.admission_deserved(q) - allocated
+        for k in range(0, 3):  # admits: the pod's dominant amount within the room left once placed is placed
+            assert m.admits(q, {m.dominant: k}, {}) == (k <= m.room(q))
+            assert m.admits(q, {m.dominant: k}, {q: {m.dominant: 1}}) == (k <= m.room(q) - 1)
+            # the other hooks' per-resource arguments do not change proportion's answers
+            assert m.below_share(q, k, {m.dominant: 5}, {"cpu": 1}) == m.below_share(q, k)
+            assert m.keeps_share(q, k, [{m.dominant: 1}], {"cpu": 1}) == m.keeps_share(q, k)
         assert m.enqueue_excess(q, 2) == max(0, allocated + 2 - m.admission_deserved(q))
     # over_share: qa holds 8 of its 8 deserved, so its 2-GPU gang is 2 above what proportion admits.
     (g,) = world.waiting

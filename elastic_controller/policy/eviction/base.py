@@ -102,10 +102,18 @@ class PlannerBase:
         self._old: dict[str, list[PodView]] = {}  # job -> candidates past minRuntimeSeconds
         self._supply: dict[str, int] = {}  # see _queue_supply
         self._admissible: dict[tuple[str, int, int], int] = {}  # see _admissible_supply
+        self._needs: dict[str, dict[str, int]] = {}  # per gang: its needed pods' requests (_gang_need)
 
     # -- admissibility ------------------------------------------------------------------
     def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:
         return (res if res is not None else self.alloc.get(queue, {})).get(self.w.dominant, 0)
+
+    def _gang_need(self, gang: Gang) -> dict[str, int]:
+        """What ``gang``'s needed pods ask for in all, per resource (what a share model judges reclaim by)."""
+        need = self._needs.get(gang.key)
+        if need is None:
+            need = self._needs[gang.key] = _sum_requests(gang.needed)
+        return need
 
     def preference(self, pod: PodView, extra_taken: int = 0) -> Key:
         """``pod``'s victim key (``ordering.victim_key``) with ``extra_taken`` more of its job's workers taken."""

@@ -56,7 +56,8 @@ class Planner(VictimSearch, ShareVictims):
                         "ungated; waiting for the rest to be created")
         trial = self.capacity.copy()
         placement = place_all(gang.needed, trial)
-        # Volcano's proportion plugin places the gang only within its queue's deserved share.
+        # Volcano places the gang only within what its queue's share plugin admits (proportion: the
+        # deserved share; capacity: the real capability of the queue and its ancestors).
         excess = w.share_excess(gang, self._dom(gang.queue))
         if (placement is None or excess) and gang.releasing_for:
             return wait(f"{len(gang.releasing_for)} worker(s) evicted for it are still terminating; "
@@ -150,7 +151,8 @@ class Planner(VictimSearch, ShareVictims):
         self._retag(sorted({v.node_name for v in victims}))  # their nodes have fewer candidates left
         why = f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit"
         if excess:
-            why += f" and brings queue {gang.queue} back within its deserved share (before: {share_note})"
+            limit = "deserved share" if w.model.name == "proportion" else "real capability"
+            why += f" and brings queue {gang.queue} back within its {limit} (before: {share_note})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
 

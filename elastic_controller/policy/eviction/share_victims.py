@@ -19,8 +19,12 @@ class ShareVictims(Admissibility):
     def _excess_text(self, gang: Gang, excess: int) -> str:
         dom = self.w.dominant
         need = sum(p.requests.get(dom, 0) for p in gang.needed)
-        return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
-                f"{self.w.model.admission_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
+        m = self.w.model
+        if m.name == "proportion":
+            return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
+                    f"{m.admission_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
+        return (f"allocated {self._dom(gang.queue)} + needed {need} > real capability "
+                f"{m.admission_deserved(gang.queue)} {dom}, as Volcano's {m.name} plugin counts it")
 
     def _share_wait_reason(self, gang: Gang, excess: int, fits: str, supply: bool = False) -> str:
         """Why ``gang`` waits when its queue would be above its Volcano share and its own queue's
@@ -30,7 +34,8 @@ class ShareVictims(Admissibility):
         why = (f"even all of the queue's own elastic workers above their jobs' min "
                f"({self._queue_supply(gang.queue)} {self.w.dominant}) could not" if supply else
                "not enough of the queue's own elastic workers are admissible to")
-        return (f"{fits}, but queue {gang.queue} would be above its deserved share "
+        limit = "deserved share" if self.w.model.name == "proportion" else "real capability"
+        return (f"{fits}, but queue {gang.queue} would be above its {limit} "
                 f"({self._excess_text(gang, excess)}), and {why} bring it under; "
                 f"its queue's candidates excluded: {excluded}")
 
