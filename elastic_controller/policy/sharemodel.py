@@ -23,6 +23,8 @@ hook                          question                                    Volcan
 ``room(q)``                   what ``q`` may still be given               ``AllocatableFn``
 ``admits(q, r, placed)``      would Volcano place a pod asking ``r`` in   ``AllocatableFn``
                               ``q`` once ``placed`` (per queue) is placed
+``relieved_by(q, v)``         does a victim of queue ``v`` lower what     (ours)
+                              ``enqueue_excess(q, ...)`` counts
 ============================  ==========================================  =========================
 
 ``need``, ``leaving``, ``held`` and ``r`` are per resource: the capacity plugin judges every dimension
@@ -71,6 +73,7 @@ class ShareModel(Protocol):
     def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int: ...
     def room(self, queue: str) -> int: ...
     def admits(self, queue: str, request: Resources, placed: Mapping[str, Resources]) -> bool: ...
+    def relieved_by(self, queue: str, victim_queue: str) -> bool: ...
 
 
 class ProportionModel:
@@ -149,6 +152,10 @@ class ProportionModel:
         has room for once ``placed[queue]`` is placed too."""
         taken = placed.get(queue, {}).get(self.dominant, 0)
         return request.get(self.dominant, 0) <= self.room(queue) - taken
+
+    def relieved_by(self, queue: str, victim_queue: str) -> bool:
+        """Only the queue's own pods count in its share (proportion is flat)."""
+        return victim_queue == queue
 
     # -- the simulator's allocator ------------------------------------------------------------------
     @staticmethod

@@ -67,6 +67,6 @@ def test_agent_warns_when_the_scheduler_runs_the_other_plugin(kc: KubeClient, bo
         assert event["type"] == "Warning" and event["involvedObject"]["name"] == name
         assert "runs the proportion plugin" in event["message"]
         log = Path(proc.log).read_text()
-        assert "QUEUE SHARES DO NOT MATCH THE VOLCANO SCHEDULER" in log and '"shares": "capacity' in log
+        assert "QUEUE SHARES DO NOT MATCH THE VOLCANO SCHEDULER" in log and '"shares":"capacity' in log
     finally:
         kc.delete(CONFIGMAPS, name, "volcano-system")

@@ -115,3 +115,18 @@ def test_hierarchy_gates_stop_at_the_department_capability() -> None:
     assert [r.job for r in plan.gate_releases] == ["ns/b"]
     # Flat capacity reads no parent: b alone is unbounded and grows (maxScaleUpPerCycle 4).
     assert len(plan_of(*objs, cfg=CAPACITY).gate_releases) == 4
+
+
+def test_hierarchy_sibling_makes_room_in_the_department() -> None:
+    # dept's capability 8 is filled by its best-effort leaf scratch; team's 4-GPU gang fits the idle
+    # n1 but not the department (checkQueueAllocatableHierarchically, capacity.go:1662): scratch's
+    # elastic workers are the ones that make room (CapacityModel.relieved_by), 4 of them.
+    objs = [node("n0"), node("n1"), queue("root"), queue("dept", capability={GPU: 8}),
+            queue("team", parent="dept", deserved={GPU: 8}), queue("scratch", parent="dept"),
+            *elastic_job("ns", "s", min_r=1, max_r=8, nodes=["n0"], queue="scratch"),
+            *gang("ns", "g", members=4, gpus=1, queue="team")]
+    plan = plan_of(*objs, cfg=HIERARCHY)
+    assert victims_by_queue(plan) == {"scratch": 4}
+    assert "real capability" in plan.starving[0].reason
+    # Flat, the department is no bound: the gang goes on n1 with no evictions.
+    assert plan_of(*objs, cfg=CAPACITY).evictions == ()

@@ -130,13 +130,14 @@ class Admissibility(PlannerBase):
         """What admissible victims of ``gang``'s own queue can give back at most (dominant resource):
         each job's largest admissible candidates, as many as it has workers above min (``_why_not``'s
         rules for the own queue, job by job; cached per gang priority until the next committed plan)."""
-        key = (gang.queue, gang.priority, self.queue_versions.get(gang.queue, 0))
+        queues = self._share_queues(gang)
+        key: tuple[str | int, ...] = (gang.queue, gang.priority, *(self.queue_versions.get(q, 0) for q in queues))
         cacheable = gang.key not in self.candidates_by_job
         if cacheable and key in self._admissible:
             return self._admissible[key]
         dom = self.w.dominant
         total = 0
-        for jid in self._jobs_of_queue(gang.queue):
+        for jid in (jid for q in queues for jid in self._jobs_of_queue(q)):
             job = self.w.jobs.get(jid)
             if jid == gang.key or self._job_barred(gang, job) is not None:
                 continue

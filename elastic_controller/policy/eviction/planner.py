@@ -88,7 +88,7 @@ class Planner(VictimSearch, ShareVictims):
             # job's min (or every admissible one) would not, no plan exists; the node search is skipped.
             fits = ("its min set fits on free capacity" if placement is not None
                     else "its min set does not fit on free capacity")
-            if self._queue_supply(gang.queue) < excess:
+            if sum(self._queue_supply(q) for q in self._share_queues(gang)) < excess:
                 return wait(self._share_wait_reason(gang, excess, fits, supply=True))
             if self._admissible_supply(gang) < excess:
                 return wait(self._share_wait_reason(gang, excess, fits))

@@ -32,7 +32,8 @@ class ShareVictims(Admissibility):
         reasons = self.exclusions(gang, own_queue=True)
         excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
         why = (f"even all of the queue's own elastic workers above their jobs' min "
-               f"({self._queue_supply(gang.queue)} {self.w.dominant}) could not" if supply else
+               f"({sum(self._queue_supply(q) for q in self._share_queues(gang))} {self.w.dominant}) could not"
+               if supply else
                "not enough of the queue's own elastic workers are admissible to")
         limit = "deserved share" if self.w.model.name == "proportion" else "real capability"
         return (f"{fits}, but queue {gang.queue} would be above its {limit} "
@@ -98,10 +99,11 @@ class ShareVictims(Admissibility):
         if excess <= 0:
             return []
         dom = self.w.dominant
-        if self._queue_supply(gang.queue) < excess:
+        queues = self._share_queues(gang)
+        if sum(self._queue_supply(q) for q in queues) < excess:
             return None  # even every elastic worker of the queue could not bring it under
         taken = {c.key for c in chosen}
-        cands = [c for jid in self._jobs_of_queue(gang.queue) for c in self.candidates_by_job[jid]
+        cands = [c for q in queues for jid in self._jobs_of_queue(q) for c in self.candidates_by_job[jid]
                  if c.key not in taken and c.requests.get(dom, 0) > 0 and self._why_not(gang, c) is None]
         cands.sort(key=self.preference)
         sizes = sorted((c.requests.get(dom, 0) for c in cands), reverse=True)
