@@ -23,8 +23,9 @@ class ShareVictims(Admissibility):
         if m.name == "proportion":
             return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
                     f"{m.admission_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
-        return (f"allocated {self._dom(gang.queue)} + needed {need} > real capability "
-                f"{m.admission_deserved(gang.queue)} {dom}, as Volcano's {m.name} plugin counts it")
+        return (f"allocated {self._dom(gang.queue)} + needed {need} > {m.admission_deserved(gang.queue)} {dom}, "
+                f"what the real capability of queue {gang.queue} and its ancestors leaves it, as Volcano's "
+                f"{m.name} plugin counts it")
 
     def _share_wait_reason(self, gang: Gang, excess: int, fits: str, supply: bool = False) -> str:
         """Why ``gang`` waits when its queue would be above its Volcano share and its own queue's
