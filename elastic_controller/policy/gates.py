@@ -88,9 +88,10 @@ def blocking_gangs(world: World) -> list[Gang]:
         if excess > 0:
             own = own_freed.get((g.queue, g.priority))
             if own is None:
-                own = own_freed[(g.queue, g.priority)] = sum(
+                own = own_freed[(g.queue, g.priority)] = sum(  # its own queue's (and what relieves it)
                     acc.get(dom, 0) for (queue, prio), per_node in freed.items()
-                    if queue == g.queue and prio <= g.priority for acc in per_node.values())
+                    if (queue == g.queue or world.model.relieved_by(g.queue, queue)) and prio <= g.priority
+                    for acc in per_node.values())
             if own < excess:
                 continue  # proportion keeps it out until its queue's own jobs shrink or finish
         pods_shape = tuple(sorted(

@@ -25,6 +25,8 @@ hook                          question                                    Volcan
                               ``q`` once ``placed`` (per queue) is placed
 ``relieved_by(q, v)``         does a victim of queue ``v`` lower what     (ours)
                               ``enqueue_excess(q, ...)`` counts
+``enqueue_reason(pg)``        why the enqueue action keeps the Pending    ``JobEnqueueableFn``
+                              PodGroup ``pg`` out whatever is evicted
 ============================  ==========================================  =========================
 
 ``need``, ``leaving``, ``held`` and ``r`` are per resource: the capacity plugin judges every dimension
@@ -74,6 +76,7 @@ class ShareModel(Protocol):
     def room(self, queue: str) -> int: ...
     def admits(self, queue: str, request: Resources, placed: Mapping[str, Resources]) -> bool: ...
     def relieved_by(self, queue: str, victim_queue: str) -> bool: ...
+    def enqueue_reason(self, pg: PodGroupView) -> str | None: ...
 
 
 class ProportionModel:
@@ -156,6 +159,11 @@ class ProportionModel:
     def relieved_by(self, queue: str, victim_queue: str) -> bool:
         """Only the queue's own pods count in its share (proportion is flat)."""
         return victim_queue == queue
+
+    def enqueue_reason(self, pg: PodGroupView) -> str | None:
+        """None: our proportion rules do not model its enqueue check (the gang's share is judged by
+        ``enqueue_excess``, which own-queue victims can meet)."""
+        return None
 
     # -- the simulator's allocator ------------------------------------------------------------------
     @staticmethod

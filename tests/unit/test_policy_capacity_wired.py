@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_controller.policy.settings import ElasticConfig, SharesConfig
-from tests.builders import elastic_job, gang, node, plan_of, queue
+from tests.builders import elastic_job, gang, node, plan_of, podgroup, queue
 
 GPU = "nvidia.com/gpu"
 CAPACITY = ElasticConfig(shares=SharesConfig(plugin="capacity"))
@@ -130,3 +130,23 @@ def test_hierarchy_sibling_makes_room_in_the_department() -> None:
     assert "real capability" in plan.starving[0].reason
     # Flat, the department is no bound: the gang goes on n1 with no evictions.
     assert plan_of(*objs, cfg=CAPACITY).evictions == ()
+
+
+def test_no_evictions_for_a_gang_enqueue_keeps_out() -> None:
+    # jobEnqueueable (capacity.go:1680): minResources + allocated + inqueue - elastic <= real
+    # capability. team (capability 4) has PodGroup x admitted (Inqueue, minResources 4, nothing placed
+    # yet: it reserves 4), so g (Pending, minResources 2) is not enqueued whatever is evicted; the
+    # planner waits instead of reclaiming scratch's workers. With x gone, g reclaims.
+    reserved = podgroup("ns", "x", 4, "team")
+    reserved["spec"]["minResources"] = {GPU: "4"}
+    reserved["status"]["phase"] = "Inqueue"
+    g = gang("ns", "g", members=2, gpus=1, queue="team")
+    g[0]["spec"]["minResources"] = {GPU: "2"}
+    g[0]["status"]["phase"] = "Pending"
+    objs = [node("n0"), queue("team", deserved={GPU: 4}, capability={GPU: 4}), queue("scratch"),
+            *elastic_job("ns", "s", min_r=1, max_r=8, nodes=["n0"], queue="scratch"), *g]
+    plan = plan_of(*objs, reserved, cfg=CAPACITY)
+    assert plan.evictions == ()
+    (d,) = plan.starving
+    assert d.decision == "wait" and "does not admit it (enqueue)" in d.reason
+    assert victims_by_queue(plan_of(*objs, cfg=CAPACITY)) == {"scratch": 2}

@@ -76,6 +76,9 @@ class Planner(VictimSearch, ShareVictims):
             return wait(f"fits once {n} terminating pod(s) release their resources "
                         f"({len(gang.releasing_for)} evicted for it); no further victims")
 
+        refused = w.model.enqueue_reason(gang.pg)
+        if refused is not None:  # evicting elastic workers does not change it (see CapacityModel)
+            return wait(f"{refused}; evicting elastic workers would not change that")
         left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
         if left == 0:  # any plan needs a victim: nothing to search for
             return wait(f"needs evictions but queue {gang.queue} has none left this cycle (maxEvictionsPerCycle)")
