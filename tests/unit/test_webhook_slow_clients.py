@@ -76,7 +76,7 @@ def test_webhook_keeps_answering_with_32_slow_clients(default_server: Server) ->
         t.start()
     try:
         time.sleep(3)  # every slow client connected and trickling
-        slowest = 0.0
+        took: list[float] = []
         deadline = time.monotonic() + 15  # longer than any per-request read deadline
         answered = 0
         while time.monotonic() < deadline:
@@ -91,10 +91,16 @@ def test_webhook_keeps_answering_with_32_slow_clients(default_server: Server) ->
             assert status == 200 and answer["response"]["allowed"] is True
             conn.close()
             answered += 1
-            slowest = max(slowest, time.monotonic() - started)
+            took.append(time.monotonic() - started)
             time.sleep(0.3)
         assert sent[0] > SLOW_CLIENTS * 10  # the slow clients really were there, trickling
-        assert slowest < 3.0, f"slowest /healthz + review took {slowest:.1f}s"
+        # The API server gives our webhook timeoutSeconds: 5 (manifests/base/admission.yaml): every
+        # /healthz + review pair (two requests, a fresh TLS handshake) must come well inside it, and the
+        # typical one promptly. The test's own 40 hostile client threads share this process's GIL, so
+        # the bound is the API server's deadline rather than a latency target.
+        took.sort()
+        assert took[-1] < 5.0, f"slowest /healthz + review took {took[-1]:.1f}s (the API server waits 5 s)"
+        assert took[len(took) // 2] < 1.0, f"median /healthz + review took {took[len(took) // 2]:.2f}s"
         assert answered >= 10
     finally:
         stop.set()
