@@ -39,10 +39,12 @@ from .kube.resources import (
     QUEUES,
     Resource,
 )
+from .notice import Notices
 from .policy import keys
 from .policy.cycle import PlanCache, plan_cycle
 from .policy.decisions import CyclePlan, Eviction, GateRelease
 from .policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
+from .policy.notices import NoticeReview, in_flight, with_notices
 from .policy.parse import (
     ParseError,
     format_time,
@@ -146,6 +148,9 @@ class CycleReport:
     released: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
+    noticed: dict[str, list[str]] = field(default_factory=dict)  # gang -> victims put under notice this cycle
+    withdrawn: list[str] = field(default_factory=list)  # eviction notices withdrawn this cycle
+    notices: NoticeReview = field(default_factory=NoticeReview)  # the notices as this cycle found them
     not_leader: bool = False  # the cycle stopped before a write: this replica does not lead
     stale: list[str] = field(default_factory=list)  # caches known stale: the cycle did nothing
     preemptions: list[str] = field(default_factory=list)  # pods Volcano itself preempted (counted)
@@ -216,6 +221,7 @@ class Agent:
         self._preempted: dict[str, tuple[datetime, list[str]]] = {}
         self._preempted_lock = threading.Lock()
         self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
+        self.notices = Notices(api, store, cfg, recorder, clock=self.clock)
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
@@ -319,10 +325,15 @@ class Agent:
             repaired = self._repair_stamps(snapshot, now) if not self.dry_run else 0
             report.preemptions = self._count_scheduler_preemptions(snapshot, now)
             self._resume_interrupted(snapshot, now, report)
-            if report.resumed or report.preemptions or report.refused or repaired:
+            acted = self._act_on_notices(snapshot, now, report)
+            if report.resumed or report.preemptions or report.refused or repaired or acted:
                 snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
             t_plan = time.perf_counter()
-            plan = plan_cycle(snapshot, self.cfg, now, cache=self.plan_cache, pdb_refused=self._pdb_refused(now))
+            # A victim under notice is in flight for its gang (no further victims for it, never
+            # picked again); a gang waiting on one says so.
+            plan = with_notices(plan_cycle(in_flight(snapshot, report.notices), self.cfg, now, cache=self.plan_cache,
+                                           pdb_refused=self._pdb_refused(now)),
+                                report.notices, due=False, left=False)
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)
@@ -550,6 +561,9 @@ class Agent:
         before = {j: self._pg_annotations(j) for j in jobs}
         stamped_jobs: dict[str, dict[str, str]] = {}  # job -> the stamp we wrote
         stamped_pods: list[str] = []
+        if any(self.notices.notice_seconds(e.queue) > 0 for e in evictions):
+            self._give_notice(gang, evictions, now, before, report)
+            return
         try:
             # 1. The plan's record: each victim names the gang. Recovery finds an interrupted plan here.
             for e in evictions:
@@ -599,6 +613,57 @@ class Agent:
             self._evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False)
             self._fault("evicted-one")
         self._scaled_down(gang, [(e.job, e.pod) for e in done])
+
+    def _give_notice(self, gang: str, evictions: list[Eviction], now: datetime,
+                     before: dict[str, dict[str, str]], report: CycleReport) -> None:
+        """The victims' queues give notice: stamp their jobs' PodGroups (the cooldown starts with the
+        notice), then put every victim under notice (``Notices.give``: dry-runs, then ``evict-after`` next
+        to ``evicted-for``, all or none); ``Notices.act`` evicts them in a later cycle. A notice not given
+        takes the PodGroup stamps back."""
+        stamp = format_time(now)
+        stamped_jobs: dict[str, dict[str, str]] = {}
+        self._fence(f"eviction notice for {gang}")
+        why = ""
+        try:
+            for j in sorted({e.job for e in evictions}):
+                n = sum(1 for e in evictions if e.job == j)
+                ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
+                        keys.LAST_DECISION: f"{stamp} down: eviction notice to {n} elastic worker(s) to make "
+                                            f"room for {gang}"}
+                self._stamp(j, ours)
+                stamped_jobs[j] = ours
+        except KubeError as exc:
+            why = f"error: {exc}"
+        if not why:
+            self._fence(f"eviction notice for {gang}")
+            why = self.notices.give(gang, evictions, now).failed
+        if why:
+            report.failed[gang] = why
+            for e in evictions:
+                self.metrics.eviction_failed(e.queue, why.partition(":")[0])
+            log.warning("eviction notice not given; re-planning next cycle", extra={"podgroup": gang, "error": why})
+            self._undo(gang, before, stamped_jobs, [])
+            return
+        report.noticed[gang] = [e.pod for e in evictions]
+
+    def _act_on_notices(self, snapshot: Snapshot, now: datetime, report: CycleReport) -> bool:
+        """Evict the victims whose notice is due, withdraw the notices no longer needed (``Notices.act``);
+        True when anything was written (the caller snapshots again)."""
+        review = report.notices = self.notices.review(snapshot, now)
+        if self.dry_run or not (review.due or review.withdrawn):
+            return False
+        self._fence("act on eviction notices")
+        done = self.notices.act(review)
+        queues = {d.facts.pod: d.facts.queue for d in review.due}
+        for pod, uid, gang in done.evicted:
+            self.ledger[uid or pod] = InFlight(pod, gang, time.monotonic())
+            report.evicted.append(pod)
+            self.metrics.eviction(queues.get(pod, ""), "notice-ended")
+        for pod in done.failed:
+            if pod in queues:
+                self.metrics.eviction_failed(queues[pod], "notice")
+        report.withdrawn.extend(done.withdrawn)
+        return bool(done.evicted or done.withdrawn)
 
     def _evicted(self, pod: str, uid: str | None, job: str, queue: str, gang: str, reason: str,
                  report: CycleReport, *, resumed: bool) -> None:
@@ -688,6 +753,9 @@ class Agent:
         for d in plan.starving:
             if d.pod_group in report.failed:
                 text = f"{stamp} waiting: plan to evict {len(d.victims)} not executed ({report.failed[d.pod_group]})"
+            elif d.pod_group in report.noticed:
+                text = (f"{stamp} eviction notice given to {len(report.noticed[d.pod_group])} elastic worker(s) "
+                        f"for it: {d.reason}")
             elif d.decision == "evict":
                 text = f"{stamp} evicted {len(d.victims)} elastic worker(s) for it: {d.reason}"
             else:
@@ -710,7 +778,8 @@ class Agent:
         stamped: dict[str, list[PodView]] = {}
         for pod in snapshot.pods:
             target = pod.annotations.get(keys.EVICTED_FOR)
-            if target and not pod.deleting and not pod.terminal:
+            if target and not pod.deleting and not pod.terminal and keys.EVICT_AFTER not in pod.annotations:
+                # (a pod carrying evict-after is under notice, not an interrupted plan: see notice.py)
                 stamped.setdefault(target, []).append(pod)
         if not stamped:
             return

@@ -242,9 +242,6 @@ def run(args: argparse.Namespace) -> int:
             shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap,
                                      None if cfg.agent.dryRun else recorder)
             log.info("agent starting", extra={"shares": shares, "dry_run": cfg.agent.dryRun})
-            if cfg.shares.plugin != "proportion":  # remove once CapacityModel drives the planner (issue 21)
-                log.warning("shares.plugin %s is not used by the planner yet: evictions and gate lifts still "
-                            "follow the proportion rules", cfg.shares.plugin)
             t = threading.Thread(target=agent.run, args=(work_stop,), name="agent", daemon=True)
             t.start()
             agent_thread.append(t)

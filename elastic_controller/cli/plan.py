@@ -75,6 +75,11 @@ def render_table(plan: dict[str, Any]) -> str:
                      f"{s['reason']}")
     for e in plan["evictions"]:
         lines.append(f"EVICT     {e['pod']:<32} node={e['node']:<12} for={e['for']}  {e['reason']}")
+    for n in plan.get("notices") or []:
+        lines.append(f"NOTICE    {n['pod']:<32} for={n['for']}  evicted in {n['secondsLeft']}s, or at once after "
+                     "its job records a checkpoint")
+    for w in plan.get("withdrawn") or []:
+        lines.append(f"WITHDRAW  {w['pod']:<32} the eviction notice is withdrawn: {w['reason']}")
     for g in plan["gateReleases"]:
         lines.append(f"RELEASE   {g['pod']:<32} node={g['node']:<12} {g['reason']}")
     if not plan["gateReleases"]:
@@ -87,6 +92,7 @@ def render_table(plan: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..policy.cycle import plan_cycle
+    from ..policy.notices import in_flight, review_notices, with_notices
     from ..policy.parse import parse_objects
 
     cfg = load_config_or_exit(args, "plan")
@@ -102,12 +108,18 @@ def run(args: argparse.Namespace) -> int:
     for w in warnings:
         if "is not used by the planner" not in w:
             print(f"warning: {w}", file=sys.stderr)
-    plan = plan_cycle(snapshot, cfg, now)
+    # Eviction notices as the agent sees them: a due victim is in `evictions`, a pending one makes its
+    # gang wait (with the notice as the reason) and is never picked again.
+    notices = review_notices(snapshot, cfg, now)
+    plan = with_notices(plan_cycle(in_flight(snapshot, notices), cfg, now), notices, due=True)
     out = plan.to_json()
     if args.output == "json":
         print(json.dumps(out, indent=2))
     else:
         out["scaleUpBlockedBy"] = list(plan.scale_up_blocked_by)
         out["waiting"] = list(plan.waiting)
+        out["notices"] = [{"pod": p.facts.pod, "for": p.facts.gang, "secondsLeft": round(p.seconds_left)}
+                          for p in notices.pending]
+        out["withdrawn"] = [{"pod": w.facts.pod, "reason": w.reason} for w in notices.withdrawn]
         print(render_table(out))
     return 0

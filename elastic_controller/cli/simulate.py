@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     from ..simulate.validate import check_jobs
 
     cfg = load_config_or_exit(args, "simulate")
+    if cfg.shares.plugin != "proportion":  # the simulated Volcano allocates as proportion does
+        return _fail(f"shares.plugin {cfg.shares.plugin}: the simulator models Volcano's proportion plugin "
+                     "only (its allocator and the agent it drives must agree); simulate with the default "
+                     "shares (proportion)")
     try:
         curve = parse_curve(args.scaling_efficiency)
     except CurveError as exc:

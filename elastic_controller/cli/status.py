@@ -35,11 +35,13 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     from ..policy import keys
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import plan_cycle
+    from ..policy.notices import in_flight, review_notices, with_notices
     from ..policy.parse import parse_objects
     from ..policy.podgroups import JobSpecError, job_bounds
 
     snap, _ = parse_objects(items, cfg)
-    plan = plan_cycle(snap, cfg, now)
+    notices = review_notices(snap, cfg, now)
+    plan = with_notices(plan_cycle(in_flight(snap, notices), cfg, now), notices, due=True)
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
     pods_by_group: dict[str, list[Any]] = {}
@@ -85,6 +87,41 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         }
         out.setdefault(pg.queue, []).append(row)
     return out
+
+
+def pending_notices(items: list[dict[str, Any]], cfg: Any, now: datetime,
+                    namespace: str | None = None) -> list[dict[str, Any]]:
+    """Victims under an eviction notice (pending or due), soonest first: pod, job, gang, queue,
+    ``evictAfter``, ``secondsLeft`` (0: due, the agent evicts it this cycle)."""
+    from ..policy.notices import review_notices
+    from ..policy.parse import parse_objects
+    from ..policy.times import format_time
+
+    snap, _ = parse_objects(items, cfg)
+    review = review_notices(snap, cfg, now)
+    rows = [(n.facts, n.seconds_left) for n in review.pending] + [(d.facts, 0.0) for d in review.due]
+    out = []
+    for f, left in sorted(rows, key=lambda r: (r[1], r[0].pod)):
+        if namespace and f.pod.partition("/")[0] != namespace:
+            continue
+        out.append({"pod": f.pod, "job": f.job, "for": f.gang, "queue": f.queue,
+                    "evictAfter": format_time(f.evict_after) if f.evict_after else "",
+                    "secondsLeft": max(0, round(left))})
+    return out
+
+
+def render_notices(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    lines = [f"EVICTION NOTICES ({len(rows)} pending: evicted at EVICT AFTER, or at once after the job records "
+             "a checkpoint)"]
+    table = [("POD", "JOB", "FOR GANG", "EVICT AFTER", "LEFT")]
+    table += [(r["pod"], r["job"], r["for"], r["evictAfter"] or "?", f"{r['secondsLeft']}s" if r["secondsLeft"]
+               else "due") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    for row in table:
+        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines) + "\n\n"
 
 
 def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
@@ -171,10 +208,13 @@ def run(args: argparse.Namespace) -> int:
 
     warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
     skipped = skipped_objects(items, cfg)
+    notices = pending_notices(items, cfg, now, args.namespace)
     if args.output == "json":
         if warning:
             print(warning, file=sys.stderr)
         out: dict[str, Any] = dict(rows)
+        if notices:
+            out["evictionNotices"] = notices  # not a queue name (those are lowercase DNS names)
         if skipped:
             out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
         print(json.dumps(out, indent=2))
@@ -184,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
         shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
         sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
+        sys.stdout.write(render_notices(notices))
         sys.stdout.write(render_skipped(skipped))
     return 0
 

@@ -785,26 +785,43 @@ class CapacityModel:
         attr = self.attrs.get(queue)
         return attr is not None and attr.reclaimable and self.attrs.ready
 
-    def below_share(self, queue: str, allocated: int, need: int = 0) -> bool:
-        """``AddPreemptiveFn`` (capacity.go:648) on the dominant resource: with ``need`` more, the
-        queue stays within its real capability and its deserved; a best-effort queue never."""
+    def _held(self, queue: str, allocated: int, held: Resources | None) -> dict[str, float]:
+        """The queue's allocation per resource (``held``, else the snapshot's), its dominant amount ``allocated``."""
+        out = _clean(held) if held is not None else dict(self._alloc.get(queue, {}))
+        out[self.dominant] = float(allocated)
+        return out
+
+    def below_share(self, queue: str, allocated: int, need: Resources | None = None,
+                    held: Resources | None = None) -> bool:
+        """``AddPreemptiveFn`` (capacity.go:648, ``may_reclaim_reason``): with the gang asking ``need``
+        (per resource), the queue stays within its real capability on the gang's dimensions and within
+        its deserved on at least one; a best-effort queue never. Without ``need``: the dominant resource
+        alone, strictly below deserved (the quick bound for "may it reclaim at all")."""
         attr = self.attrs.get(queue)
         if attr is None or not attr.open or not self.attrs.ready or attr.best_effort:
             return False
-        future = allocated + need
-        if future > self._dom(attr.real_capability):
+        if need is not None and not is_empty(_clean(need)):
+            return may_reclaim_reason(self.attrs, {queue: self._held(queue, allocated, held)}, queue, need) is None
+        if allocated > self._dom(attr.real_capability):
             return False
         if self.dominant not in attr.deserved:
             return False  # deserved says nothing of it: no dimension to reclaim on (capacity.go:677)
-        return future <= self._dom(attr.deserved) if need else future < self._dom(attr.deserved)
+        return allocated < self._dom(attr.deserved)
 
-    def keeps_share(self, queue: str, allocated: int) -> bool:
-        """A victim's queue left holding ``allocated``: at or above its guarantee
-        (``checkGuaranteeConstraint``, capacity.go:1842) and, ours, its deserved when deserved names
-        the dominant resource (else every pod of it is an immediate victim, :1855)."""
+    def keeps_share(self, queue: str, allocated: int, leaving: Sequence[Resources] = (),
+                    held: Resources | None = None) -> bool:
+        """A victim's queue left holding ``allocated`` (dominant) once the pods asking ``leaving`` are
+        gone (``held``: its allocation with them still in it): Volcano's victim rules with ours
+        (``victims_reason``: reclaimable, guarantee kept, above deserved on a dimension each pod asks
+        for or no deserved for them, and not left below deserved). Without ``leaving``: the dominant
+        resource alone, at or above its guarantee and deserved (the quick bound)."""
         attr = self.attrs.get(queue)
         if attr is None or not self.attrs.ready:
             return False
+        if leaving:
+            gone = sum(p.get(self.dominant, 0) for p in leaving)
+            before = self._held(queue, allocated + gone, held)
+            return victims_reason(self.attrs, before, queue, leaving) is None
         return allocated >= self._dom(attr.guarantee) and allocated >= self._dom(attr.deserved)
 
     def overused(self, queue: str, allocated: int) -> bool:
@@ -836,6 +853,17 @@ class CapacityModel:
 
     def room(self, queue: str) -> int:
         return self.admission_deserved(queue) - self.allocated(queue)
+
+    def admits(self, queue: str, request: Resources, placed: Mapping[str, Resources]) -> bool:
+        """``allocatable`` (``AddAllocatableFn``, capacity.go:717) with ``placed`` (per queue, what
+        this cycle places besides the snapshot) added: the pod's requested dimensions within the real
+        capability of its queue and, in hierarchy mode, of every ancestor. Deserved is not consulted."""
+        if not placed:
+            return allocatable(self.attrs, self._alloc, queue, request)
+        alloc = dict(self._alloc)
+        for q, res in placed.items():
+            alloc[q] = add(alloc.get(q, {}), _clean(res))
+        return allocatable(self.attrs, alloc, queue, request)
 
     # -- beyond the proportion hooks ------------------------------------------------------------------
     def why_not_placed(self, queue: str) -> str | None:

@@ -16,7 +16,7 @@ from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import LAST_SCALE_DIRECTION, Direction
 from .model import PodView, newest_checkpoint
 from .ordering import ScaleUpKey, scale_up_key, scale_up_pod_rank
-from .quantity import add
+from .quantity import add, sub
 from .world import Gang, JobState, World, job_id
 
 
@@ -39,6 +39,14 @@ def _merged(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[
     for part in parts:
         for node, demand in part.items():
             out[node] = add(out.get(node, {}), demand)
+    return out
+
+
+def _needed(g: Gang) -> dict[str, int]:
+    """What ``g``'s needed pods ask for in all, per resource."""
+    out: dict[str, int] = {}
+    for p in g.needed:
+        out = add(out, p.requests)
     return out
 
 
@@ -69,7 +77,7 @@ def blocking_gangs(world: World) -> list[Gang]:
             acc[k] = acc.get(k, 0) + v
     base: Capacity | None = None
     maximal: Capacity | None = None
-    capacities: dict[tuple[str, int], Capacity] = {}  # per (gang queue, gang priority)
+    capacities: dict[tuple[str, int, bool], Capacity] = {}  # per (gang queue, gang priority, below share)
     others: dict[tuple[bool, int], Capacity] = {}  # what other queues give, per (below share, priority)
     # Gangs alike (queue, priority, needed pods' requests, selector, tolerations) get the same answer.
     verdicts: dict[tuple[object, ...], bool] = {}
@@ -80,9 +88,10 @@ def blocking_gangs(world: World) -> list[Gang]:
         if excess > 0:
             own = own_freed.get((g.queue, g.priority))
             if own is None:
-                own = own_freed[(g.queue, g.priority)] = sum(
+                own = own_freed[(g.queue, g.priority)] = sum(  # its own queue's (and what relieves it)
                     acc.get(dom, 0) for (queue, prio), per_node in freed.items()
-                    if queue == g.queue and prio <= g.priority for acc in per_node.values())
+                    if (queue == g.queue or world.model.relieved_by(g.queue, queue)) and prio <= g.priority
+                    for acc in per_node.values())
             if own < excess:
                 continue  # proportion keeps it out until its queue's own jobs shrink or finish
         pods_shape = tuple(sorted(
@@ -108,11 +117,12 @@ def blocking_gangs(world: World) -> list[Gang]:
             if not verdicts[("max", pods_shape)]:
                 verdicts[shape] = False
                 continue
-            cap = capacities.get((g.queue, g.priority))
+            # Other queues give only to a gang whose queue is below its share (for the gang: the
+            # capacity plugin weighs its request), and then every one of them that may give does:
+            # that part is shared by all such gangs of one priority.
+            below = world.model.below_share(g.queue, world.model.allocated(g.queue), _needed(g))
+            cap = capacities.get((g.queue, g.priority, below))
             if cap is None:
-                # Other queues give only to a gang whose queue is below its share, and then every one
-                # of them that may give does: that part is shared by all such gangs of one priority.
-                below = world.model.below_share(g.queue, world.model.allocated(g.queue))
                 shared = others.get((below, g.priority))
                 if shared is None:
                     if base is None:
@@ -120,7 +130,7 @@ def blocking_gangs(world: World) -> list[Gang]:
                     shared = others[(below, g.priority)] = base.copy()
                     shared.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
                                              if below and prio <= g.priority and queue_may_give(world, "", queue)))
-                cap = capacities[(g.queue, g.priority)] = shared.copy()
+                cap = capacities[(g.queue, g.priority, below)] = shared.copy()
                 cap.give_many(_merged(per_node for (queue, prio), per_node in freed.items()
                                       if queue == g.queue and prio <= g.priority))
             verdicts[shape] = fits_all(g.needed, cap)
@@ -167,21 +177,18 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
     A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
     it, or it waits for room in its queue's share) has that room reserved, and growth goes on
     around it; any other blocking gang holds back all growth. A pod is released only while its
-    queue stays within its deserved share as Volcano's proportion plugin counts it (beyond, Volcano
-    would leave it pending and the job would have spent a scale event for nothing). Gangs in ``evicted_for`` (victims
-    were chosen for them this cycle) count as blocking."""
+    queue stays where Volcano would place it (``ShareModel.admits``: within its deserved share as the
+    proportion plugin counts it; within its real capability and its ancestors' under capacity; beyond,
+    Volcano would leave it pending and the job would have spent a scale event for nothing). Gangs in
+    ``evicted_for`` (victims were chosen for them this cycle) count as blocking."""
     if not world.cfg.gating.enabled:
         return [], []
     cap = (capacity or world.free_now).copy()
     blocking = {g.key for g in blocking_gangs(world)} | set(evicted_for)
     blocked: list[str] = []
-    dom = world.dominant
-    room: dict[str, int] = {}  # per queue: what proportion still admits (Volcano's view)
-
-    def room_of(queue: str) -> int:
-        if queue not in room:
-            room[queue] = world.model.room(queue)
-        return room[queue]
+    # Per queue: what this cycle places in it besides the snapshot (blocking gangs' room set aside,
+    # released pods), which the share model weighs with it (``ShareModel.admits``).
+    placed: dict[str, dict[str, int]] = {}
 
     for g in world.waiting:
         if g.key not in blocking:
@@ -189,7 +196,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         if place_all(g.needed, cap) is None:
             blocked.append(g.key)
         else:  # its room is set aside, on the nodes and in its queue's share
-            room[g.queue] = room_of(g.queue) - sum(p.requests.get(dom, 0) for p in g.needed)
+            placed[g.queue] = add(placed.get(g.queue, {}), _needed(g))
     if blocked:
         return [], blocked
     gate = world.cfg.gating.gateName
@@ -236,13 +243,14 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         for pod in by_job[jid]:
             if now_workers + len(taken) >= job.bounds.max_replicas:
                 break
-            size = pod.requests.get(dom, 0)
-            if size > room_of(job.queue):
-                break  # Volcano would leave it pending: its queue is at its deserved share
+            if not world.model.admits(job.queue, pod.requests, placed):
+                # Volcano would leave it pending: its queue is at its deserved share (proportion) or
+                # its real capability, or an ancestor's (capacity)
+                break
             node = cap.choose_node(pod)
             if node is None:
                 break
-            room[job.queue] -= size
+            placed[job.queue] = add(placed.get(job.queue, {}), pod.requests)
             cap.take(node, pod_demand(pod))
             taken.append((pod, node))
         # Only to a world size the training can use (volcano-elastic.io/worker-counts or -step).
@@ -259,7 +267,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
             keep = target - now_workers
         for pod, node in taken[keep:]:
             cap.give(node, pod_demand(pod))
-            room[job.queue] += pod.requests.get(dom, 0)
+            placed[job.queue] = sub(placed[job.queue], pod.requests)
         taken = taken[:keep]
         if not taken:
             continue

@@ -19,9 +19,10 @@ otherwise push back).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from .decisions import CyclePlan, Eviction
 from .keys import EVICT_AFTER, EVICTED_FOR
 from .model import JobView, PodGroupView, PodView, Snapshot, newest_checkpoint
 from .settings import ElasticConfig
@@ -55,9 +56,15 @@ class PendingNotice:
     @property
     def reason(self) -> str:
         """For the gang's ``wait`` in ``plan`` and ``status``."""
+        return self.describe(left=True)
+
+    def describe(self, *, left: bool) -> str:
+        """The reason; without the time ``left`` it stays the same all through the notice (the agent's
+        ``last-decision``, rewritten only when it changes)."""
         f = self.facts
         when = format_time(f.evict_after) if f.evict_after else "?"
-        return (f"victim {f.pod} is under an eviction notice until {when} ({self.seconds_left:.0f}s left; "
+        secs = f"{self.seconds_left:.0f}s left; " if left else ""
+        return (f"victim {f.pod} is under an eviction notice until {when} ({secs}"
                 f"sooner if job {f.job} records a checkpoint)")
 
 
@@ -153,3 +160,43 @@ def notice_deadline(now: datetime, notice_seconds: int) -> datetime:
     if deadline.microsecond:
         deadline = deadline.replace(microsecond=0) + timedelta(seconds=1)
     return deadline
+
+
+def in_flight(snapshot: Snapshot, review: NoticeReview) -> Snapshot:
+    """``snapshot`` with every victim under a pending or due notice counted as in flight for its gang,
+    as a terminating one is: its capacity is promised to that gang (no further victims for it) and it
+    is never picked again as a victim. Withdrawn ones stay as they are."""
+    facts = [n.facts for n in review.pending] + [n.facts for n in review.due]
+    flying = {f.uid: f.gang for f in facts if f.gang}
+    if not flying:
+        return snapshot
+    pods = []
+    for pod in snapshot.pods:
+        gang = flying.get(pod.uid)
+        if gang is not None:
+            pod = replace(pod, deleting=True, annotations={**pod.annotations, EVICTED_FOR: gang})
+        pods.append(pod)
+    return replace(snapshot, pods=tuple(pods))
+
+
+def with_notices(plan: CyclePlan, review: NoticeReview, *, due: bool, left: bool = True) -> CyclePlan:
+    """``plan`` (made on ``in_flight(snapshot, review)``) told in notices: a gang with a pending notice
+    waits with the notice as its reason (and gets no evictions); with ``due``, each due victim is
+    listed in ``evictions`` (``plan`` on a dump; the agent has already evicted them). ``left``: say the
+    time left in the reason."""
+    if not review.pending and not (due and review.due):
+        return plan
+    starving = []
+    for d in plan.starving:
+        pending = review.pending_for(d.pod_group)
+        if pending:
+            more = f" (and {len(pending) - 1} more under notice)" if len(pending) > 1 else ""
+            d = replace(d, decision="wait", reason=pending[0].describe(left=left) + more, victims=())
+        starving.append(d)
+    noticed = {p.facts.gang for p in review.pending}
+    evictions = [e for e in plan.evictions if e.for_gang not in noticed]
+    if due:
+        evictions = [Eviction(pod=n.facts.pod, node=n.facts.node, job=n.facts.job, queue=n.facts.queue,
+                              for_gang=n.facts.gang, reason=f"eviction notice: {n.why}", uid=n.facts.uid)
+                     for n in review.due] + evictions
+    return replace(plan, starving=tuple(starving), evictions=tuple(evictions))

@@ -1,10 +1,12 @@
 """Deserved share per Volcano queue: weighted water-filling, the way proportion/capacity do it.
 
-Per resource dimension, a parent's capacity (the cluster for ``root``) first covers explicit
-``deserved`` values (capacity plugin), and what is left is shared by weight (water-filling) among
-the other children, never above a child's request or ``capability`` and never below its
-``guarantee`` (a floor, as in proportion: ``deserved = max(weighted share, guarantee)``). Hierarchical queues
-(``spec.parent``) get their parent's deserved share the same way.
+Per resource dimension, the cluster's capacity first covers explicit ``deserved`` values, and what
+is left is shared by weight (water-filling) among the other queues, never above a queue's request or
+``capability`` and never below its ``guarantee`` (a floor, as in proportion: ``deserved =
+max(weighted share, guarantee)``). **Flat**, as Volcano's proportion plugin is: ``spec.parent`` is
+ignored, every queue is a child of ``root`` (``pkg/scheduler/plugins/proportion/proportion.go``,
+``OnSessionOpen``: one loop over ``ssn.Queues``, no parent). Hierarchical queues are the capacity
+plugin's (``capacity.py``, ``shares: {plugin: capacity, hierarchy: true}``).
 
 **Pending gated pods are not counted in a queue's request.** Volcano counts them, but a gated
 pod is an elastic worker that has not been allowed to run: counting its appetite would let a
@@ -188,34 +190,12 @@ def plan_shares(
     for name in set(request) | set(allocated):
         by_name.setdefault(name, QueueView(name=name))
     by_name.pop("root", None)
-    children: dict[str, list[QueueView]] = {}
-    for q in sorted(by_name.values(), key=lambda q: q.name):
-        parent = q.parent if q.parent in by_name else "root"
-        children.setdefault(parent, []).append(q)
-
-    def subtree_request(name: str, seen: frozenset[str] = frozenset()) -> Resources:
-        req = dict(request.get(name, {}))
-        for c in children.get(name, []):
-            if c.name not in seen:
-                req = add(req, subtree_request(c.name, seen | {name}))
-        return req
-
-    all_request = {name: subtree_request(name) for name in by_name}
-    deserved: dict[str, Resources] = {}
-    stack = [("root", capacity if capacity is not None else cluster_capacity(nodes))]
-    visited = set()
-    while stack:
-        parent, cap = stack.pop()
-        if parent in visited:
-            continue
-        visited.add(parent)
-        kids = children.get(parent, [])
-        if not kids:
-            continue
-        filled = _fill(cap, kids, all_request, rounding)
-        for k in kids:
-            deserved[k.name] = filled[k.name]
-            stack.append((k.name, filled[k.name]))
+    # Flat, as Volcano's proportion plugin: every queue shares the cluster with every other, whatever
+    # its spec.parent says (proportion.go, OnSessionOpen).
+    queues_flat = sorted(by_name.values(), key=lambda q: q.name)
+    all_request = {name: dict(request.get(name, {})) for name in by_name}
+    cap = capacity if capacity is not None else cluster_capacity(nodes)
+    deserved: dict[str, Resources] = _fill(cap, queues_flat, all_request, rounding) if queues_flat else {}
     return {
         name: QueueShare(
             name=name,

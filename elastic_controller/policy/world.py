@@ -10,13 +10,14 @@ from datetime import datetime
 from operator import attrgetter, is_
 
 from . import keys
+from .capacity import CapacityModel
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, JobView, NodeView, PodGroupView, PodView, Snapshot
 from .podindex import PodIndex, PodIndexCache, gated_elastic, ungated_pending
 from .quantity import Resources
-from .settings import ElasticConfig, QueuePolicy
+from .settings import ElasticConfig, QueuePolicy, SharesConfig
 from .sharemodel import ProportionModel, ShareModel
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
 
@@ -181,6 +182,17 @@ def _needed_order(pod: PodView) -> tuple[int, str]:
     return (-pod.task_priority, pod.name)
 
 
+def share_model(shares: SharesConfig, snapshot: Snapshot, podgroups: Mapping[str, PodGroupView], usage: Usage,
+                cluster: Resources, dominant: str) -> ShareModel:
+    """The queue-share model ``shares.plugin`` names (config ``shares``): ``proportion`` (flat
+    water-filling, ``sharemodel.ProportionModel``) or ``capacity`` (``capacity.CapacityModel``,
+    hierarchical with ``shares.hierarchy``)."""
+    if shares.plugin == CapacityModel.name:
+        return CapacityModel.of(snapshot.queues, snapshot.nodes, podgroups, usage, cluster, dominant,
+                                snapshot.pods, hierarchy=shares.hierarchy)
+    return ProportionModel.of(snapshot.queues, snapshot.nodes, podgroups, usage, cluster, dominant, snapshot.pods)
+
+
 def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None = None) -> World:
     """The cycle's World. ``cache``: update what the previous cycle derived from its nodes and pods
     (see ``PlanCache``) instead of walking every pod; the World is the same either way."""
@@ -224,8 +236,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pl
                     gang.releasing_for.append(pod)
 
     cluster = base.cluster
-    model = ProportionModel.of(snapshot.queues, snapshot.nodes, podgroups, usage, cluster, base.dominant,
-                               snapshot.pods)
+    model = share_model(cfg.shares, snapshot, podgroups, usage, cluster, base.dominant)
     return World(
         snapshot=snapshot,
         cfg=cfg,

@@ -85,12 +85,33 @@ def examples() -> dict[str, dict[str, object]]:
         elastic_job("team-nlp", "gpt", min_r=1, max_r=4, gpus=4, nodes=NODES[3:], queue="nlp", running=1),
         vit,
     )
+    # 7. A department tree (Volcano's capacity plugin, hierarchy: department-tree.config.yaml): the
+    #    research department may hold 24 of the 32 GPUs; its best-effort scratch queue fills all 24.
+    #    vision (in research, deserved 8) starts a 4 x 2 GPU gang: it fits on the 8 idle GPUs, but
+    #    Volcano would not place it beyond research's capability, so four of scratch's elastic
+    #    workers (the sibling filling the department) make room; vision may reclaim (within deserved).
+    bert_since = ago(120)
+    bert = [podgroup("team-vision", "bert", 4, "vision", created=bert_since)]
+    bert += [job_pod("team-vision", "bert", "worker", i, nnodes="4", gpus=2, created=bert_since,
+                     unschedulable_since=bert_since) for i in range(4)]
+    out["department-tree"] = dump(
+        [*(node(n) for n in NODES), queue("research", capability={"nvidia.com/gpu": 24}),
+         queue("vision", parent="research", deserved={"nvidia.com/gpu": 8}), queue("scratch", parent="research")],
+        elastic_job("team-scratch", "sweep", min_r=2, max_r=12, gpus=2, nodes=NODES, queue="scratch"),
+        bert,
+    )
     return out
+
+
+CONFIGS = {"department-tree": "shares: {plugin: capacity, hierarchy: true}\n"}
+"""Examples planned with a configuration of their own (``<name>.config.yaml``, ``plan --config``)."""
 
 
 def main() -> None:
     for name, doc in examples().items():
         (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    for name, text in CONFIGS.items():
+        (HERE / f"{name}.config.yaml").write_text(text)
     print(f"wrote {len(examples())} examples to {HERE} (plan them at --now {NOW.isoformat()})")
 
 

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, QUEUES
@@ -140,11 +138,6 @@ class Story:
                       if e.get("reason") == "EvictedForGang")
 
 
-# Stories whose outcome depends on the planner judging with CapacityModel (not wired yet: the
-# planner still applies the proportion rules, and these fail on the box).
-NEEDS_WIRING = "the planner does not use CapacityModel yet (issue 21, step 5)"
-
-
 def index(pod_name: str) -> int:
     return int(pod_name.rsplit("-", 1)[1])
 
@@ -227,8 +220,6 @@ def department_capability(st: Story) -> None:
 
 def run_story(story: Callable[[Story], None], kc: KubeClient, hierarchy: bool, box: Any, box_process: Any,
               kubeconfig: str, ns: str, cert: tuple[Path, Path], tmp: Path) -> None:
-    if story in (reclaim_from_best_effort_sibling, guarantee_is_kept, department_capability):
-        pytest.skip(NEEDS_WIRING)
     st = Story(kc, ns, hierarchy)
     try:
         st.start(box, box_process, kubeconfig, cert, tmp)

@@ -4,6 +4,7 @@ capacity_scenarios.py."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +67,8 @@ def test_agent_warns_when_the_scheduler_runs_the_other_plugin(kc: KubeClient, bo
             (e for e in kc.list(EVENTS, "volcano-system")[0] if e.get("reason") == "SharesPluginMismatch"), None), 60)
         assert event["type"] == "Warning" and event["involvedObject"]["name"] == name
         assert "runs the proportion plugin" in event["message"]
-        log = Path(proc.log).read_text()
-        assert "QUEUE SHARES DO NOT MATCH THE VOLCANO SCHEDULER" in log and '"shares": "capacity' in log
+        records = [json.loads(line) for line in Path(proc.log).read_text().splitlines() if line.startswith("{")]
+        warned = [r for r in records if "QUEUE SHARES DO NOT MATCH THE VOLCANO SCHEDULER" in r.get("msg", "")]
+        assert warned and warned[0]["level"] == "warning" and str(warned[0].get("shares")).startswith("capacity")
     finally:
         kc.delete(CONFIGMAPS, name, "volcano-system")

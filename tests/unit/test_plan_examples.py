@@ -15,7 +15,9 @@ CASES = sorted(p.name[: -len(".json")] for p in EXAMPLES.glob("*.json") if not p
 
 
 def _plan(name: str, capsys: pytest.CaptureFixture[str], output: str = "json") -> str:
-    rc = main(["plan", "--from", str(EXAMPLES / f"{name}.json"), "--now", NOW, "--output", output])
+    config = EXAMPLES / f"{name}.config.yaml"  # an example planned with a configuration of its own
+    extra = ["--config", str(config)] if config.exists() else []
+    rc = main(["plan", "--from", str(EXAMPLES / f"{name}.json"), "--now", NOW, "--output", output, *extra])
     assert rc == 0
     return capsys.readouterr().out
 
@@ -68,3 +70,12 @@ def test_scale_up_story(capsys: pytest.CaptureFixture[str]) -> None:
     assert jobs == ["team-vision/resnet"] * 6
     assert [g["pod"] for g in plan["gateReleases"]] == [f"team-vision/resnet-worker-{i}" for i in range(2, 8)]
     assert all("grows from 2 to 8 of max 16 workers in one scale event" in g["reason"] for g in plan["gateReleases"])
+
+
+def test_department_tree_story(capsys: pytest.CaptureFixture[str]) -> None:
+    # research (capability 24 GPUs) is full with scratch's sweep; vision's gang fits on idle GPUs but
+    # not in the department: four of scratch's workers (the sibling) make room, one per node.
+    plan = json.loads(_plan("department-tree", capsys))
+    assert [s["decision"] for s in plan["starving"]] == ["evict"]
+    assert [e["pod"] for e in plan["evictions"]] == [f"team-scratch/sweep-worker-{i}" for i in (11, 10, 9, 8)]
+    assert "real capability" in plan["starving"][0]["reason"]

@@ -509,8 +509,8 @@ def test_model_hooks_flat() -> None:
     assert m.admission_deserved("team") == 24 and m.room("team") == 16 and m.enqueue_excess("team", 8) == 0
     assert m.enqueue_excess("team", 20) == 4
     # reclaim: within deserved with the gang; best-effort never; unknown never
-    assert m.below_share("team", 0, need=8) and not m.below_share("team", 4, need=8)
-    assert not m.below_share("scratch", 0, need=1) and not m.below_share("ghost", 0, need=1)
+    assert m.below_share("team", 0, need={GPU: 8}) and not m.below_share("team", 4, need={GPU: 8})
+    assert not m.below_share("scratch", 0, need={GPU: 1}) and not m.below_share("ghost", 0, need={GPU: 1})
     # victims: best-effort gives everything; held keeps its guarantee (deserved raised to it)
     assert m.keeps_share("scratch", 0) and m.overused("scratch", 1)
     assert m.keeps_share("held", 8) and not m.keeps_share("held", 7) and m.overused("held", 9)

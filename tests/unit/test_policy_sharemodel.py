@@ -57,6 +57,12 @@ def test_hooks_agree_with_the_shares() -> None:
             assert m.keeps_share(q, a) == (a >= deserved)
             assert m.overused(q, a) == (a > deserved)
         assert m.room(q) == m.admission_deserved(q) - allocated
+        for k in range(0, 3):  # admits: the pod's dominant amount within the room left once placed is placed
+            assert m.admits(q, {m.dominant: k}, {}) == (k <= m.room(q))
+            assert m.admits(q, {m.dominant: k}, {q: {m.dominant: 1}}) == (k <= m.room(q) - 1)
+            # the other hooks' per-resource arguments do not change proportion's answers
+            assert m.below_share(q, k, {m.dominant: 5}, {"cpu": 1}) == m.below_share(q, k)
+            assert m.keeps_share(q, k, [{m.dominant: 1}], {"cpu": 1}) == m.keeps_share(q, k)
         assert m.enqueue_excess(q, 2) == max(0, allocated + 2 - m.admission_deserved(q))
     # over_share: qa holds 8 of its 8 deserved, so its 2-GPU gang is 2 above what proportion admits.
     (g,) = world.waiting
@@ -71,3 +77,23 @@ def test_unknown_queue_has_no_share() -> None:
     m = build_world(snap, cfg, NOW).model
     assert not m.reclaimable("nope") and not m.below_share("nope", -1) and not m.keeps_share("nope", 10**9)
     assert (m.deserved("nope"), m.allocated("nope"), m.admission_deserved("nope")) == (0, 0, 0)
+
+
+def test_build_world_chooses_the_configured_model() -> None:
+    from elastic_controller.policy.capacity import CapacityModel
+    from elastic_controller.policy.settings import SharesConfig
+
+    objs = [node("n0"), queue("dept", deserved={"nvidia.com/gpu": 8}),
+            queue("qa", parent="dept", deserved={"nvidia.com/gpu": 2}),
+            *elastic_job("ns", "a", min_r=1, max_r=2, nodes=["n0"], queue="qa")]
+    proportion = ElasticConfig()
+    m = build_world(snapshot_of(*objs, cfg=proportion), proportion, NOW).model
+    assert isinstance(m, ProportionModel)
+    flat = ElasticConfig(shares=SharesConfig(plugin="capacity"))
+    m = build_world(snapshot_of(*objs, cfg=flat), flat, NOW).model
+    assert isinstance(m, CapacityModel) and not m.attrs.hierarchy
+    tree = ElasticConfig(shares=SharesConfig(plugin="capacity", hierarchy=True))
+    m = build_world(snapshot_of(*objs, cfg=tree), tree, NOW).model
+    assert isinstance(m, CapacityModel) and m.attrs.hierarchy
+    assert m.attrs.queues["qa"].ancestors == ("root", "dept")
+    assert m.deserved("qa") == 2  # spec.deserved as written, not water-filled

@@ -1,4 +1,4 @@
-"""Deserved shares per queue (weights, capability, explicit deserved, guarantee, parent queues) and
+"""Deserved shares per queue (weights, capability, explicit deserved, guarantee; flat: parent queues ignored) and
 what counts as a queue's request (gated pods do not; see the shares.py docstring)."""
 
 from __future__ import annotations
@@ -65,9 +65,11 @@ def deserved_gpus(*groups: Any, volcano_view: bool = False) -> dict[str, int]:
                      {"a": 6, "b": 10}, id="guarantee-held-even-without-request"),
         pytest.param([queue("p", 1), queue("c1", 1, parent="p"), queue("c2", 3, parent="p"), queue("d", 1),
                       usage("c1", 16), usage("c2", 16), usage("d", 16)],
-                     {"c1": 2, "c2": 6, "d": 8, "p": 8}, id="parent-queue-split-by-child-weight"),
+                     {"c1": 3, "c2": 10, "d": 3, "p": 0}, id="parent-ignored-flat-as-volcano-proportion"),
+        # proportion.go OnSessionOpen: one water-filling over every queue, spec.parent never read; a
+        # "parent" queue with no pods of its own requests nothing and deserves nothing.
         pytest.param([queue("p", 1), queue("c1", 1, parent="p"), queue("d", 1), usage("c1", 3), usage("d", 16)],
-                     {"c1": 3, "d": 13, "p": 3}, id="parent-request-is-subtree-request"),
+                     {"c1": 3, "d": 13, "p": 0}, id="parent-gets-no-subtree-request"),
         pytest.param([queue("a", 1), queue("b", 1), usage("a", 2, gated=14), usage("b", 16)], {"a": 2, "b": 14},
                      id="gated-pods-not-in-request"),
         pytest.param([queue("a", 1), queue("b", 1), usage("a", 2, pending=6), usage("b", 16)], {"a": 8, "b": 8},

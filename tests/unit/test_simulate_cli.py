@@ -181,3 +181,13 @@ def test_cluster_queue_errors(queue: str, message: str) -> None:
 
     with pytest.raises(TraceError, match=message):
         parse_cluster(f"nodes:\n  - {{name: gpu, count: 1, gpus: 8}}\nqueues:\n  - {queue}\n", "c.yaml")
+
+
+def test_capacity_shares_refused_with_a_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The simulated Volcano allocates as proportion does: a capacity config would make the agent and
+    # the allocator disagree, so it is refused rather than simulated wrongly.
+    config = tmp_path / "config.yaml"
+    config.write_text("shares: {plugin: capacity}\n")
+    assert run("--example", "--config", str(config), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert "shares.plugin capacity" in err and "proportion plugin only" in err

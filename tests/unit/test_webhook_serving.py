@@ -92,9 +92,9 @@ def wait_ready(port: int, ca: Path, proc: subprocess.Popen[bytes], timeout: floa
     raise AssertionError("server not ready in time")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    certs = tmp_path_factory.mktemp("certs")
+def serve_webhook(certs: Path, *args: str) -> Iterator[Server]:
+    """Generate a CA + serving certificate into ``certs``, run ``volcano-elastic webhook`` on a free
+    port with ``args`` added, yield it once ready, and stop it (SIGTERM, then kill)."""
     assert main(["certs", "generate", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(certs),
                  "--ip", "127.0.0.1"]) == 0
     port = free_port()
@@ -102,8 +102,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file", str(certs / "tls.crt"),
-             "--tls-private-key-file", str(certs / "tls.key"), "--port", str(port), "--host", "127.0.0.1",
-             "--workers", "2", "--threads", "4"],
+             "--tls-private-key-file", str(certs / "tls.key"), "--port", str(port), "--host", "127.0.0.1", *args],
             stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
         )
     try:
@@ -116,6 +115,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serve_webhook(tmp_path_factory.mktemp("certs"), "--workers", "2", "--threads", "4")
 
 
 def test_mutation_over_keepalive_https(server: Server) -> None:

@@ -8,10 +8,7 @@ webhook at its default settings: /healthz and admission reviews keep being answe
 from __future__ import annotations
 
 import json
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,17 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from elastic_controller.cli import main
 from tests.unit.test_webhook_serving import (
-    NAMESPACE,
-    ROOT,
-    SERVICE,
     SERVICE_DNS,
     Server,
     client_context,
-    free_port,
     post,
-    wait_ready,
+    serve_webhook,
 )
 from tests.unit.webhook_objects import pod, review
 
@@ -38,27 +30,8 @@ SLOW_CLIENTS = 32
 
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    certs = tmp_path_factory.mktemp("certs-slow")
-    assert main(["certs", "generate", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(certs),
-                 "--ip", "127.0.0.1"]) == 0
-    port = free_port()
-    log = certs / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(  # default --workers and --threads: what a Deployment runs
-            [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file", str(certs / "tls.crt"),
-             "--tls-private-key-file", str(certs / "tls.key"), "--port", str(port), "--host", "127.0.0.1"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-        )
-    try:
-        wait_ready(port, certs / "ca.crt", proc)
-        yield Server(proc, port, certs, log)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    # default --workers and --threads: what a Deployment runs
+    yield from serve_webhook(tmp_path_factory.mktemp("certs-slow"))
 
 
 def _slow_header_client(port: int, ca: Path, stop: threading.Event, sent: list[int]) -> None:
@@ -103,7 +76,7 @@ def test_webhook_keeps_answering_with_32_slow_clients(default_server: Server) ->
         t.start()
     try:
         time.sleep(3)  # every slow client connected and trickling
-        slowest = 0.0
+        took: list[float] = []
         deadline = time.monotonic() + 15  # longer than any per-request read deadline
         answered = 0
         while time.monotonic() < deadline:
@@ -118,10 +91,16 @@ def test_webhook_keeps_answering_with_32_slow_clients(default_server: Server) ->
             assert status == 200 and answer["response"]["allowed"] is True
             conn.close()
             answered += 1
-            slowest = max(slowest, time.monotonic() - started)
+            took.append(time.monotonic() - started)
             time.sleep(0.3)
         assert sent[0] > SLOW_CLIENTS * 10  # the slow clients really were there, trickling
-        assert slowest < 3.0, f"slowest /healthz + review took {slowest:.1f}s"
+        # The API server gives our webhook timeoutSeconds: 5 (manifests/base/admission.yaml): every
+        # /healthz + review pair (two requests, a fresh TLS handshake) must come well inside it, and the
+        # typical one promptly. The test's own 40 hostile client threads share this process's GIL, so
+        # the bound is the API server's deadline rather than a latency target.
+        took.sort()
+        assert took[-1] < 5.0, f"slowest /healthz + review took {took[-1]:.1f}s (the API server waits 5 s)"
+        assert took[len(took) // 2] < 1.0, f"median /healthz + review took {took[len(took) // 2]:.2f}s"
         assert answered >= 10
     finally:
         stop.set()

@@ -19,7 +19,7 @@ class Admissibility(PlannerBase):
         if job.queue == gang.queue:
             return True
         m = self.w.model
-        if not m.reclaimable(job.queue) or not m.below_share(gang.queue, self._dom(gang.queue)):
+        if not m.reclaimable(job.queue) or not self._gang_below_share(gang):
             return False
         dom = self.w.dominant
         # Victims already chosen for this gang (on other nodes) come out of the same queue.
@@ -27,7 +27,13 @@ class Admissibility(PlannerBase):
         leaving = [*extra, *(p for p in self.inflight
                              if p.key not in keys and self.w.jobs[job_id(p)].queue == job.queue)]
         after = self._dom(job.queue) - sum(p.requests.get(dom, 0) for p in leaving)
-        return m.keeps_share(job.queue, after)
+        return m.keeps_share(job.queue, after, [p.requests for p in leaving], self.alloc.get(job.queue))
+
+    def _gang_below_share(self, gang: Gang) -> bool:
+        """Whether ``gang``'s queue may reclaim from other queues for it (``ShareModel.below_share``
+        with the gang's needed pods' requests and the queue's allocation as plans have moved it)."""
+        return self.w.model.below_share(gang.queue, self._dom(gang.queue), self._gang_need(gang),
+                                        self.alloc.get(gang.queue))
 
     def _may_give(self, gang: Gang, kinds: frozenset[tuple[str, int, bool]]) -> bool:
         """Whether a node whose candidates' jobs are ``kinds`` may hold a victim for ``gang``
@@ -44,7 +50,7 @@ class Admissibility(PlannerBase):
         if queue == gang.queue:
             return True
         m = self.w.model
-        return (m.reclaimable(queue) and m.below_share(gang.queue, self._dom(gang.queue))
+        return (m.reclaimable(queue) and self._gang_below_share(gang)
                 and m.keeps_share(queue, self._dom(queue)))
 
     def _why_not(self, gang: Gang, pod: PodView) -> str | None:
@@ -126,13 +132,14 @@ class Admissibility(PlannerBase):
         """What admissible victims of ``gang``'s own queue can give back at most (dominant resource):
         each job's largest admissible candidates, as many as it has workers above min (``_why_not``'s
         rules for the own queue, job by job; cached per gang priority until the next committed plan)."""
-        key = (gang.queue, gang.priority, self.queue_versions.get(gang.queue, 0))
+        queues = self._share_queues(gang)
+        key: tuple[str | int, ...] = (gang.queue, gang.priority, *(self.queue_versions.get(q, 0) for q in queues))
         cacheable = gang.key not in self.candidates_by_job
         if cacheable and key in self._admissible:
             return self._admissible[key]
         dom = self.w.dominant
         total = 0
-        for jid in self._jobs_of_queue(gang.queue):
+        for jid in (jid for q in queues for jid in self._jobs_of_queue(q)):
             job = self.w.jobs.get(jid)
             if jid == gang.key or self._job_barred(gang, job) is not None:
                 continue

@@ -124,11 +124,20 @@ class PlannerBase:
         self._by_queue: dict[str, list[str]] | None = None  # queue -> jobs with candidates
         self._old: dict[str, list[PodView]] = {}  # job -> candidates past minRuntimeSeconds
         self._supply: dict[str, int] = {}  # see _queue_supply
-        self._admissible: dict[tuple[str, int, int], int] = {}  # see _admissible_supply
+        self._admissible: dict[tuple[str | int, ...], int] = {}  # see _admissible_supply
+        self._needs: dict[str, dict[str, int]] = {}  # per gang: its needed pods' requests (_gang_need)
+        self._relief: dict[str, tuple[str, ...]] = {}  # per gang queue: see _share_queues
 
     # -- admissibility ------------------------------------------------------------------
     def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:
         return (res if res is not None else self.alloc.get(queue, {})).get(self.w.dominant, 0)
+
+    def _gang_need(self, gang: Gang) -> dict[str, int]:
+        """What ``gang``'s needed pods ask for in all, per resource (what a share model judges reclaim by)."""
+        need = self._needs.get(gang.key)
+        if need is None:
+            need = self._needs[gang.key] = _sum_requests(gang.needed)
+        return need
 
     def preference(self, pod: PodView, extra_taken: int = 0) -> Key:
         """``pod``'s victim key (``ordering.victim_key``) with ``extra_taken`` more of its job's workers taken."""
@@ -155,7 +164,20 @@ class PlannerBase:
             else:
                 del hit[node]
 
+    def _share_queues(self, gang: Gang) -> tuple[str, ...]:
+        """The queues whose victims bring ``gang``'s queue within what its share model admits: its own
+        first, then (capacity, hierarchy mode) the leaves sharing the ancestor whose capability bounds
+        it (``ShareModel.relieved_by``), by name. Fixed for the cycle."""
+        found = self._relief.get(gang.queue)
+        if found is None:
+            m = self.w.model
+            others = sorted({self.w.jobs[jid].queue for jid in self.candidates_by_job} - {gang.queue})
+            found = self._relief[gang.queue] = (gang.queue, *(q for q in others if m.relieved_by(gang.queue, q)))
+        return found
+
     def _own_share(self, gang: Gang, victims: Sequence[PodView]) -> int:
-        """The dominant resource that ``victims`` from ``gang``'s own queue give back to it."""
+        """The dominant resource that ``victims`` give back to ``gang``'s queue's share (those from
+        ``_share_queues``: its own queue, under proportion)."""
         dom = self.w.dominant
-        return sum(v.requests.get(dom, 0) for v in victims if self.w.jobs[job_id(v)].queue == gang.queue)
+        queues = self._share_queues(gang)
+        return sum(v.requests.get(dom, 0) for v in victims if self.w.jobs[job_id(v)].queue in queues)

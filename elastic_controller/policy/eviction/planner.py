@@ -57,7 +57,8 @@ class Planner(VictimSearch, ShareVictims):
                         "ungated; waiting for the rest to be created")
         trial = self.capacity.copy()
         placement = place_all(gang.needed, trial)
-        # Volcano's proportion plugin places the gang only within its queue's deserved share.
+        # Volcano places the gang only within what its queue's share plugin admits (proportion: the
+        # deserved share; capacity: the real capability of the queue and its ancestors).
         excess = w.share_excess(gang, self._dom(gang.queue))
         if (placement is None or excess) and gang.releasing_for:
             return wait(f"{len(gang.releasing_for)} worker(s) evicted for it are still terminating; "
@@ -76,6 +77,9 @@ class Planner(VictimSearch, ShareVictims):
             return wait(f"fits once {n} terminating pod(s) release their resources "
                         f"({len(gang.releasing_for)} evicted for it); no further victims")
 
+        refused = w.model.enqueue_reason(gang.pg)
+        if refused is not None:  # evicting elastic workers does not change it (see CapacityModel)
+            return wait(f"{refused}; evicting elastic workers would not change that")
         left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
         if left == 0:  # any plan needs a victim: nothing to search for
             return wait(f"needs evictions but queue {gang.queue} has none left this cycle (maxEvictionsPerCycle)")
@@ -88,7 +92,7 @@ class Planner(VictimSearch, ShareVictims):
             # job's min (or every admissible one) would not, no plan exists; the node search is skipped.
             fits = ("its min set fits on free capacity" if placement is not None
                     else "its min set does not fit on free capacity")
-            if self._queue_supply(gang.queue) < excess:
+            if sum(self._queue_supply(q) for q in self._share_queues(gang)) < excess:
                 return wait(self._share_wait_reason(gang, excess, fits, supply=True))
             if self._admissible_supply(gang) < excess:
                 return wait(self._share_wait_reason(gang, excess, fits))
@@ -151,7 +155,8 @@ class Planner(VictimSearch, ShareVictims):
         self._retag(sorted({v.node_name for v in victims}))  # their nodes have fewer candidates left
         why = f"evicting {len(victims)} elastic worker(s) lets its {len(gang.needed)} needed pod(s) fit"
         if excess:
-            why += f" and brings queue {gang.queue} back within its deserved share (before: {share_note})"
+            limit = "deserved share" if w.model.name == "proportion" else "real capability"
+            why += f" and brings queue {gang.queue} back within its {limit} (before: {share_note})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
 

@@ -19,8 +19,13 @@ class ShareVictims(Admissibility):
     def _excess_text(self, gang: Gang, excess: int) -> str:
         dom = self.w.dominant
         need = sum(p.requests.get(dom, 0) for p in gang.needed)
-        return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
-                f"{self.w.model.admission_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
+        m = self.w.model
+        if m.name == "proportion":
+            return (f"allocated {self._dom(gang.queue)} + needed {need} > deserved "
+                    f"{m.admission_deserved(gang.queue)} {dom}, as Volcano's proportion plugin counts it")
+        return (f"allocated {self._dom(gang.queue)} + needed {need} > {m.admission_deserved(gang.queue)} {dom}, "
+                f"what the real capability of queue {gang.queue} and its ancestors leaves it, as Volcano's "
+                f"{m.name} plugin counts it")
 
     def _share_wait_reason(self, gang: Gang, excess: int, fits: str, supply: bool = False) -> str:
         """Why ``gang`` waits when its queue would be above its Volcano share and its own queue's
@@ -28,9 +33,11 @@ class ShareVictims(Admissibility):
         reasons = self.exclusions(gang, own_queue=True)
         excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
         why = (f"even all of the queue's own elastic workers above their jobs' min "
-               f"({self._queue_supply(gang.queue)} {self.w.dominant}) could not" if supply else
+               f"({sum(self._queue_supply(q) for q in self._share_queues(gang))} {self.w.dominant}) could not"
+               if supply else
                "not enough of the queue's own elastic workers are admissible to")
-        return (f"{fits}, but queue {gang.queue} would be above its deserved share "
+        limit = "deserved share" if self.w.model.name == "proportion" else "real capability"
+        return (f"{fits}, but queue {gang.queue} would be above its {limit} "
                 f"({self._excess_text(gang, excess)}), and {why} bring it under; "
                 f"its queue's candidates excluded: {excluded}")
 
@@ -93,10 +100,11 @@ class ShareVictims(Admissibility):
         if excess <= 0:
             return []
         dom = self.w.dominant
-        if self._queue_supply(gang.queue) < excess:
+        queues = self._share_queues(gang)
+        if sum(self._queue_supply(q) for q in queues) < excess:
             return None  # even every elastic worker of the queue could not bring it under
         taken = {c.key for c in chosen}
-        cands = [c for jid in self._jobs_of_queue(gang.queue) for c in self.candidates_by_job[jid]
+        cands = [c for q in queues for jid in self._jobs_of_queue(q) for c in self.candidates_by_job[jid]
                  if c.key not in taken and c.requests.get(dom, 0) > 0 and self._why_not(gang, c) is None]
         cands.sort(key=self.preference)
         sizes = sorted((c.requests.get(dom, 0) for c in cands), reverse=True)
