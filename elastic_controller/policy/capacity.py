@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from .model import NodeView, PodGroupView, PodView, QueueView
 from .quantity import Resources
-from .shares import QueueShare, Usage
+from .shares import AdmissionRoom, QueueShare, Usage
 
 ROOT = "root"  # capacity.go:49 rootQueueID
 DEFAULT_QUEUE = "default"
@@ -720,7 +720,7 @@ class CapacityLedger:
 # -- The share model (policy/sharemodel.py's ShareModel hooks) --------------------------------------
 
 
-class CapacityModel:
+class CapacityModel(AdmissionRoom):
     """Volcano's capacity plugin behind the share-model hooks the planners ask (``ShareModel``).
 
     Every amount is of the cluster's dominant resource, as the hooks are; the rules behind them are
@@ -845,14 +845,6 @@ class CapacityModel:
             limit = cap_q - others
             bound = limit if bound is None else min(bound, limit)
         return max(0, bound or 0)
-
-    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int:
-        if allocated is None:
-            allocated = self.allocated(queue)
-        return max(0, allocated + need - self.admission_deserved(queue))
-
-    def room(self, queue: str) -> int:
-        return self.admission_deserved(queue) - self.allocated(queue)
 
     def admits(self, queue: str, request: Resources, placed: Mapping[str, Resources]) -> bool:
         """``allocatable`` (``AddAllocatableFn``, capacity.go:717) with ``placed`` (per queue, what

@@ -52,7 +52,7 @@ from typing import Protocol
 
 from .model import NodeView, PodGroupView, PodView, QueueView
 from .quantity import Resources
-from .shares import QueueShare, Usage, _water_fill, plan_shares
+from .shares import AdmissionRoom, QueueShare, Usage, _water_fill, plan_shares
 
 
 class ShareModel(Protocol):
@@ -79,7 +79,7 @@ class ShareModel(Protocol):
     def enqueue_reason(self, pg: PodGroupView) -> str | None: ...
 
 
-class ProportionModel:
+class ProportionModel(AdmissionRoom):
     """Volcano's proportion plugin. Our own view of the shares (``shares``: pending gated pods not
     requested, see ``shares.py``) judges reclaim; Volcano's view (gated pods requested, deserved
     rounded down), computed on first use, judges admission."""
@@ -141,14 +141,6 @@ class ProportionModel:
                                           capacity=cluster)
         share = self._admission.get(queue)
         return share.deserved.get(self.dominant, 0) if share is not None else 0
-
-    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int:
-        if allocated is None:
-            allocated = self.allocated(queue)
-        return max(0, allocated + need - self.admission_deserved(queue))
-
-    def room(self, queue: str) -> int:
-        return self.admission_deserved(queue) - self.allocated(queue)
 
     def admits(self, queue: str, request: Resources, placed: Mapping[str, Resources]) -> bool:
         """The pod's dominant resource within what the queue's deserved share (Volcano's view) still

@@ -206,3 +206,22 @@ def plan_shares(
         )
         for name, q in by_name.items()
     }
+
+
+class AdmissionRoom:
+    """``enqueue_excess`` and ``room`` of a share model, derived from its ``allocated`` and
+    ``admission_deserved`` (the dominant resource), the same for every model (``sharemodel.ShareModel``)."""
+
+    def allocated(self, queue: str) -> int:
+        raise NotImplementedError
+
+    def admission_deserved(self, queue: str) -> int:
+        raise NotImplementedError
+
+    def enqueue_excess(self, queue: str, need: int, allocated: int | None = None) -> int:
+        if allocated is None:
+            allocated = self.allocated(queue)
+        return max(0, allocated + need - self.admission_deserved(queue))
+
+    def room(self, queue: str) -> int:
+        return self.admission_deserved(queue) - self.allocated(queue)
