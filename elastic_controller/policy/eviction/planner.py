@@ -121,7 +121,7 @@ class Planner(VictimSearch, ShareVictims):
                         f"candidates excluded: {excluded}")
         if excess:
             self.used_greedy = True  # share victims are chosen greedily: always minimize
-        if len(gang.needed) > 1 or self.used_greedy:
+        if len(gang.needed) > 1 or self.used_greedy or self._constrained(victims):
             # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
             # its node do not make room, and no other node lost any.
             victims = self._minimize(gang, victims, excess)
@@ -141,12 +141,21 @@ class Planner(VictimSearch, ShareVictims):
         self.evictions_left[gang.queue] = left - len(victims)
         for queue in {w.jobs[job_id(v)].queue for v in victims}:
             self.queue_versions[queue] = self.queue_versions.get(queue, 0) + 1
+        # Jobs with allowed counts: what each gives, said in every reason (the count is rounded to one).
+        sizes: dict[str, str] = {}
+        for jid in sorted({v.job_id for v in victims if v.job_id in self.counts}):
+            n = sum(1 for v in victims if v.job_id == jid)
+            before = w.jobs[jid].current_workers()
+            sizes[jid] = (f"job {jid} gives {n} worker{'s' if n > 1 else ''} ({before} -> {before - n}): "
+                          f"allowed counts {self.counts[jid].describe()}")
         evictions = []
         for v in victims:
             job = w.jobs[job_id(v)]
             reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
                       f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
                       f"{gang.key} in queue {gang.queue}")
+            if job.key in sizes:
+                reason += f"; {sizes[job.key]}"
             self._take(v, 1)
             self.taken.add(v.key)
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
@@ -157,6 +166,8 @@ class Planner(VictimSearch, ShareVictims):
         if excess:
             limit = "deserved share" if w.model.name == "proportion" else "real capability"
             why += f" and brings queue {gang.queue} back within its {limit} (before: {share_note})"
+        if sizes:
+            why += f" ({'; '.join(sizes.values())})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
 
