@@ -174,6 +174,19 @@ def test_share_victims_round_too() -> None:
     assert "gives 4 workers (8 -> 4): allowed counts 2,4,8" in reason
 
 
+def test_a_rounding_the_queue_share_refuses_says_why() -> None:
+    """B (queue qb) reclaims from qa, which may lose one 4-GPU worker and keep its deserved share, not
+    the two that step 2 needs: B waits, and the reason names the job that shrinks only by whole steps."""
+    objs = [*(node(f"n{i}") for i in range(4)), queue("qa"), queue("qb"),
+            *constrained(elastic_job("ns", "a", min_r=2, max_r=8, gpus=4, nodes=["n0", "n1", "n2", "n3"],
+                                     running=8, queue="qa"), step="2"),
+            *gang("ns", "g", members=1, gpus=4, queue="qb")]
+    p = plan(*objs)
+    decision, reason = the_decision(p)
+    assert decision == "wait" and victims(p) == []
+    assert "jobs shrunk only to their allowed counts (each victim set rounded to them): ns/a (2,4,6,8)" in reason
+
+
 # -- properties -----------------------------------------------------------------------------------------
 @given(st.lists(st.tuples(st.integers(1, 3), st.sampled_from([1, 2, 4]), st.integers(0, 2),
                           st.sampled_from(["", "step", "counts"]), st.integers(0, 7)),

@@ -188,20 +188,6 @@ class PlannerBase:
         counts = self.counts
         return bool(counts) and any(p.job_id in counts for p in pods)
 
-    def _bound_key(self, pods: Sequence[PodView], exclude: set[str] | frozenset[str] = frozenset()) -> Key:
-        """A lower bound of the first victim key of any victim set built from ``pods`` (sorted by
-        ``preference``) plus the extra victims ``_round_up`` adds: the first key of ``pods``, or a
-        smaller one of a job with allowed counts among them (its extras may be anywhere)."""
-        low = self.preference(pods[0])
-        if self._constrained(pods):
-            for jid in {p.job_id for p in pods if p.job_id in self.counts}:
-                for c in self.candidates_by_job[jid]:
-                    if c.key not in exclude and c.key not in self.taken:
-                        key = self.preference(c)
-                        if key < low:
-                            low = key
-        return low
-
     def _share_queues(self, gang: Gang) -> tuple[str, ...]:
         """The queues whose victims bring ``gang``'s queue within what its share model admits: its own
         first, then (capacity, hierarchy mode) the leaves sharing the ancestor whose capability bounds

@@ -15,9 +15,11 @@ Invariants (what makes the pruning in ``search.VictimSearch._best_node`` exact):
    rank never sorts earlier as it loses workers) these stay lower bounds of the first key of any
    victim set chosen on the node later in the cycle, so a node whose bound is worse than the best
    plan found (as many victims) cannot win and the scan stops.
-   A candidate of a job with allowed counts (``volcano-elastic.io/worker-counts`` or ``-step``) counts
-   with its job's smallest key: a victim set holding it also holds the extra victims that round its
-   job down to an allowed count (``Admissibility._round_up``), which may be on any node.
+   Jobs with allowed counts (``worker-counts`` / ``-step``) need nothing more: a set holding one of their
+   workers is completed with extra victims of its job from any node (``Admissibility._round_up``), but
+   keys are compared only between plans with as many victims (and new jobs) as the node's bound, and a
+   set whose raw size is at least that bound has that many victims only when it got no extras: its
+   first key is then one of the node's own candidates'.
 3. **One key.** Every key here comes from ``ordering``; the index never spells the order out again
    (it did once, and a reordered ``preference`` then made the index prune the node the exhaustive
    scan chose).
@@ -56,22 +58,12 @@ class NodeIndex(PlannerBase):
         self._tag_orders: dict[tuple[int, int], list[str]] = {}  # (tag, size) -> members by preference
         jobs = world.jobs  # only the candidates' jobs are ranked
         job_key = {jid: job_rank(jobs[jid]) for jid in self.candidates_by_job}
-        # Per node: its candidates as (size, preference at the start = self.preference(p)). A candidate
-        # of a job with allowed counts may bring extra victims of its job from any node (``_round_up``):
-        # its key here is its job's smallest, so that the bound holds for them too (invariant 2).
-        job_low: dict[str, Key] = {}
-        for jid in self.counts:
-            job_low[jid] = min(victim_key(job_key[jid], p) for p in self.candidates_by_job[jid])
+        # Per node: its candidates as (size, preference at the start = self.preference(p)).
         keyed: dict[str, list[tuple[int, Key]]] = {}
         sizes: set[int] = set()
         for node, pods in self.candidates_by_node.items():
-            if job_low:
-                pairs = keyed[node] = [(p.requests.get(dom, 0),
-                                        job_low[p.job_id] if p.job_id in job_low else victim_key(job_key[p.job_id], p))
-                                       for p in pods]
-            else:
-                pairs = keyed[node] = [(p.requests.get(dom, 0), victim_key(job_key[p.job_id], p))
-                                       for p in pods]
+            pairs = keyed[node] = [(p.requests.get(dom, 0), victim_key(job_key[p.job_id], p))
+                                   for p in pods]
             sizes.update(size for size, _ in pairs)
             self.start_pref[node] = min(pref for _, pref in pairs)
             tag = self._profile_tag(node, profile_ids)

@@ -118,7 +118,7 @@ class Planner(VictimSearch, ShareVictims):
             need = format_resources(_sum_requests(gang.needed))
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
-                        f"candidates excluded: {excluded}")
+                        f"candidates excluded: {excluded}{self._counts_note(gang)}")
         if excess:
             self.used_greedy = True  # share victims are chosen greedily: always minimize
         if len(gang.needed) > 1 or self.used_greedy or self._constrained(victims):
@@ -170,6 +170,17 @@ class Planner(VictimSearch, ShareVictims):
             why += f" ({'; '.join(sizes.values())})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
+
+
+    def _counts_note(self, gang: Gang) -> str:
+        """For a gang no victim set helps: the jobs that could give but only whole steps (issue 20), whose
+        rounding may be what no set survived (a queue share, min, too few admissible workers)."""
+        jobs = [jid for jid in self.counts if jid != gang.key and self._job_barred(gang, self.w.jobs[jid]) is None]
+        if not jobs:
+            return ""
+        shown = ", ".join(f"{jid} ({self.counts[jid].describe()})" for jid in jobs[:5])
+        more = f" and {len(jobs) - 5} more" if len(jobs) > 5 else ""
+        return f"; jobs shrunk only to their allowed counts (each victim set rounded to them): {shown}{more}"
 
 
 def _queue_blocks(world: World, queue: str) -> str:

@@ -78,8 +78,10 @@ class VictimSearch(Admissibility, NodeIndex):
         # A job with allowed counts gives as many more workers as round it down to one (``_round_up``:
         # its next candidates in victim order, wherever they are); they count as victims. Every set
         # whose jobs are all at allowed counts rounds to itself, so the sizes still go up from 1.
+        # (A set with extras has more victims than its size ``k``: it never ties with ``beat`` at ``k``, so
+        # the first candidate's key stays the bound of the sets that can.)
         rounds = self._constrained(cands)
-        low = self._bound_key(cands, chosen) if rounds else self.preference(cands[0])
+        low = self.preference(cands[0])
         budget = _MAX_COMBINATIONS
         best: tuple[tuple[int, int, tuple[Key, ...]], Sequence[PodView]] | None = None
         for k in range(1, len(cands) + 1):
