@@ -148,12 +148,23 @@ class Admissibility(PlannerBase):
                 continue
             if keys is None:
                 keys = {v.key for v in subset}
-            pool = [c for c in self.candidates_by_job[jid]
-                    if c.key not in keys and c.key not in exclude and self._why_not(gang, c) is None]
-            if len(pool) < more:
+            pool = self._pools.get(jid)
+            if pool is None:
+                # The job's admissible candidates in victim order (one job: by replica index, fixed), kept
+                # while the gang is planned: its verdicts only get stricter, and what turns them (min,
+                # queue share) is checked on the whole set (``floor``, then the caller's ``_subset_ok``).
+                pool = self._pools[jid] = sorted(
+                    (c for c in self.candidates_by_job[jid] if self._why_not(gang, c) is None), key=self.preference)
+            taken = self.taken
+            found = 0
+            for c in pool:
+                if c.key not in keys and c.key not in exclude and c.key not in taken:
+                    extras.append(c)
+                    found += 1
+                    if found == more:
+                        break
+            else:
                 return None
-            pool.sort(key=self.preference)
-            extras.extend(pool[:more])
         return extras
 
     def _queue_supply(self, queue: str) -> int:

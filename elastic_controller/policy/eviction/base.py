@@ -132,6 +132,7 @@ class PlannerBase:
         # jobs then count 0 in every score.
         self.restart_aware = True
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
+        self._pools: dict[str, list[PodView]] = {}  # while one gang is planned (see _round_up)
         self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)

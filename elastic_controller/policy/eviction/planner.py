@@ -86,6 +86,7 @@ class Planner(VictimSearch, ShareVictims):
         self._kinds_ok = {}
         self.used_greedy = False
         self._job_verdicts = {}
+        self._pools = {}
         self._share_refusals = set()
         if excess:
             # Victims of its own queue must give back ``excess``: when even every one of them above its

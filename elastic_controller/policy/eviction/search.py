@@ -143,6 +143,7 @@ class VictimSearch(Admissibility, NodeIndex):
             self._take(v, -1)
         self.inflight = []
         self._job_verdicts = {}  # verdicts and share refusals depended on those picks
+        self._pools = {}
         self._share_refusals = set()
         self.restart_aware = False
         try:
