@@ -370,6 +370,37 @@ def test_share_and_order() -> None:
     assert cap.queue_order_key(a, res(cpu=4, gpu=4)) < cap.queue_order_key(b, {})
 
 
+
+def test_compare_queues_flat() -> None:
+    """capacity.go:1183 (flat QueueOrderFn): lower share first; at equal shares deserved first; the
+    victim order is its reverse (session_plugins.go:814, no VictimQueueOrderFn in flat mode)."""
+    shares = flat(q("a", deserved=res(gpu=4)), q("b", deserved=res(gpu=8)), q("be"), total=res(gpu=16))
+    rolled = {"a": res(gpu=2), "b": res(gpu=2), "be": res(gpu=1)}
+    assert cap.compare_queues(shares, rolled, "b", "a") < 0  # 0.25 before 0.5
+    assert cap.compare_queues(shares, {"a": res(gpu=4)}, "a", "be") < 0  # both at 1: deserved first
+    assert cap.compare_queues(shares, rolled, "a", "a") == 0
+    assert cap.compare_victim_queues(shares, rolled, "a", "b", reclaimer="be") < 0
+
+
+def test_compare_queues_hierarchical() -> None:
+    """capacity.go:1348: two leaves are compared by their ancestors just below the deepest one they
+    share (getQueueLevel, :1916); :1383: victims first from the queue sharing a deeper ancestor with
+    the reclaimer."""
+    shares = cap.build([q("d1", deserved=res(gpu=8)), q("d2", deserved=res(gpu=8)),
+                        q("t1", deserved=res(gpu=4), parent="d1"), q("t2", deserved=res(gpu=4), parent="d1"),
+                        q("u1", deserved=res(gpu=4), parent="d2")], res(gpu=16), hierarchy=True,
+                       job_queues=["t1", "t2", "u1"])
+    alloc = {"t1": res(gpu=1), "t2": res(gpu=3), "u1": res(gpu=4)}
+    rolled = shares.rolled_up(alloc)
+    # t2 and u1 are compared as their departments d1 (4/8) and d2 (4/8): equal
+    assert cap.compare_queues(shares, rolled, "t2", "u1") == 0
+    assert cap.compare_queues(shares, rolled, "t1", "t2") < 0  # siblings: 0.25 before 0.75
+    assert cap.compare_queues(shares, rolled, "t1", "d1") < 0  # a leaf before a queue with children
+    # reclaimer t1: its sibling t2 (common ancestor d1) before u1 (common ancestor root)
+    assert cap.compare_victim_queues(shares, rolled, "t2", "u1", reclaimer="t1") < 0
+    assert cap.compare_victim_queues(shares, rolled, "u1", "t2", reclaimer="t1") > 0
+
+
 # -- Properties ---------------------------------------------------------------------------------------------------
 
 _amount = st.integers(min_value=0, max_value=8)
