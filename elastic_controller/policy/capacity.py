@@ -557,16 +557,21 @@ def job_elastic(allocated: Amounts, min_resources: Amounts | None) -> dict[str, 
 
 
 def job_inqueue(min_resources: Amounts | None, allocated: Amounts, phase: str,
-                allocated_tasks: int = 0, min_member: int = 0) -> dict[str, float]:
+                allocated_tasks: int = 0, min_member: int = 0, gated: Amounts | None = None) -> dict[str, float]:
     """What an admitted job still reserves in its queue (capacity.go:1110-1130 with
     ``util.GetInqueueResource``, pkg/scheduler/plugins/util/util.go:97): for an ``Inqueue`` PodGroup,
     and for a ``Running`` one with at least ``minMember`` tasks allocated, its ``minResources`` less
-    what it holds, per dimension ``minResources`` names (never negative). Gated pods are not deducted."""
+    what it holds, per dimension ``minResources`` names (never negative), less what its
+    scheduling-gated pods ask (``gated``; ``JobInfo.DeductSchGatedResources``, api/job_info.go:631,
+    applied at capacity.go:1117 and :1129; floored at 0)."""
     if not min_resources:
         return {}
     if phase == "Inqueue" or (phase == "Running" and allocated_tasks >= min_member):
         minimum = _clean(min_resources)
-        return {k: v - _get(allocated, k) for k, v in minimum.items() if v - _get(allocated, k) > 0}
+        out = {k: v - _get(allocated, k) for k, v in minimum.items() if v - _get(allocated, k) > 0}
+        if gated:
+            out = {k: v - _get(gated, k) for k, v in out.items() if v - _get(gated, k) > 0}
+        return out
     return {}
 
 
@@ -700,16 +705,21 @@ def usage_of_groups(groups: Iterable[tuple[PodGroupView, Sequence[PodView]]]) ->
     out = QueueUsage()
     for pg, pods in groups:
         held: dict[str, float] = {}
+        gated: dict[str, float] = {}
         tasks = 0
         for p in pods:
-            if p.node_name and not p.deleting and not p.terminal:
+            if p.deleting or p.terminal:
+                continue
+            if p.node_name:
                 held = add(held, _clean(p.requests))
                 tasks += 1
+            elif p.scheduling_gates:  # our gate is not Volcano's own: deducted (job_info.go:612)
+                gated = add(gated, _clean(p.requests))
         q = pg.queue
         if held:
             out.allocated[q] = add(out.allocated.get(q, {}), held)
         minimum = pg.min_resources or None
-        reserved = job_inqueue(minimum, held, pg.phase, tasks, pg.min_member)
+        reserved = job_inqueue(minimum, held, pg.phase, tasks, pg.min_member, gated)
         if reserved:
             out.inqueue[q] = add(out.inqueue.get(q, {}), reserved)
         beyond = {k: v for k, v in job_elastic(held, minimum).items() if v > 0}

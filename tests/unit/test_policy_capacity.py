@@ -278,6 +278,9 @@ def test_job_inqueue_and_elastic() -> None:
     assert cap.job_inqueue(res(gpu=4), res(gpu=4), "Running", allocated_tasks=4, min_member=4) == {}
     assert cap.job_inqueue(res(gpu=4), res(gpu=3), "Running", allocated_tasks=3, min_member=4) == {}
     assert cap.job_inqueue(res(gpu=4), {}, "Pending") == {}
+    # DeductSchGatedResources (api/job_info.go:631, capacity.go:1117): gated pods' requests come off
+    assert cap.job_inqueue(res(gpu=4), res(gpu=1), "Inqueue", gated=res(gpu=2)) == {GPU: 1}
+    assert cap.job_inqueue(res(gpu=4), {}, "Inqueue", gated=res(gpu=6)) == {}
     assert cap.job_elastic(res(gpu=6), res(gpu=4)) == {GPU: 2}
 
 
@@ -500,6 +503,9 @@ def test_usage_of_groups() -> None:
     usage = cap.usage_of_groups([(a, pods("a", 3, deleting=1)), (b, pods("b", 1, pending=1))])
     assert usage.allocated["qa"] == {GPU: 6} and usage.elastic["qa"] == {GPU: 2} and "qa" not in usage.inqueue
     assert usage.allocated["qb"] == {GPU: 2} and usage.inqueue["qb"] == {GPU: 2} and "qb" not in usage.elastic
+    # b's pending pod gated (an elastic worker): its 2 GPUs come off b's reservation (capacity.go:1117)
+    gated = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b", scheduling_gates=("g",))]
+    assert "qb" not in cap.usage_of_groups([(b, gated)]).inqueue
 
 
 def test_ledger_follows_the_plan() -> None:
