@@ -94,6 +94,10 @@ class SimSettings:
     pod_cooldown: float = 0.0
     enqueue: bool = True  # model Volcano's enqueue admission (tests turn it off)
     overcommit_factor: float = 1.2  # the overcommit plugin's overcommit-factor
+    # volcano-gang under shares capacity: the capacity plugin sits in the scheduler's first tier, so its
+    # UnifiedEvictableFn filters gangreclaim's victims (in the second tier, its usual place, the first
+    # tier's priority/gang/conformance decide and it is not consulted: framework/session_plugins.go:325)
+    capacity_first_tier: bool = False
     # elastic: jobs publish volcano-elastic.io/last-checkpoint-time on their PodGroup (the contract's
     # annotation, as training code writes it), so the planner sees what a restart would lose
     publish_checkpoints: bool = True

@@ -45,8 +45,11 @@ def generate(cluster: ClusterSpec, opts: GeneratorOptions | None = None) -> list
     rng = random.Random(opts.seed)
     largest = max(p.gpus for p in cluster.pools)
     total = cluster.total_gpus
-    queues = [q.name for q in cluster.queues]
-    qweights = [q.weight for q in cluster.queues]
+    # Leaf queues only: a job in a queue with children stops Volcano's capacity plugin (hierarchy mode).
+    parents = {q.parent for q in cluster.queues}
+    leaves = [q for q in cluster.queues if q.name not in parents]
+    queues = [q.name for q in leaves]
+    qweights = [q.weight for q in leaves]
     shapes = []
     for _ in range(opts.jobs):
         gpus = min(_pick(rng, _GPUS), largest)
