@@ -46,9 +46,10 @@ def kc(kubeconfig: str) -> Any:
     client.close()
 
 
-def _gone_or_deleting(sc: Scenario, names: set[str]) -> set[str]:
-    live = {p["metadata"]["name"] for p in sc.pods("a") if not p["metadata"].get("deletionTimestamp")}
-    return names - live
+def _gone_or_deleting(sc: Scenario, uids: set[str]) -> set[str]:
+    """The victims (by uid: the operator recreates an evicted worker under the same name) evicted."""
+    live = {p["metadata"]["uid"] for p in sc.pods("a") if not p["metadata"].get("deletionTimestamp")}
+    return uids - live
 
 
 def _under_notice(sc: Scenario) -> list[dict[str, Any]]:
@@ -56,13 +57,15 @@ def _under_notice(sc: Scenario) -> list[dict[str, Any]]:
             and not p["metadata"].get("deletionTimestamp")]
 
 
-def _notice(sc: Scenario) -> tuple[set[str], datetime, float]:
-    """Start B and wait for the notice: (victims, evict-after, wall time it was first seen)."""
+def _notice(sc: Scenario) -> tuple[set[str], set[str], datetime, float]:
+    """Start B and wait for the notice: (victims' names, their uids, evict-after, wall time it was
+    first seen)."""
     sc.start_b()
     victims = wait_until("A's victims under notice", lambda: (v := _under_notice(sc)) and len(v) >= 2 and v, 120,
                          interval=0.2)
     seen = time.time()
     names = {p["metadata"]["name"] for p in victims}
+    uids = {p["metadata"]["uid"] for p in victims}
     stamps = {p["metadata"]["annotations"][EVICT_AFTER] for p in victims}
     assert len(stamps) == 1, stamps  # one gang's victims, one notice
     deadline = parse_time(stamps.pop())
@@ -70,9 +73,10 @@ def _notice(sc: Scenario) -> tuple[set[str], datetime, float]:
     gang = {p["metadata"]["annotations"].get(EVICTED_FOR) for p in victims}
     assert gang == {f"{sc.ns}/b"}, gang
     assert all(int(n.rsplit("-", 1)[1]) >= 2 for n in names), names  # elastic workers only
-    # The notice runs NOTICE seconds from when it was given (a whole second, rounded up).
-    assert NOTICE - 1 <= deadline.timestamp() - seen <= NOTICE + 1, (deadline, seen)
-    return names, deadline, seen
+    # The notice runs NOTICE seconds from when it was given (a whole second, rounded up; seen up to
+    # a few seconds late on a loaded box).
+    assert NOTICE - 3 <= deadline.timestamp() - seen <= NOTICE + 1, (deadline, seen)
+    return names, uids, deadline, seen
 
 
 def _events(sc: Scenario, reason: str, names: set[str]) -> list[dict[str, Any]]:
@@ -88,7 +92,7 @@ def _run(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace:
     sc.queues()
     try:
         sc.fill_with_a(8)
-        names, deadline, seen = _notice(sc)
+        names, uids, deadline, seen = _notice(sc)
         wait_until("an EvictionNotice Event on each victim", lambda: len(
             {e["involvedObject"]["name"] for e in _events(sc, "EvictionNotice", names)}) == len(names), 20)
         wait_until("an EvictionNotice Event on job A", lambda: _events(sc, "EvictionNotice", {"a"}), 20)
@@ -106,14 +110,14 @@ def _run(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace:
         first = 0.0
         limit = time.monotonic() + NOTICE + 60
         while time.monotonic() < limit:
-            gone = _gone_or_deleting(sc, names)
+            gone = _gone_or_deleting(sc, uids)
             if gone and not first:
                 first = time.time()
-            if gone == names:
+            if gone == uids:
                 break
             time.sleep(0.2)
         assert first, f"no victim evicted within {NOTICE + 60}s of the notice"
-        wait_until("both victims evicted", lambda: _gone_or_deleting(sc, names) == names, 30)
+        wait_until("both victims evicted", lambda: _gone_or_deleting(sc, uids) == uids, 30)
         after_notice = first - seen
         if checkpoint:
             assert first - written <= LATE, f"evicted {first - written:.1f}s after the checkpoint"
