@@ -197,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
           f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s")
     notices = sorted({(name, q.noticeSeconds) for name, q in [("defaults", cfg.defaults), *cfg.queues.items()]
                       if q.noticeSeconds > 0})
+    if args.checkpoint_on_notice >= 0 and not notices:
+        print("note: --checkpoint-on-notice does nothing: no queue of --config has noticeSeconds > 0",
+              file=sys.stderr)
     if notices:
         when = (f"a job under notice checkpoints {args.checkpoint_on_notice:g}s into it"
                 if args.checkpoint_on_notice >= 0 else "a job under notice checkpoints as it ends")

@@ -261,3 +261,20 @@ def test_skipping_idle_cycles_changes_nothing_with_notices() -> None:
     assert [(j.start, j.finish, j.scale_events, j.lost_work) for j in fast.jobs] == [
         (j.start, j.finish, j.scale_events, j.lost_work) for j in every.jobs]
     assert (fast.notices, fast.notice_gpu_seconds) == (every.notices, every.notice_gpu_seconds)
+
+
+def test_cli_worker_counts_fraction_and_checkpoint_on_notice_note(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("nodes:\n  - {name: gpu, count: 4, gpus: 8}\n", encoding="utf-8")
+    base = ["simulate", "--no-progress", "--no-plots", "--cluster", str(cluster), "--generate", "30",
+            "--policy", "static-min", "--out", str(tmp_path / "out")]
+    assert main([*base, "--worker-counts-fraction", "1.5"]) == 2
+    assert "--worker-counts-fraction must be in [0, 1]" in capsys.readouterr().err
+    written = tmp_path / "t.csv"
+    assert main([*base, "--worker-counts-fraction", "1", "--write-trace", str(written),
+                 "--checkpoint-on-notice", "10"]) == 0
+    assert "--checkpoint-on-notice does nothing" in capsys.readouterr().err
+    jobs = parse_own_csv(written.read_text(encoding="utf-8"), str(written))
+    assert all(bool(j.worker_counts) == (j.max_workers > j.min_workers) for j in jobs)
+    assert any(j.worker_counts for j in jobs)
