@@ -278,3 +278,21 @@ def test_cli_worker_counts_fraction_and_checkpoint_on_notice_note(tmp_path: Path
     jobs = parse_own_csv(written.read_text(encoding="utf-8"), str(written))
     assert all(bool(j.worker_counts) == (j.max_workers > j.min_workers) for j in jobs)
     assert any(j.worker_counts for j in jobs)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(1, 500))
+def test_elastic_grows_only_to_allowed_counts_on_generated_traces(seed: int) -> None:
+    """Every elastic job restricted to powers of two: the largest count it ever ran at is one of
+    them (growth lifts gates only to an allowed count; the first start is at min, always allowed)."""
+    spec = ClusterSpec((NodePool("n", 4, 8, 96_000, 2**40),), (QueueSpec("a"), QueueSpec("b", weight=2)))
+    jobs = with_worker_counts(generate(spec, GeneratorOptions(jobs=25, seed=seed, load=1.2, max_hours=2.0)),
+                              1.0, seed)
+    r = simulate(jobs, spec, ElasticConfig(), "elastic", SimSettings(checkpoint_interval=600))
+    assert all(j.finished for j in r.jobs) and not r.rejected_decisions
+    counts = {j.name: j.worker_counts for j in jobs}
+    for res in r.jobs:
+        if counts[res.name]:
+            assert res.max_seen in counts[res.name], (res.name, res.max_seen, counts[res.name])
+    gang = simulate(jobs, spec, ElasticConfig(), "volcano-gang", SimSettings(checkpoint_interval=600))
+    assert all(j.finished for j in gang.jobs)  # the peer ignores the counts and still runs
