@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--elastic-fraction", type=float, default=1.0, metavar="F",
                      help="imported traces: the share of multi-worker jobs made elastic, drawn with --seed "
                      "(the others stay rigid, min = max; default: 1.0)")
+    src.add_argument("--worker-counts-fraction", type=float, default=0.0, metavar="F",
+                     help="the share of elastic jobs (without workerCounts of their own) that run only at powers "
+                     "of two workers between min and max (workerCounts 2|4|8), drawn with --seed and the job's "
+                     "name (default: 0, none)")
     sim = parser.add_argument_group("simulation")
     sim.add_argument("--policy", default="all", choices=POLICY_CHOICES, help="default: all")
     add_config_flag(sim, "cooldowns etc.; default: defaults", metavar="FILE")
@@ -60,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="SECONDS",
                      help="a job checkpoints after every SECONDS of progress; a restart loses the work since "
                      "its last checkpoint (default: 1800; 0: off, nothing lost)")
+    sim.add_argument("--checkpoint-on-notice", type=float, default=-1.0, metavar="SECONDS",
+                     help="elastic, queues with noticeSeconds > 0 (--config): a job under an eviction notice "
+                     "records a checkpoint SECONDS after it, and its victims are evicted at the next agent cycle "
+                     "(default: the job checkpoints as its notice ends; its victims hold their GPUs for all of it)")
     sim.add_argument("--no-whole-bundle", action="store_true",
                      help="volcano-gang: gangpreempt/gangreclaim take only SAFE bundles (allowWholeBundle: false)")
     sim.add_argument("--pod-cooldown", type=float, default=0.0, metavar="SECONDS",
@@ -97,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..simulate.cluster import ClusterSpec, load_cluster, parse_cluster
     from ..simulate.engine import POLICIES, SimSettings
-    from ..simulate.generate import GeneratorOptions, generate
+    from ..simulate.generate import GeneratorOptions, generate, with_worker_counts
     from ..simulate.plots import MISSING, have_matplotlib, write_plots
     from ..simulate.quota import capacity_problems
     from ..simulate.runner import print_run, run_policies
@@ -127,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--min-fraction must be in (0, 1]")
     if not 0 <= args.elastic_fraction <= 1:
         return _fail("--elastic-fraction must be in [0, 1]")
+    if not 0 <= args.worker_counts_fraction <= 1:
+        return _fail("--worker-counts-fraction must be in [0, 1]")
     if args.worker_gpus < 0:
         return _fail("--worker-gpus must not be negative")
     if args.example and (args.trace or args.cluster or args.generate):
@@ -172,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
                     limit=max(0, args.limit), elastic_fraction=args.elastic_fraction, seed=args.seed))))
     except TraceError as exc:
         return _fail(str(exc))
+    if args.worker_counts_fraction:
+        traces = [(name, seed, with_worker_counts(jobs, args.worker_counts_fraction, seed or args.seed))
+                  for name, seed, jobs in traces]
 
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     for name, _, jobs in traces:
@@ -203,11 +216,21 @@ def run(args: argparse.Namespace) -> int:
     settings = SimSettings(restart_penalty=args.restart_penalty, grace_period=args.grace_period, curve=curve,
                            cycle_seconds=args.cycle_seconds, checkpoint_interval=args.checkpoint_interval,
                            allow_whole_bundle=not args.no_whole_bundle, pod_cooldown=args.pod_cooldown,
-                           enqueue=not args.no_enqueue, capacity_first_tier=args.capacity_first_tier)
+                           enqueue=not args.no_enqueue, capacity_first_tier=args.capacity_first_tier,
+                           notice_checkpoint=args.checkpoint_on_notice)
     ckpt = f"every {args.checkpoint_interval:g}s" if args.checkpoint_interval else "off"
     print(f"{cluster.node_count} nodes, {cluster.total_gpus} GPUs; scaling efficiency {curve.describe()}, "
           f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s; "
           f"queue shares: {plugin}{' (hierarchical)' if hierarchy else ''}")
+    notices = sorted({(name, q.noticeSeconds) for name, q in [("defaults", cfg.defaults), *cfg.queues.items()]
+                      if q.noticeSeconds > 0})
+    if args.checkpoint_on_notice >= 0 and not notices:
+        print("note: --checkpoint-on-notice does nothing: no queue of --config has noticeSeconds > 0",
+              file=sys.stderr)
+    if notices:
+        when = (f"a job under notice checkpoints {args.checkpoint_on_notice:g}s into it"
+                if args.checkpoint_on_notice >= 0 else "a job under notice checkpoints as it ends")
+        print("eviction notices (elastic): " + ", ".join(f"{n} {s}s" for n, s in notices) + f"; {when}")
     per_seed = {}
     last = None
     for name, seed, jobs in traces:

@@ -8,7 +8,7 @@ a minority of rigid jobs (min == max). The same seed always gives the same trace
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .cluster import ClusterSpec
 from .trace import JobSpec
@@ -75,3 +75,30 @@ def generate(cluster: ClusterSpec, opts: GeneratorOptions | None = None) -> list
         ))
         t += rng.expovariate(1.0 / mean_gap)
     return jobs
+
+
+def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
+    """``lo`` and the powers of two above it up to ``hi`` (``lo`` first: the webhook wants min among
+    the counts): (2, 4, 8) for [2, 8], (3, 4, 8) for [3, 10]."""
+    counts = [lo]
+    p = 1
+    while p <= hi:
+        if p > lo:
+            counts.append(p)
+        p *= 2
+    return tuple(counts)
+
+
+def with_worker_counts(jobs: list[JobSpec], fraction: float, seed: int) -> list[JobSpec]:
+    """``--worker-counts-fraction``: each elastic job without counts of its own allows only
+    ``powers_of_two(min, max)`` with probability ``fraction``, drawn from ``seed`` and the job's name
+    (the same job gets the same draw whatever the row order). Jobs are otherwise unchanged."""
+    if fraction <= 0:
+        return jobs
+    out = []
+    for job in jobs:
+        if (job.max_workers > job.min_workers and not job.worker_counts
+                and random.Random(f"{seed}:worker-counts:{job.name}").random() < fraction):
+            job = replace(job, worker_counts=powers_of_two(job.min_workers, job.max_workers))
+        out.append(job)
+    return out
