@@ -160,12 +160,13 @@ def test_too_few_admissible_workers_to_reach_an_allowed_count() -> None:
 
 
 def test_share_victims_round_too() -> None:
-    """g fits on n1's free GPUs, but queue qa would be above its deserved 8 GPUs: its own elastic job v
-    (counts 2,4,8) gives back what brings it under (own-queue share victims), 4 workers not 1."""
-    objs = [node("n0", gpus=16), node("n1", gpus=4), queue("qa", deserved={GPU: 8}), queue("qb"),
+    """g fits on n1's free GPUs, but queue qa (weight 1 of 4; qb's b asks for 12 with its gated workers)
+    would be above its deserved share: its own elastic job v (counts 2,4,8) gives back what brings it
+    under (own-queue share victims), 4 workers not 1."""
+    objs = [node("n0", gpus=16), node("n1", gpus=2), queue("qa"), queue("qb", weight=3),
             *constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=8, queue="qa"),
                          counts="2,4,8"),
-            *elastic_job("ns", "b", min_r=1, max_r=8, nodes=["n0"], running=8, queue="qb"),
+            *elastic_job("ns", "b", min_r=1, max_r=12, nodes=["n0"], running=8, queue="qb"),
             *gang("ns", "g", members=1, gpus=1, queue="qa")]
     p = plan(*objs)
     decision, reason = the_decision(p)
