@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .kube.api import KubeAPI, owner_ref
+from .kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from .kube.caches import Store
 from .kube.errors import ConflictError, InvalidError, KubeError, NotFoundError, TooManyRequestsError
 from .kube.events import EventRecorder
@@ -678,7 +678,7 @@ class Agent:
         self.metrics.eviction(queue, "resumed" if resumed else "starving-gang")
         log.info("evicted (resumed interrupted plan)" if resumed else "evicted",
                  extra={"pod": pod, "job": job, "queue": queue, "for": gang, "reason": reason})
-        ref = self._pod_ref(pod)
+        ref = evicted_pod_ref(*_split(pod), uid) if uid else self._pod_ref(pod)
         if ref is not None:
             how = " (finishing an interrupted plan)" if resumed else ""
             self.recorder.emit(ref, "Normal", "EvictedForGang",

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .kube.api import KubeAPI, owner_ref
+from .kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from .kube.caches import Store
 from .kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from .kube.events import EventRecorder
@@ -192,9 +192,11 @@ class Notices:
             result.evicted.append((f.pod, f.uid, f.gang))
             log.info("evicted", extra={"pod": f.pod, "job": f.job, "queue": f.queue, "for": f.gang,
                                        "reason": d.why})
-            self._event_on_pod(f.pod, "Normal", "EvictedForGang",
-                               f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
-                               f"({d.why})")
+            ref = evicted_pod_ref(ns, name, f.uid) if f.uid else self._ref(f.pod, PODS)
+            if ref is not None:
+                self.recorder.emit(ref, "Normal", "EvictedForGang",
+                                   f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
+                                   f"({d.why})")
         by_job: dict[tuple[str, str], int] = {}
         for d in review.due:
             if any(d.facts.pod == pod for pod, _, _ in result.evicted):
