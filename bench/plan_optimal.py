@@ -3,14 +3,15 @@
 Each instance has one starving gang and at most 12 candidate victims. The optimum is the cheapest
 victim set under the planner's objective (issue 19: every worker of a disrupted job restarts, so
 the fewest disrupted jobs first, then the fewest victims), among sets obeying the same
-admissibility rules (priority, cooldown, minimum runtime, never below min, queue shares), that
+admissibility rules (priority, cooldown, minimum runtime, never below min, minWorkersToShrink,
+queue shares), that
 makes every needed pod fit according to the same fit function (``fit.place_all``) and keeps the
 gang's queue within its deserved share as Volcano counts it (its own queue's victims cover
 ``World.share_excess``). Prints how often we match it, our disrupted jobs and victims over the
 optimum's on average, how often we ``wait`` where a plan exists, and (must be 0) how often we
 evict where the optimum says no set fits.
 
-    .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7]
+    .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7] [--min-workers-to-shrink N]
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def admissible(world: World, gang_key: str, victims: tuple[PodView, ...]) -> boo
             return False
         if not old_enough(v.scheduled_at, policy.minRuntimeSeconds, world.now):
             return False
+        if job.running_workers < policy.minWorkersToShrink:
+            return False
         per_job[job.key] += 1
         if job.running_workers - per_job[job.key] < job.bounds.min_replicas:
             return False
@@ -158,9 +161,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instances", type=int, default=500)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--min-workers-to-shrink", type=int, default=QueuePolicy().minWorkersToShrink,
+                    help="the queues' minWorkersToShrink (default: the config default; 0 lets every "
+                         "instance's small jobs give, which makes more instances need victims)")
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64))
+    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64, minWorkersToShrink=args.min_workers_to_shrink))
     stats: Counter[str] = Counter()
     ratios: list[float] = []  # disrupted jobs: ours / optimum's
     victim_ratios: list[float] = []
