@@ -499,10 +499,11 @@ def _two_queues(victim_queue: dict[str, Any], gang_queue: dict[str, Any] | None 
     [
         pytest.param({}, {}, True, id="reclaimable-over-share"),
         pytest.param({"reclaimable": False}, {}, False, id="not-reclaimable"),
-        pytest.param({"deserved": {GPU: 8}}, {}, False, id="victim-queue-not-over-share"),
-        pytest.param({"deserved": {GPU: 7}}, {}, False, id="would-go-below-share"),
-        pytest.param({"deserved": {GPU: 6}}, {}, True, id="exactly-down-to-share"),
-        pytest.param({}, {"deserved": {GPU: 0}}, False, id="gang-queue-not-below-share"),
+        pytest.param({"guarantee": {GPU: 8}}, {}, False, id="victim-queue-not-over-share"),
+        # proportion reads no spec.deserved (proportion.go): b's share is set by its guarantee (a floor)
+        pytest.param({"guarantee": {GPU: 7}}, {}, False, id="would-go-below-share"),
+        pytest.param({"guarantee": {GPU: 6}}, {}, True, id="exactly-down-to-share"),
+        pytest.param({}, {"capability": {GPU: 0}}, False, id="gang-queue-not-below-share"),
     ],
 )
 def test_cross_queue(victim_queue: dict[str, Any], gang_queue: dict[str, Any], evicts: bool) -> None:
@@ -513,9 +514,9 @@ def test_cross_queue(victim_queue: dict[str, Any], gang_queue: dict[str, Any], e
 
 
 def test_cross_queue_share_counts_victims_on_every_node() -> None:
-    # Queue b (deserved 15 of 16) runs 16 workers; the gang needs two 1-GPU pods on full nodes. Each victim
-    # alone keeps b at its share but the two together take it below: no plan.
-    objs = [node("n0"), node("n1"), queue("b", deserved={GPU: 15}), queue("a"),
+    # Queue b (deserved 15 of 16: its guarantee) runs 16 workers; the gang needs two 1-GPU pods on full
+    # nodes. Each victim alone keeps b at its share but the two together take it below: no plan.
+    objs = [node("n0"), node("n1"), queue("b", guarantee={GPU: 15}), queue("a"),
             *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"], queue="b"),
             *gang("ns", "g", members=2, gpus=1, queue="a")]
     plan = plan_of(*objs)
