@@ -636,7 +636,10 @@ class Agent:
             why = f"error: {exc}"
         if not why:
             self._fence(f"eviction notice for {gang}")
-            why = self.notices.give(gang, evictions, now).failed
+            given = self.notices.give(gang, evictions, now)
+            for pod in given.refused:  # as on the immediate path: no victim for a while
+                self._refused_by_pdb(pod, gang, now)
+            why = given.failed
         if why:
             report.failed[gang] = why
             for e in evictions:
@@ -662,6 +665,8 @@ class Agent:
         for pod in done.failed:
             if pod in queues:
                 self.metrics.eviction_failed(queues[pod], "notice")
+        for pod, gang in done.refused:  # a PDB refused a due eviction: remembered as on the immediate path
+            self._refused_by_pdb(pod, gang, now)
         report.withdrawn.extend(done.withdrawn)
         return bool(done.evicted or done.withdrawn)
 

@@ -13,7 +13,8 @@ from ..fit import pod_demand
 from ..model import PodView, newest_checkpoint
 from ..ordering import Key, job_rank, sequence_key, victim_key
 from ..quantity import add
-from ..world import Gang, World, is_candidate_role, job_id
+from ..world import Gang, JobState, World, is_candidate_role, job_id
+from ..worldsizes import AllowedCounts
 
 _MAX_COMBINATIONS = 4000
 # How the node of each needed pod is found: "indexed" (the node index prunes, see index.py) or
@@ -50,6 +51,15 @@ def _sum_requests(pods: Sequence[PodView]) -> dict[str, int]:
     for p in pods:
         out = add(out, p.requests)
     return out
+
+
+def allowed_of(job: JobState) -> AllowedCounts | None:
+    """The Worker counts ``job`` may be shrunk to (its PodGroup's ``worker-counts`` or
+    ``worker-step``, as the controller copied them), or None when any count in [min, max] is."""
+    if job.pg is None or job.bounds is None or not job.pg.worker_sizes.constrained:
+        return None
+    allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas)
+    return None if allowed.every else allowed
 
 
 class PlannerBase:
@@ -118,6 +128,14 @@ class PlannerBase:
             ckpt = newest_checkpoint(None, job.pg, world.pods_by_group.get(pods[0].group_key, ()))
             job.loss = (-ckpt.timestamp() if ckpt is not None else math.inf,
                         job.running_workers * pods[0].requests.get(world.dominant, 0))
+        # The allowed Worker counts of every candidate's job that restricts them (worker-counts or
+        # worker-step on its PodGroup, see worldsizes.py); a job not here may be left at any count
+        # in [min, max]. Fixed for the cycle.
+        self.counts: dict[str, AllowedCounts] = {}
+        for jid in by_job:
+            allowed = allowed_of(jobs[jid])
+            if allowed is not None:
+                self.counts[jid] = allowed
         # Nodes holding candidates of a job disrupted this cycle (victims taken, or picked for the gang
         # being planned), counted per such job: more victims there may disrupt no new job.
         self.hit_nodes: dict[str, int] = {}
@@ -125,6 +143,7 @@ class PlannerBase:
         # jobs then count 0 in every score.
         self.restart_aware = True
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
+        self._pools: dict[str, list[PodView]] = {}  # while one gang is planned (see _round_up)
         self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
@@ -174,6 +193,12 @@ class PlannerBase:
                 hit[node] = n
             else:
                 del hit[node]
+
+    # -- allowed counts (volcano-elastic.io/worker-counts, worker-step) --------------------
+    def _constrained(self, pods: Sequence[PodView]) -> bool:
+        """Whether any of ``pods`` belongs to a job with allowed counts."""
+        counts = self.counts
+        return bool(counts) and any(p.job_id in counts for p in pods)
 
     def _share_queues(self, gang: Gang) -> tuple[str, ...]:
         """The queues whose victims bring ``gang``'s queue within what its share model admits: its own
