@@ -3,8 +3,9 @@
 Each instance has one starving gang and at most 12 candidate victims. The optimum is the cheapest
 victim set under the planner's objective (issue 19: every worker of a disrupted job restarts, so
 the fewest disrupted jobs first, then the fewest victims), among sets obeying the same
-admissibility rules (priority, cooldown, minimum runtime, never below min, queue shares, and issue
-20's allowed counts: every job left at one of them; ``--with-counts`` of the jobs carry some), that
+admissibility rules (priority, cooldown, minimum runtime, never below min, minWorkersToShrink,
+queue shares, and issue 20's allowed counts: every job left at one of them; ``--with-counts`` of
+the jobs carry some), that
 makes every needed pod fit according to the same fit function (``fit.place_all``) and keeps the
 gang's queue within its deserved share as Volcano counts it (its own queue's victims cover
 ``World.share_excess``). Prints how often we match it, our disrupted jobs and victims over the
@@ -12,6 +13,7 @@ optimum's on average, how often we ``wait`` where a plan exists, and (must be 0)
 evict where the optimum says no set fits.
 
     .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7] [--with-counts 0.3]
+                                           [--min-workers-to-shrink N]
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ def admissible(world: World, gang_key: str, victims: tuple[PodView, ...]) -> boo
             return False
         if not old_enough(v.scheduled_at, policy.minRuntimeSeconds, world.now):
             return False
+        if job.running_workers < policy.minWorkersToShrink:
+            return False
         per_job[job.key] += 1
         if job.running_workers - per_job[job.key] < job.bounds.min_replicas:
             return False
@@ -178,9 +182,12 @@ def main() -> int:
     ap.add_argument("--with-counts", type=float, default=0.3, metavar="FRACTION",
                     help="share of jobs with volcano-elastic.io/worker-counts or worker-step (issue 20); "
                          "0 gives the inputs measured before it (default 0.3)")
+    ap.add_argument("--min-workers-to-shrink", type=int, default=QueuePolicy().minWorkersToShrink,
+                    help="the queues' minWorkersToShrink (default: the config default; 0 lets every "
+                         "instance's small jobs give, which makes more instances need victims)")
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64))
+    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64, minWorkersToShrink=args.min_workers_to_shrink))
     stats: Counter[str] = Counter()
     ratios: list[float] = []  # disrupted jobs: ours / optimum's
     victim_ratios: list[float] = []

@@ -144,6 +144,7 @@ def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = 
         maxScaleUpPerCycle=draw(st.integers(0, 4)),
         preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
         minScaleUpGain=draw(st.sampled_from([0.0, 0.5, 1.0])),
+        minWorkersToShrink=draw(st.sampled_from([0, 0, 3, 4])),  # mostly 0: small jobs give too
     )
     return objs, ElasticConfig(defaults=defaults)
 
@@ -207,6 +208,8 @@ def test_victims_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConf
         bounds = next(p.bounds for p in members if p.bounds is not None)
         running = sum(1 for p in members if p.replica_type == "worker" and p.running)
         assert running - n >= bounds.min_replicas, jkey
+        # None from a job running fewer workers than its queue's minWorkersToShrink.
+        assert running >= cfg.queue_policy(pgs[jkey].queue).minWorkersToShrink, jkey
     # The per-queue cap.
     per_queue: dict[str, int] = {}
     for d in plan.starving:

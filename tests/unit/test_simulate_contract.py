@@ -33,7 +33,8 @@ def one_node(gpus: int = 8) -> ClusterSpec:
 
 
 def with_notice(seconds: int) -> ElasticConfig:
-    return ElasticConfig(defaults=dataclasses.replace(QueuePolicy(), noticeSeconds=seconds))
+    # minWorkersToShrink 0: the scenarios' A runs 2 workers, fewer than the default 4, and must give
+    return ElasticConfig(defaults=dataclasses.replace(QueuePolicy(), noticeSeconds=seconds, minWorkersToShrink=0))
 
 
 def times(result: SimResult) -> dict[str, tuple[float, float]]:
@@ -236,7 +237,8 @@ def test_summary_and_printout_report_the_notices(tmp_path: Path, capsys: pytest.
     (tmp_path / "cluster.yaml").write_text("nodes:\n  - {name: gpu, count: 1, gpus: 8}\n", encoding="utf-8")
     (tmp_path / "trace.csv").write_text("name,submit,min,max,gpus,work,workerCounts\na,0,1,2,4,8000,1|2\n"
                                         "b,200,1,1,4,4000,\n", encoding="utf-8")
-    (tmp_path / "elastic.yaml").write_text("defaults:\n  noticeSeconds: 60\n", encoding="utf-8")
+    (tmp_path / "elastic.yaml").write_text("defaults:\n  noticeSeconds: 60\n  minWorkersToShrink: 0\n",
+                                           encoding="utf-8")
     assert main(["simulate", "--no-progress", "--no-plots", "--trace", str(tmp_path / "trace.csv"),
                  "--cluster", str(tmp_path / "cluster.yaml"), "--config", str(tmp_path / "elastic.yaml"),
                  "--policy", "elastic", "--checkpoint-interval", "1000", "--out", str(tmp_path / "out")]) == 0

@@ -12,6 +12,7 @@ from ..world import Gang, JobState, job_id
 from .base import PlannerBase
 
 PDB_REFUSED = "PDB refused eviction"  # the exclusion reason of a pod a PodDisruptionBudget protected lately
+TOO_SMALL = "below minWorkersToShrink"  # the exclusion reason of the workers of a job running fewer
 # The exclusion reason of a job with allowed counts (worker-counts, worker-step) none of which is below
 # its count, or whose contract is unusable: it is never shrunk.
 ALLOWED_COUNTS = "no smaller allowed count"
@@ -274,6 +275,10 @@ class Admissibility(PlannerBase):
             owner = self.w.jobs.get(p.job_id)
             if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
                 count(PDB_REFUSED, 1)
+        for p in self.too_small:  # never candidates this cycle (see PlannerBase.__init__)
+            owner = self.w.jobs.get(p.job_id)
+            if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
+                count(TOO_SMALL, 1)
         if cacheable:
             self._exclusion_cache[key] = reasons
         return reasons

@@ -93,12 +93,23 @@ class PlannerBase:
         # (group by group) so that every map below fills in the same order as a walk over the groups.
         # ``refused``: keys of pods whose eviction a PodDisruptionBudget refused lately (the caller
         # remembers them, see agent.PDB_REFUSAL_SECONDS): never candidates, counted in the exclusions.
+        # Workers of a job running fewer than its queue's minWorkersToShrink are no candidates either
+        # (``World.too_small_to_shrink``), also counted.
         rank = {key: i for i, key in enumerate(world.pods_by_group)}
         by_node, by_job = self.candidates_by_node, self.candidates_by_job
         self.refused: list[PodView] = []
+        self.too_small: list[PodView] = []
+        small: dict[str, bool] = {}
         for pod in sorted((p for p in world.elastic_holding if is_candidate_role(p)), key=lambda p: rank[p.group_key]):
             if pod.key in refused:
                 self.refused.append(pod)
+                continue
+            jid = pod.job_id
+            is_small = small.get(jid)
+            if is_small is None:
+                is_small = small[jid] = world.too_small_to_shrink(jid)
+            if is_small:
+                self.too_small.append(pod)
                 continue
             pods = by_node.get(pod.node_name)
             if pods is None:
