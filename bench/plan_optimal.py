@@ -3,14 +3,17 @@
 Each instance has one starving gang and at most 12 candidate victims. The optimum is the cheapest
 victim set under the planner's objective (issue 19: every worker of a disrupted job restarts, so
 the fewest disrupted jobs first, then the fewest victims), among sets obeying the same
-admissibility rules (priority, cooldown, minimum runtime, never below min, queue shares), that
+admissibility rules (priority, cooldown, minimum runtime, never below min, minWorkersToShrink,
+queue shares, and issue 20's allowed counts: every job left at one of them; ``--with-counts`` of
+the jobs carry some), that
 makes every needed pod fit according to the same fit function (``fit.place_all``) and keeps the
 gang's queue within its deserved share as Volcano counts it (its own queue's victims cover
 ``World.share_excess``). Prints how often we match it, our disrupted jobs and victims over the
 optimum's on average, how often we ``wait`` where a plan exists, and (must be 0) how often we
 evict where the optimum says no set fits.
 
-    .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7]
+    .venv/bin/python bench/plan_optimal.py [--instances 500] [--seed 7] [--with-counts 0.3]
+                                           [--min-workers-to-shrink N]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from elastic_controller.policy.cooldowns import old_enough
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import place_all, pod_demand
+from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
 from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
@@ -39,7 +43,15 @@ GPU = "nvidia.com/gpu"
 MAX_CANDIDATES = 12
 
 
-def instance(rnd: random.Random) -> list[dict[str, Any]]:
+def contract(rnd: random.Random, min_r: int, max_r: int) -> dict[str, str]:
+    """Issue 20's annotations for a job with Worker bounds [min_r, max_r]: a step, or counts holding min."""
+    if rnd.random() < 0.5:
+        return {WORKER_STEP: str(rnd.randint(1, 3))}
+    rest = [c for c in range(min_r + 1, max_r + 1) if rnd.random() < 0.5]
+    return {WORKER_COUNTS: ",".join(map(str, [min_r, *rest]))}
+
+
+def instance(rnd: random.Random, with_counts: float = 0.0) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [priority_class("low", 10), priority_class("high", 1000),
                                   queue("qa", weight=rnd.randint(1, 3)),
                                   queue("qb", weight=rnd.randint(1, 3), reclaimable=rnd.random() < 0.8)]
@@ -58,6 +70,8 @@ def instance(rnd: random.Random) -> list[dict[str, Any]]:
         cooling = rnd.random() < 0.15
         job_objs = [podgroup("ns", name, min_r, q, rnd.choice(["", "", "low", "high"]),
                              last_scale=ago(60) if cooling else None, created=ago(7200))]
+        if with_counts and rnd.random() < with_counts:  # (no draw at 0: the inputs before issue 20)
+            job_objs[0]["metadata"]["annotations"].update(contract(rnd, min_r, max_r))
         nn = f"{min_r}:{max_r}"
         trial, added = dict(free), 0
         for i in range(max_r):
@@ -102,10 +116,17 @@ def admissible(world: World, gang_key: str, victims: tuple[PodView, ...]) -> boo
             return False
         if not old_enough(v.scheduled_at, policy.minRuntimeSeconds, world.now):
             return False
+        if job.running_workers < policy.minWorkersToShrink:
+            return False
         per_job[job.key] += 1
         if job.running_workers - per_job[job.key] < job.bounds.min_replicas:
             return False
         per_queue[job.queue] += v.requests.get(world.dominant, 0)
+    for jid, n in per_job.items():  # issue 20: only to an allowed count (worker-counts / worker-step)
+        job = world.jobs[jid]
+        assert job.pg is not None and job.bounds is not None
+        if job.running_workers - n not in job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas):
+            return False
     dom = world.dominant
     for q, amount in per_queue.items():
         if q == pg.queue:
@@ -158,16 +179,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instances", type=int, default=500)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--with-counts", type=float, default=0.3, metavar="FRACTION",
+                    help="share of jobs with volcano-elastic.io/worker-counts or worker-step (issue 20); "
+                         "0 gives the inputs measured before it (default 0.3)")
+    ap.add_argument("--min-workers-to-shrink", type=int, default=QueuePolicy().minWorkersToShrink,
+                    help="the queues' minWorkersToShrink (default: the config default; 0 lets every "
+                         "instance's small jobs give, which makes more instances need victims)")
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64))
+    cfg = ElasticConfig(defaults=QueuePolicy(maxEvictionsPerCycle=64, minWorkersToShrink=args.min_workers_to_shrink))
     stats: Counter[str] = Counter()
     ratios: list[float] = []  # disrupted jobs: ours / optimum's
     victim_ratios: list[float] = []
     worst: list[tuple[float, int]] = []
     t0 = time.perf_counter()
     for i in range(args.instances):
-        objs = instance(rnd)
+        objs = instance(rnd, args.with_counts)
         snap: Snapshot
         snap, warnings = parse_objects(objs, cfg)
         assert not [w for w in warnings if "not used" not in w], warnings
@@ -205,8 +232,8 @@ def main() -> int:
                 if ours < best:
                     stats["BUG: fewer than the optimum (admissibility mismatch)"] += 1
     elapsed = time.perf_counter() - t0
-    print(f"{args.instances} random instances (<= {MAX_CANDIDATES} candidate victims), seed {args.seed}, "
-          f"{elapsed:.1f} s")
+    print(f"{args.instances} random instances (<= {MAX_CANDIDATES} candidate victims, {args.with_counts:.0%} of "
+          f"jobs with allowed counts), seed {args.seed}, {elapsed:.1f} s")
     for k, v in sorted(stats.items(), key=lambda kv: (kv[0].startswith("  "), kv[0])):
         print(f"  {k:<60} {v}")
     if ratios:

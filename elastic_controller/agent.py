@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .kube.api import KubeAPI, owner_ref
+from .kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from .kube.caches import Store
 from .kube.errors import ConflictError, InvalidError, KubeError, NotFoundError, TooManyRequestsError
 from .kube.events import EventRecorder
@@ -636,7 +636,10 @@ class Agent:
             why = f"error: {exc}"
         if not why:
             self._fence(f"eviction notice for {gang}")
-            why = self.notices.give(gang, evictions, now).failed
+            given = self.notices.give(gang, evictions, now)
+            for pod in given.refused:  # as on the immediate path: no victim for a while
+                self._refused_by_pdb(pod, gang, now)
+            why = given.failed
         if why:
             report.failed[gang] = why
             for e in evictions:
@@ -662,6 +665,8 @@ class Agent:
         for pod in done.failed:
             if pod in queues:
                 self.metrics.eviction_failed(queues[pod], "notice")
+        for pod, gang in done.refused:  # a PDB refused a due eviction: remembered as on the immediate path
+            self._refused_by_pdb(pod, gang, now)
         report.withdrawn.extend(done.withdrawn)
         return bool(done.evicted or done.withdrawn)
 
@@ -673,7 +678,7 @@ class Agent:
         self.metrics.eviction(queue, "resumed" if resumed else "starving-gang")
         log.info("evicted (resumed interrupted plan)" if resumed else "evicted",
                  extra={"pod": pod, "job": job, "queue": queue, "for": gang, "reason": reason})
-        ref = self._pod_ref(pod)
+        ref = evicted_pod_ref(*_split(pod), uid) if uid else self._pod_ref(pod)
         if ref is not None:
             how = " (finishing an interrupted plan)" if resumed else ""
             self.recorder.emit(ref, "Normal", "EvictedForGang",

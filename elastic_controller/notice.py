@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .kube.api import KubeAPI, owner_ref
+from .kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from .kube.caches import Store
 from .kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from .kube.events import EventRecorder
@@ -61,6 +61,7 @@ class GiveResult:
     noticed: list[str] = field(default_factory=list)  # ns/name of the pods now under notice
     evict_after: dict[str, datetime] = field(default_factory=dict)  # pod -> its deadline
     failed: str = ""  # why no notice was given ("" when it was)
+    refused: list[str] = field(default_factory=list)  # pods whose (dry-run) eviction a PDB refused (429)
 
 
 @dataclass(slots=True)
@@ -68,6 +69,7 @@ class ActResult:
     evicted: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, uid, gang): for the ledger
     withdrawn: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # pod -> why it was not evicted or withdrawn
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (pod, gang): a PDB refused its eviction (429)
 
 
 class Notices:
@@ -94,7 +96,11 @@ class Notices:
         try:
             for v in victims:
                 ns, name = _split(v.pod)
-                self.api.evict(ns, name, uid=v.uid or None, dry_run=True)
+                try:
+                    self.api.evict(ns, name, uid=v.uid or None, dry_run=True)
+                except TooManyRequestsError:
+                    result.refused.append(v.pod)
+                    raise
         except KubeError as exc:
             why = "pdb" if isinstance(exc, TooManyRequestsError) else "error"
             result.failed = f"{why}: {exc}"
@@ -174,7 +180,10 @@ class Notices:
                 self.given.pop(f.uid, None)
                 continue
             except KubeError as exc:
-                # A PDB (429) or a transient error: the notice stays, the next cycle tries again.
+                # A PDB (429) or a transient error: the notice stays, the next cycle tries again. A PDB's
+                # refusal is also reported (``refused``): the agent remembers it as on the immediate path.
+                if isinstance(exc, TooManyRequestsError):
+                    result.refused.append((f.pod, f.gang))
                 result.failed[f.pod] = f"not evicted: {exc}"
                 log.warning("due eviction failed; retrying next cycle", extra={"pod": f.pod, "for": f.gang,
                                                                              "error": str(exc)})
@@ -183,9 +192,11 @@ class Notices:
             result.evicted.append((f.pod, f.uid, f.gang))
             log.info("evicted", extra={"pod": f.pod, "job": f.job, "queue": f.queue, "for": f.gang,
                                        "reason": d.why})
-            self._event_on_pod(f.pod, "Normal", "EvictedForGang",
-                               f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
-                               f"({d.why})")
+            ref = evicted_pod_ref(ns, name, f.uid) if f.uid else self._ref(f.pod, PODS)
+            if ref is not None:
+                self.recorder.emit(ref, "Normal", "EvictedForGang",
+                                   f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
+                                   f"({d.why})")
         by_job: dict[tuple[str, str], int] = {}
         for d in review.due:
             if any(d.facts.pod == pod for pod, _, _ in result.evicted):

@@ -287,6 +287,16 @@ def offline(out: Path) -> None:
     if sim.returncode:
         raise SystemExit(f"demo: simulate failed with exit code {sim.returncode}")
     print(f"summary: {out / 'summary.json'}")
+    tree = REPO / "examples" / "simulate" / "department-tree.yaml"
+    banner("volcano-elastic simulate --shares capacity --hierarchy (examples/simulate/department-tree.yaml: "
+           "256 GPUs in a department tree, 150 generated jobs)")
+    cap_out = out.with_name(out.name + "-capacity")
+    sim = subprocess.run([sys.executable, "-m", "elastic_controller", "simulate", "--cluster", str(tree),
+                          "--generate", "150", "--shares", "capacity", "--hierarchy", "--policy", "all",
+                          "--out", str(cap_out)], text=True)
+    if sim.returncode:
+        raise SystemExit(f"demo: simulate --shares capacity failed with exit code {sim.returncode}")
+    print(f"summary: {cap_out / 'summary.json'}")
 
 
 def main() -> None:

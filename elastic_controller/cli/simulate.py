@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
+from ..policy.settings import SHARE_PLUGINS, SharesConfig
 from .common import add_config_flag, load_config_or_exit
 
 HELP = "simulate a job trace on a cluster under elastic, volcano-gang, static-max and static-min scheduling"
@@ -37,9 +39,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--elastic-fraction", type=float, default=1.0, metavar="F",
                      help="imported traces: the share of multi-worker jobs made elastic, drawn with --seed "
                      "(the others stay rigid, min = max; default: 1.0)")
+    src.add_argument("--worker-counts-fraction", type=float, default=0.0, metavar="F",
+                     help="the share of elastic jobs (without workerCounts of their own) that run only at powers "
+                     "of two workers between min and max (workerCounts 2|4|8), drawn with --seed and the job's "
+                     "name (default: 0, none)")
     sim = parser.add_argument_group("simulation")
     sim.add_argument("--policy", default="all", choices=POLICY_CHOICES, help="default: all")
     add_config_flag(sim, "cooldowns etc.; default: defaults", metavar="FILE")
+    sim.add_argument("--shares", choices=SHARE_PLUGINS, default=None,
+                     help="the Volcano plugin that divides the cluster between queues, for the simulated "
+                     "Volcano and the agent alike: proportion (weights) or capacity (the cluster file's "
+                     "deserved, guarantee, capability; parent with --hierarchy); default: config "
+                     "shares.plugin (proportion)")
+    sim.add_argument("--hierarchy", action="store_true",
+                     help="with --shares capacity: hierarchical queues (the plugin's enableHierarchy; the "
+                     "cluster file's parent); the same as config shares.hierarchy: true")
     sim.add_argument("--seed", type=int, default=1,
                      help="seed of the synthetic generator and of --elastic-fraction's draw (default: 1)")
     sim.add_argument("--seeds", metavar="LIST",
@@ -50,11 +64,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="SECONDS",
                      help="a job checkpoints after every SECONDS of progress; a restart loses the work since "
                      "its last checkpoint (default: 1800; 0: off, nothing lost)")
+    sim.add_argument("--checkpoint-on-notice", type=float, default=-1.0, metavar="SECONDS",
+                     help="elastic, queues with noticeSeconds > 0 (--config): a job under an eviction notice "
+                     "records a checkpoint SECONDS after it, and its victims are evicted at the next agent cycle "
+                     "(default: the job checkpoints as its notice ends; its victims hold their GPUs for all of it)")
     sim.add_argument("--no-whole-bundle", action="store_true",
                      help="volcano-gang: gangpreempt/gangreclaim take only SAFE bundles (allowWholeBundle: false)")
     sim.add_argument("--pod-cooldown", type=float, default=0.0, metavar="SECONDS",
                      help="volcano-gang: pods placed less than SECONDS ago are no victims (the cdp plugin's "
                      "cooldown; default: 0, off)")
+    sim.add_argument("--capacity-first-tier", action="store_true",
+                     help="volcano-gang with --shares capacity: the capacity plugin in the scheduler's first tier, "
+                     "so its victim rules (guarantee, deserved) filter gangreclaim's victims (default: second "
+                     "tier, where Volcano does not consult them; docs/simulate.md)")
     sim.add_argument("--no-enqueue", action="store_true",
                      help="do not model Volcano's enqueue admission (every PodGroup Inqueue at once)")
     sim.add_argument("--grace-period", type=float, default=30.0, metavar="SECONDS",
@@ -83,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..simulate.cluster import ClusterSpec, load_cluster, parse_cluster
     from ..simulate.engine import POLICIES, SimSettings
-    from ..simulate.generate import GeneratorOptions, generate
+    from ..simulate.generate import GeneratorOptions, generate, with_worker_counts
     from ..simulate.plots import MISSING, have_matplotlib, write_plots
+    from ..simulate.quota import capacity_problems
     from ..simulate.runner import print_run, run_policies
     from ..simulate.scaling import CurveError, parse_curve
     from ..simulate.seeds import class_ratio_table, parse_seeds, seeds_table
@@ -92,10 +115,14 @@ def run(args: argparse.Namespace) -> int:
     from ..simulate.validate import check_jobs
 
     cfg = load_config_or_exit(args, "simulate")
-    if cfg.shares.plugin != "proportion":  # the simulated Volcano allocates as proportion does
-        return _fail(f"shares.plugin {cfg.shares.plugin}: the simulator models Volcano's proportion plugin "
-                     "only (its allocator and the agent it drives must agree); simulate with the default "
-                     "shares (proportion)")
+    # One share model for the simulated Volcano and the agent it drives: the flags override config shares.
+    plugin = args.shares or cfg.shares.plugin
+    hierarchy = args.hierarchy or (cfg.shares.hierarchy and plugin == cfg.shares.plugin)
+    if hierarchy and plugin != "capacity":
+        return _fail("--hierarchy (shares.hierarchy) needs --shares capacity: Volcano's proportion plugin is flat")
+    if args.capacity_first_tier and plugin != "capacity":
+        return _fail("--capacity-first-tier needs --shares capacity")
+    cfg = replace(cfg, shares=SharesConfig(plugin=plugin, hierarchy=hierarchy))
     try:
         curve = parse_curve(args.scaling_efficiency)
     except CurveError as exc:
@@ -108,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--min-fraction must be in (0, 1]")
     if not 0 <= args.elastic_fraction <= 1:
         return _fail("--elastic-fraction must be in [0, 1]")
+    if not 0 <= args.worker_counts_fraction <= 1:
+        return _fail("--worker-counts-fraction must be in [0, 1]")
     if args.worker_gpus < 0:
         return _fail("--worker-gpus must not be negative")
     if args.example and (args.trace or args.cluster or args.generate):
@@ -153,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
                     limit=max(0, args.limit), elastic_fraction=args.elastic_fraction, seed=args.seed))))
     except TraceError as exc:
         return _fail(str(exc))
+    if args.worker_counts_fraction:
+        traces = [(name, seed, with_worker_counts(jobs, args.worker_counts_fraction, seed or args.seed))
+                  for name, seed, jobs in traces]
 
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     for name, _, jobs in traces:
@@ -161,6 +193,12 @@ def run(args: argparse.Namespace) -> int:
             shown = problems[:20]
             more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
             return _fail("the trace cannot run on this cluster:\n  " + "\n  ".join(shown) + more)
+        if plugin == "capacity":
+            problems = capacity_problems(jobs, cluster, policies, hierarchy, name)
+            if problems:
+                more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+                return _fail("the trace cannot run under the capacity plugin:\n  " + "\n  ".join(problems[:20])
+                             + more)
 
     out = Path(args.out)
     try:
@@ -178,10 +216,21 @@ def run(args: argparse.Namespace) -> int:
     settings = SimSettings(restart_penalty=args.restart_penalty, grace_period=args.grace_period, curve=curve,
                            cycle_seconds=args.cycle_seconds, checkpoint_interval=args.checkpoint_interval,
                            allow_whole_bundle=not args.no_whole_bundle, pod_cooldown=args.pod_cooldown,
-                           enqueue=not args.no_enqueue)
+                           enqueue=not args.no_enqueue, capacity_first_tier=args.capacity_first_tier,
+                           notice_checkpoint=args.checkpoint_on_notice)
     ckpt = f"every {args.checkpoint_interval:g}s" if args.checkpoint_interval else "off"
     print(f"{cluster.node_count} nodes, {cluster.total_gpus} GPUs; scaling efficiency {curve.describe()}, "
-          f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s")
+          f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s; "
+          f"queue shares: {plugin}{' (hierarchical)' if hierarchy else ''}")
+    notices = sorted({(name, q.noticeSeconds) for name, q in [("defaults", cfg.defaults), *cfg.queues.items()]
+                      if q.noticeSeconds > 0})
+    if args.checkpoint_on_notice >= 0 and not notices:
+        print("note: --checkpoint-on-notice does nothing: no queue of --config has noticeSeconds > 0",
+              file=sys.stderr)
+    if notices:
+        when = (f"a job under notice checkpoints {args.checkpoint_on_notice:g}s into it"
+                if args.checkpoint_on_notice >= 0 else "a job under notice checkpoints as it ends")
+        print("eviction notices (elastic): " + ", ".join(f"{n} {s}s" for n, s in notices) + f"; {when}")
     per_seed = {}
     last = None
     for name, seed, jobs in traces:

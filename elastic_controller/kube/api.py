@@ -30,6 +30,13 @@ class KubeAPI(Protocol):
     def evict(self, namespace: str, name: str, *, uid: str | None = None, dry_run: bool = False) -> None: ...
 
 
+def evicted_pod_ref(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    """A reference to the pod ``uid`` that was just evicted, for its Event. Built from what the plan
+    named, not looked up: by the time the Event is written the informer may have dropped the pod, or
+    hold the operator's replacement of the same name (another uid)."""
+    return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "namespace": namespace}
+
+
 def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:
     """A reference to ``obj`` for Events (involvedObject)."""
     meta = obj.get("metadata") or {}

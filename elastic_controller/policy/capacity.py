@@ -414,6 +414,57 @@ def queue_order_key(attr: QueueAttr, allocated: Amounts) -> tuple[float, int]:
     return (share(attr, allocated), 1 if attr.best_effort else 0)
 
 
+def _common_level(left: QueueAttr, right: QueueAttr) -> int:
+    """``getQueueLevel`` (capacity.go:1916): the index, in both ancestor lists (root first), of the
+    deepest ancestor the two queues share."""
+    level = 0
+    for i in range(min(len(left.ancestors), len(right.ancestors))):
+        if left.ancestors[i] != right.ancestors[i]:
+            return level
+        level = i
+    return level
+
+
+def compare_queues(shares: CapacityShares, rolled: Mapping[str, Amounts], left: str, right: str) -> int:
+    """The capacity plugin's ``QueueOrderFn``: negative when ``left`` goes first. ``rolled``: each
+    queue's allocation with its subtree's (``CapacityShares.rolled_up``).
+
+    Flat (capacity.go:1183): ``compareShareWithDeserved`` (:1544), lower ``share`` first, at equal
+    shares a queue with deserved first. Hierarchical (:1348): a leaf before a queue with children;
+    two leaves are compared by their ancestors just below the deepest one they share (the queue
+    itself where its ancestors end). Queue ``spec.priority`` (compared first) is not modelled."""
+    lattr, rattr = shares.queues[left], shares.queues[right]
+    if shares.hierarchy:
+        lleaf, rleaf = not lattr.children, not rattr.children
+        if lleaf != rleaf:
+            return -1 if lleaf else 1
+        if lleaf:
+            level = _common_level(lattr, rattr)
+            if level + 1 < len(lattr.ancestors):
+                lattr = shares.queues[lattr.ancestors[level + 1]]
+            if level + 1 < len(rattr.ancestors):
+                rattr = shares.queues[rattr.ancestors[level + 1]]
+    lkey = queue_order_key(lattr, rolled.get(lattr.name, {}))
+    rkey = queue_order_key(rattr, rolled.get(rattr.name, {}))
+    return -1 if lkey < rkey else 1 if lkey > rkey else 0
+
+
+def compare_victim_queues(shares: CapacityShares, rolled: Mapping[str, Amounts], left: str, right: str,
+                          reclaimer: str) -> int:
+    """The order gang reclaim takes victim queues in (``VictimQueueOrderFn`` through
+    ``queueLessFn``, gangreclaim.go): negative when ``left``'s victims come first. Hierarchical
+    (capacity.go:1383): a queue sharing a deeper ancestor with the ``reclaimer``'s first; otherwise
+    (and always in flat mode, where the plugin registers none) the reverse of ``compare_queues``
+    (framework/session_plugins.go:814 ``!QueueOrderFn``)."""
+    if shares.hierarchy:
+        me = shares.queues[reclaimer]
+        llevel = _common_level(shares.queues[left], me)
+        rlevel = _common_level(shares.queues[right], me)
+        if llevel != rlevel:
+            return -1 if llevel > rlevel else 1
+    return -compare_queues(shares, rolled, left, right)
+
+
 def _why_not_open(shares: CapacityShares, queue: str) -> str | None:
     if not shares.ready:
         return f"the capacity plugin does not schedule: {shares.problem}"
@@ -506,16 +557,21 @@ def job_elastic(allocated: Amounts, min_resources: Amounts | None) -> dict[str, 
 
 
 def job_inqueue(min_resources: Amounts | None, allocated: Amounts, phase: str,
-                allocated_tasks: int = 0, min_member: int = 0) -> dict[str, float]:
+                allocated_tasks: int = 0, min_member: int = 0, gated: Amounts | None = None) -> dict[str, float]:
     """What an admitted job still reserves in its queue (capacity.go:1110-1130 with
     ``util.GetInqueueResource``, pkg/scheduler/plugins/util/util.go:97): for an ``Inqueue`` PodGroup,
     and for a ``Running`` one with at least ``minMember`` tasks allocated, its ``minResources`` less
-    what it holds, per dimension ``minResources`` names (never negative). Gated pods are not deducted."""
+    what it holds, per dimension ``minResources`` names (never negative), less what its
+    scheduling-gated pods ask (``gated``; ``JobInfo.DeductSchGatedResources``, api/job_info.go:631,
+    applied at capacity.go:1117 and :1129; floored at 0)."""
     if not min_resources:
         return {}
     if phase == "Inqueue" or (phase == "Running" and allocated_tasks >= min_member):
         minimum = _clean(min_resources)
-        return {k: v - _get(allocated, k) for k, v in minimum.items() if v - _get(allocated, k) > 0}
+        out = {k: v - _get(allocated, k) for k, v in minimum.items() if v - _get(allocated, k) > 0}
+        if gated:
+            out = {k: v - _get(gated, k) for k, v in out.items() if v - _get(gated, k) > 0}
+        return out
     return {}
 
 
@@ -649,16 +705,21 @@ def usage_of_groups(groups: Iterable[tuple[PodGroupView, Sequence[PodView]]]) ->
     out = QueueUsage()
     for pg, pods in groups:
         held: dict[str, float] = {}
+        gated: dict[str, float] = {}
         tasks = 0
         for p in pods:
-            if p.node_name and not p.deleting and not p.terminal:
+            if p.deleting or p.terminal:
+                continue
+            if p.node_name:
                 held = add(held, _clean(p.requests))
                 tasks += 1
+            elif p.scheduling_gates:  # our gate is not Volcano's own: deducted (job_info.go:612)
+                gated = add(gated, _clean(p.requests))
         q = pg.queue
         if held:
             out.allocated[q] = add(out.allocated.get(q, {}), held)
         minimum = pg.min_resources or None
-        reserved = job_inqueue(minimum, held, pg.phase, tasks, pg.min_member)
+        reserved = job_inqueue(minimum, held, pg.phase, tasks, pg.min_member, gated)
         if reserved:
             out.inqueue[q] = add(out.inqueue.get(q, {}), reserved)
         beyond = {k: v for k, v in job_elastic(held, minimum).items() if v > 0}

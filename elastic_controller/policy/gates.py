@@ -53,8 +53,9 @@ def _needed(g: Gang) -> dict[str, int]:
 def blocking_gangs(world: World) -> list[Gang]:
     """Waiting gangs that evicting elastic workers could get placed: they would fit if every
     running elastic worker that may ever be a victim for them (a job of no higher priority, from a
-    queue the gang may take from) were gone, and Volcano's proportion plugin would then admit them
-    (their queue's allocation within its deserved share once its own such workers are gone).
+    queue the gang may take from, running at least its queue's minWorkersToShrink) were gone, and
+    Volcano's proportion plugin would then admit them (their queue's allocation within its deserved
+    share once its own such workers are gone).
 
     A gang that cannot be placed even then does not hold back scale-up: growing other jobs into
     idle capacity takes nothing from it (what grows is elastic, and reclaimable later)."""
@@ -64,7 +65,13 @@ def blocking_gangs(world: World) -> list[Gang]:
     dom = world.dominant
     # Running elastic workers summed per (queue, job priority, node): one update per node, not per pod.
     freed: dict[tuple[str, int], dict[str, dict[str, int]]] = {}
+    small: dict[str, bool] = {}
     for pod in world.elastic_holding:
+        too_small = small.get(pod.job_id)
+        if too_small is None:
+            too_small = small[pod.job_id] = world.too_small_to_shrink(pod.job_id)
+        if too_small:
+            continue  # never a victim this cycle (minWorkersToShrink): frees nothing for a gang
         job = world.jobs.get(pod.job_id)
         kind = (job.queue, job.priority) if job is not None else (world.cfg.defaultQueue, 0)
         per_node = freed.get(kind)

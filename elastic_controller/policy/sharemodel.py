@@ -42,7 +42,8 @@ Adding a model is one new module implementing ``ShareModel`` plus its branch in
 ``world.share_model`` (see ARCHITECTURE.md, "Recipes").
 
 The simulator's allocator asks the same model for its deserved shares (``ProportionModel.fill``),
-so the simulated Volcano and the policy share one water-filling.
+so the simulated Volcano and the policy share one water-filling; under ``capacity`` it asks
+``capacity.py``'s rules through ``simulate/quota.py``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Deserved share per Volcano queue: weighted water-filling, the way proportion/capacity do it.
 
-Per resource dimension, the cluster's capacity first covers explicit ``deserved`` values, and what
-is left is shared by weight (water-filling) among the other queues, never above a queue's request or
-``capability`` and never below its ``guarantee`` (a floor, as in proportion: ``deserved =
-max(weighted share, guarantee)``). **Flat**, as Volcano's proportion plugin is: ``spec.parent`` is
-ignored, every queue is a child of ``root`` (``pkg/scheduler/plugins/proportion/proportion.go``,
-``OnSessionOpen``: one loop over ``ssn.Queues``, no parent). Hierarchical queues are the capacity
+Per resource dimension, the cluster's capacity is shared by weight (water-filling) among the queues,
+never above a queue's request or ``capability`` and never below its ``guarantee`` (a floor, as in
+proportion: ``deserved = max(weighted share, guarantee)``). ``spec.deserved`` is not read, as
+Volcano's proportion plugin does not read it (``pkg/scheduler/plugins/proportion/proportion.go``
+v1.15.1: a queue's ``deserved`` starts empty, :113, and only the weighted loop, :215-258, raises it;
+only the capacity plugin reads ``spec.deserved``). **Flat**, as Volcano's proportion plugin is:
+``spec.parent`` is ignored, every queue is a child of ``root`` (``OnSessionOpen``: one loop over
+``ssn.Queues``, no parent). Hierarchical queues are the capacity
 plugin's (``capacity.py``, ``shares: {plugin: capacity, hierarchy: true}``).
 
 **Pending gated pods are not counted in a queue's request.** Volcano counts them, but a gated
@@ -141,24 +143,17 @@ def _fill(
             return want
 
         share = {c.name: 0.0 for c in children}
-        fixed: set[str] = set()
         for c in children:
             g = float((c.guarantee or {}).get(r, 0))
             if g:
                 share[c.name] = min(g, remaining)
                 remaining -= share[c.name]
-        for c in children:
-            if c.deserved is not None and r in c.deserved:
-                extra = max(0.0, min(float(c.deserved[r]), remaining + share[c.name]) - share[c.name])
-                share[c.name] += extra
-                remaining -= extra
-                fixed.add(c.name)
-        # Weighted water-filling among the other children. A guarantee is a floor (proportion:
-        # deserved = max(weighted share, guarantee)), not a head start on top of the weighted share.
-        flex = [c for c in children if c.name not in fixed]
-        pool = remaining + sum(share[c.name] for c in flex)
-        bounds = [(float(max(1, c.weight)), share[c.name], max(share[c.name], limit(c))) for c in flex]
-        for c, v in zip(flex, _water_fill(bounds, pool), strict=True):
+        # Weighted water-filling among all children (spec.deserved is not read: proportion.go never
+        # reads it). A guarantee is a floor (proportion: deserved = max(weighted share, guarantee)),
+        # not a head start on top of the weighted share.
+        pool = remaining + sum(share.values())
+        bounds = [(float(max(1, c.weight)), share[c.name], max(share[c.name], limit(c))) for c in children]
+        for c, v in zip(children, _water_fill(bounds, pool), strict=True):
             share[c.name] = v
         for name, v in share.items():
             out[name][r] = v

@@ -113,6 +113,13 @@ class World:
     def policy(self, queue: str) -> QueuePolicy:
         return self.cfg.queue_policy(queue)
 
+    def too_small_to_shrink(self, job_key: str) -> bool:
+        """The job runs fewer workers than its queue's ``minWorkersToShrink`` (counted at the cycle's
+        start): none of its workers is a victim this cycle (issue 19: a shrink would cost it a large
+        part of its speed; ``tests/unit/test_policy_small_jobs.py``)."""
+        job = self.jobs.get(job_key)
+        return job is not None and job.running_workers < self.policy(job.queue).minWorkersToShrink
+
     def future_capacity(self) -> Capacity:
         """Free capacity once every terminating pod has released its resources."""
         cap = self.free_now.copy()

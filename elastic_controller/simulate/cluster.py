@@ -10,8 +10,9 @@ queues:
 
 Queues may also say what Volcano's ``capacity`` plugin reads: ``deserved``, ``guarantee`` and
 ``capability`` as resource maps (``{nvidia.com/gpu: 16, cpu: 200}``) and ``parent`` (a queue of the
-file, or ``root``). They are handed to the planner's queue views; the simulated Volcano allocator
-does not use them yet (a ``--shares capacity`` allocator is still to come).
+file, or ``root``). With ``simulate --shares capacity`` (``--hierarchy`` for ``parent``) the simulated
+Volcano and the planner judge by them (``quota.py``); under proportion only ``capability`` and
+``guarantee`` count (Volcano's proportion plugin reads neither ``deserved`` nor ``parent``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Events: job arrival, job completion, end of an evicted worker's termination grac
 agent cycles. Volcano's allocation runs after every batch of simultaneous events (see
 ``volcano.py``); the agent cycle calls the policy core's ``plan_cycle`` on a ``Snapshot`` built
 from the simulated objects, on the agent's interval grid, at the cycles where something may
-change (see ``Simulator._may_act``), and applies the plan the way the agent would.
+change (see ``Simulator._may_act``), and applies the plan the way the agent would: with a queue's
+``noticeSeconds`` > 0 its victims are put under notice instead (``policy.notices``, reviewed each
+cycle as the agent does), evicted when due or withdrawn, and a job under notice checkpoints, so
+its restart loses no work.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from ..policy import keys
 from ..policy.decisions import CyclePlan
 from ..policy.keys import Role
 from ..policy.model import NodeView, PodGroupView, PodView, QueueView, Snapshot
+from ..policy.notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
 from ..policy.parse import format_time
 from ..policy.roles import plan_role, task_priority
 from ..policy.settings import ElasticConfig, QueuePolicy
 from .cluster import ClusterSpec
 from .gang import GangActions
 from .nodes import NodeTable
-from .restarts import advance, lose_since_checkpoint
+from .restarts import advance, checkpoint_now, lose_since_checkpoint
 from .scaling import ScalingCurve
 from .state import SimJob, SimPod
 from .trace import JobSpec
@@ -94,9 +98,28 @@ class SimSettings:
     pod_cooldown: float = 0.0
     enqueue: bool = True  # model Volcano's enqueue admission (tests turn it off)
     overcommit_factor: float = 1.2  # the overcommit plugin's overcommit-factor
+    # volcano-gang under shares capacity: the capacity plugin sits in the scheduler's first tier, so its
+    # UnifiedEvictableFn filters gangreclaim's victims (in the second tier, its usual place, the first
+    # tier's priority/gang/conformance decide and it is not consulted: framework/session_plugins.go:325)
+    capacity_first_tier: bool = False
     # elastic: jobs publish volcano-elastic.io/last-checkpoint-time on their PodGroup (the contract's
     # annotation, as training code writes it), so the planner sees what a restart would lose
     publish_checkpoints: bool = True
+    # elastic, a queue with noticeSeconds > 0: a job under notice records its checkpoint (writes
+    # last-checkpoint-time) this many seconds after the notice began, which ends the notice at the
+    # next cycle; < 0: it checkpoints only as its notice ends (its victims' GPUs are held for all of it)
+    notice_checkpoint: float = -1.0
+
+
+@dataclass(slots=True)
+class _Notice:
+    """A victim under notice: since when, and its ``evict-after`` (seconds and as written)."""
+
+    pod: SimPod
+    gang: str
+    since: float
+    until: float
+    deadline: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +179,14 @@ class SimResult:
     # GPU-seconds allocated from the first to the last submission (the drain after it left out).
     gpu_seconds_while_arriving: float = 0.0
     last_submit: float = 0.0
+    # eviction notices (queues with noticeSeconds > 0): given, ended early by a checkpoint, withdrawn
+    # (the gang no longer needed the victim), and the victims' GPU-seconds from notice to its end
+    notices: int = 0
+    notices_ended_by_checkpoint: int = 0
+    notices_withdrawn: int = 0
+    notice_gpu_seconds: float = 0.0
+    # times a job with workerCounts came to run at another count (the peers ignore the counts)
+    count_violations: int = 0
 
     @property
     def gpu_allocation(self) -> float:
@@ -223,11 +254,21 @@ class Simulator:
         self.cooldown_violations = 0
         self.rejected: list[str] = []
         self.bound_violations = 0
+        self.count_violations = 0
         self.plan_calls = 0
         self.plan_seconds = 0.0
         self.cycles_skipped = 0
         self.grown: dict[int, SimJob] = {}  # started jobs with running elastic workers
         self.gated: dict[int, SimJob] = {}  # started jobs with gated pods
+        # eviction notices (elastic): victims under notice by pod uid, the deadlines given (the agent's
+        # ``Notices.given``), when a job under notice records its checkpoint (job id -> time), counts
+        self.noticed: dict[str, _Notice] = {}
+        self.notice_given: dict[str, datetime] = {}
+        self.notice_checkpoints: dict[int, float] = {}
+        self.notices = 0
+        self.notices_ended_by_checkpoint = 0
+        self.notices_withdrawn = 0
+        self.notice_gpu_seconds = 0.0
         # static views
         self.node_views = tuple(
             NodeView(name=self.nodes.names[i], allocatable={
@@ -384,6 +425,9 @@ class Simulator:
             self.bound_violations += 1
         job.min_seen = min(job.min_seen, running)
         job.max_seen = max(job.max_seen, running)
+        counts = job.spec.worker_counts
+        if counts and running not in counts:
+            self.count_violations += 1  # it runs at a count its training cannot use
         g = job.spec.gpus
         job.rate = running * g * self.settings.curve.efficiency(running)
         job.busy_gpus = running * g
@@ -436,6 +480,8 @@ class Simulator:
         for pod in job.pods:
             if pod.deleting:
                 continue
+            if pod.uid in self.noticed:
+                self._end_notice(pod, now)
             if pod.node >= 0:
                 self.free_pod(pod)
             else:
@@ -510,18 +556,30 @@ class Simulator:
             self.alloc.dirty = True
             self.alloc.schedule(now)
             return
-        if self.settings.prefilter and not self._may_act(now):
+        if self.settings.prefilter and not self.noticed and not self._may_act(now):
             self.cycles_skipped += 1
             return
         assert self.planner is not None
         snapshot = self.snapshot()
+        # The agent's cycle (agent.py run_cycle): review the notices, evict the due victims and withdraw
+        # the notices no longer needed, then plan with the victims under notice in flight for their gang.
+        review = NoticeReview()
+        noticed = False
+        if self.noticed:
+            review = review_notices(snapshot, self.cfg, self.dt(now), self.notice_given)
+            noticed = self._act_on_notices(review, now)
+            if noticed:
+                snapshot = self.snapshot()
         started = time.perf_counter()
-        plan = self.planner(snapshot, self.plan_cfg, self.dt(now))
+        plan = self.planner(in_flight(snapshot, review), self.plan_cfg, self.dt(now))
+        plan = with_notices(plan, review, due=False, left=False)
         self.plan_seconds += time.perf_counter() - started
         self.plan_calls += 1
-        acted = self._apply(plan, now)
+        acted = self._apply(plan, now) or noticed
         if acted:
             self.alloc.schedule(now)
+            self.request_tick(now + self.interval)
+        if self.noticed:  # the next cycle reviews them (a gang placed otherwise, a checkpoint)
             self.request_tick(now + self.interval)
 
     def _in_cooldown(self, job: SimJob, now: float) -> bool:
@@ -566,13 +624,19 @@ class Simulator:
     def _apply(self, plan: CyclePlan, now: float) -> bool:
         scaled: dict[int, str] = {}
         victims: list[SimPod] = []
+        # A gang's victims get a notice when any of their queues gives one (Agent._execute_evictions).
+        notice_gangs = {ev.for_gang for ev in plan.evictions if self.cfg.queue_policy(ev.queue).noticeSeconds > 0}
         for ev in plan.evictions:
             pod = self.pods_by_key.get(ev.pod)
-            if pod is None or pod.node < 0 or pod.deleting:
-                self.rejected.append(f"{now:g}s: evict {ev.pod}: not a running pod")
+            if pod is None or pod.node < 0 or pod.deleting or pod.uid in self.noticed:
+                self.rejected.append(f"{now:g}s: evict {ev.pod}: not a running pod (or already under notice)")
                 continue
             if pod.role is not Role.ELASTIC:
                 self.rejected.append(f"{now:g}s: evict {ev.pod}: role {pod.role.value} is never evicted")
+                continue
+            if ev.for_gang in notice_gangs:
+                self._give_notice(pod, ev.for_gang, now)
+                scaled[pod.job.id] = keys.Direction.DOWN.value  # the cooldown starts with the notice
                 continue
             victims.append(pod)
             pod.deleting = True
@@ -614,6 +678,69 @@ class Simulator:
                 self.gated.pop(pod.job.id, None)
         return bool(scaled)
 
+    # --- eviction notices ------------------------------------------------------------------------
+
+    def _give_notice(self, pod: SimPod, gang: str, now: float) -> None:
+        """``Notices.give``: ``evict-after`` (now + the victim's queue's notice) next to ``evicted-for``."""
+        deadline = notice_deadline(self.dt(now), self.cfg.queue_policy(pod.job.queue).noticeSeconds)
+        until = (deadline - self.settings.start).total_seconds()
+        self.noticed[pod.uid] = _Notice(pod, gang, now, until, deadline)
+        self.notice_given[pod.uid] = deadline
+        pod.evicted_for = gang
+        pod.view = None
+        self.notices += 1
+        self.request_tick(until)
+        after = self.settings.notice_checkpoint
+        if after >= 0 and now + after < until:
+            job = pod.job
+            self.notice_checkpoints[job.id] = min(self.notice_checkpoints.get(job.id, math.inf), now + after)
+            job.pg_view = None
+            self.request_tick(now + after)
+
+    def _end_notice(self, pod: SimPod, now: float) -> _Notice:
+        notice = self.noticed.pop(pod.uid)
+        self.notice_given.pop(pod.uid, None)
+        self.notice_gpu_seconds += pod.job.spec.gpus * (now - notice.since)
+        job = pod.job
+        if job.id in self.notice_checkpoints and not any(p.uid in self.noticed for p in job.pods):
+            del self.notice_checkpoints[job.id]
+            job.pg_view = None
+        return notice
+
+    def _act_on_notices(self, review: NoticeReview, now: float) -> bool:
+        """``Notices.act``: withdraw the notices no longer needed, evict the due victims. A job whose
+        victims leave at the end of their notice has checkpointed: its restart loses no work."""
+        acted = False
+        for w in review.withdrawn:
+            notice = self.noticed.get(w.facts.uid)
+            if notice is None:
+                continue
+            pod = notice.pod
+            self._end_notice(pod, now)
+            pod.evicted_for = ""
+            pod.view = None
+            self.notices_withdrawn += 1
+            acted = True
+        jobs: dict[int, SimJob] = {}
+        for d in review.due:
+            notice = self.noticed.get(d.facts.uid)
+            if notice is None:
+                continue
+            pod = notice.pod
+            self._end_notice(pod, now)
+            if pod.node < 0 or pod.deleting:
+                continue
+            if now < notice.until:
+                self.notices_ended_by_checkpoint += 1
+            self.evict(pod, now, notice.gang)
+            jobs[pod.job.id] = pod.job
+            acted = True
+        for job in jobs.values():
+            self._settle(job, now)
+            checkpoint_now(job)
+            self.workers_changed(job, now)
+        return acted
+
     # --- snapshot --------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
@@ -623,7 +750,8 @@ class Simulator:
         for job in self.active.values():
             if not job.done:
                 view = job.pg_view
-                if view is None or (publish and job.rate > 0 and (job.id in self.grown or job.id in self.gated)):
+                if view is None or (publish and job.rate > 0 and (job.id in self.grown or job.id in self.gated)) \
+                        or job.id in self.notice_checkpoints:
                     view = self._group_view(job)  # (its checkpoint time moves while it runs)
                 groups.append(view)
             views = job.views
@@ -638,9 +766,17 @@ class Simulator:
         if job.last_scale >= 0:
             annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
             annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        checkpoint = -1.0
         if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
             # what the training code writes (docs/checkpointing.md): its last checkpoint's time
-            annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(self._last_checkpoint(job)))
+            checkpoint = self._last_checkpoint(job)
+        at = self.notice_checkpoints.get(job.id, math.inf)
+        if self.settings.publish_checkpoints and at <= self.now:
+            checkpoint = max(checkpoint, at)  # it checkpointed under notice
+        if checkpoint >= 0:
+            annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(checkpoint))
+        # the job contract, as the controller copies it from the PyTorchJob to the PodGroup
+        annotations.update(job.spec.counts_annotation)
         spec = job.spec
         view = PodGroupView(
             namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
@@ -679,10 +815,18 @@ class Simulator:
             group=job.spec.name, job_name=job.spec.name, replica_type="worker",
             replica_index=pod.index, job_role_master=pod.role is Role.MASTER, bounds=job.bounds,
             role=pod.role, task_priority=task_priority(rp, self.cfg.priorities),
-            annotations={keys.EVICTED_FOR: pod.evicted_for} if pod.evicted_for else {},
+            annotations=self._pod_annotations(pod),
         )
         pod.view = view
         return view
+
+    def _pod_annotations(self, pod: SimPod) -> dict[str, str]:
+        if not pod.evicted_for:
+            return {}
+        notice = self.noticed.get(pod.uid)
+        if notice is None:
+            return {keys.EVICTED_FOR: pod.evicted_for}
+        return {keys.EVICTED_FOR: pod.evicted_for, keys.EVICT_AFTER: format_time(notice.deadline)}
 
     # --- results ---------------------------------------------------------------------------------
 
@@ -707,7 +851,9 @@ class Simulator:
             plan_calls=self.plan_calls, plan_seconds=self.plan_seconds,
             cycles_skipped=self.cycles_skipped, wall_seconds=wall, gpu_seconds_busy=self.busy_area,
             gpu_seconds_while_arriving=self.area_while_arriving if self.area_while_arriving is not None else self.area,
-            last_submit=self.last_submit)
+            last_submit=self.last_submit, notices=self.notices,
+            notices_ended_by_checkpoint=self.notices_ended_by_checkpoint, notices_withdrawn=self.notices_withdrawn,
+            notice_gpu_seconds=self.notice_gpu_seconds, count_violations=self.count_violations)
 
 
 def simulate(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policy: str,

@@ -20,6 +20,12 @@ gated elastic pods hold as many GPUs as its minimum reserves nothing. A running 
 its minimum reserves nothing more (``util.GetInqueueResource``). A job stays Inqueue until it
 finishes (also when volcano-gang evicts all of its workers). The pods of a Pending job are marked
 unschedulable, as Volcano's ``RecordJobStatusEvent`` does for Pending and Inqueue PodGroups.
+
+Under ``shares.plugin: capacity`` the ``capacity`` plugin's ``JobEnqueueableFn`` (capacity.go:742,
+``quota.CapacityQuota.enqueueable``) replaces proportion's, per resource the job asks for: its
+``minResources`` plus its queue's allocated less elastic plus its Inqueue reservations (gated pods
+deducted, as capacity.go:1117 does) within the queue's real capability, and in hierarchy mode every
+ancestor's; queues in the capacity plugin's order. ``overcommit`` decides as before.
 """
 
 from __future__ import annotations
@@ -36,9 +42,20 @@ if TYPE_CHECKING:
 
 def reservation(job: SimJob) -> int:
     """GPUs an Inqueue job that is not running reserves: minResources less its gated pods'."""
-    g = job.spec.gpus
+    return reserved_pods(job) * job.spec.gpus
+
+
+def reserved_pods(job: SimJob) -> int:
+    """Pods' worth of minResources an Inqueue job that is not running reserves (less its gated pods)."""
     gated = sum(1 for p in job.pods if p.gated and not p.deleting)
-    return max(0, job.min_member - gated) * g
+    return max(0, job.min_member - gated)
+
+
+def _add(acc: dict[str, dict[str, float]], queue: str, request: dict[str, int], n: int) -> None:
+    if n > 0:
+        res = acc.setdefault(queue, {})
+        for k, v in request.items():
+            res[k] = res.get(k, 0.0) + v * n
 
 
 class Admission:
@@ -90,9 +107,18 @@ class Admission:
             else:
                 base[job.queue] += min(job.running, job.min_member) * job.spec.gpus
         idle = self.factor * self.total - sim.allocated_gpus - sum(inq.values())
-        des = alloc.des
-        order = sorted(self.queues, key=lambda q: (alloc.allocated[q] / des[q] if des.get(q) else 0.0,
-                                                   self.queues.index(q)))
+        quota = alloc.quota
+        inq_res: dict[str, dict[str, float]] = {}  # capacity: the same per resource
+        base_res: dict[str, dict[str, float]] = {}
+        if quota is not None:
+            for job in sim.active.values():
+                if job.done or not job.admitted:
+                    continue
+                if job.running == 0:
+                    _add(inq_res, job.queue, job.requests, reserved_pods(job))
+                else:
+                    _add(base_res, job.queue, job.requests, min(job.running, job.min_member))
+        order = alloc.queue_order(self.queues)
         jobs = sim.jobs
         for q in order:
             lst = self.pending[q]
@@ -102,10 +128,17 @@ class Admission:
             for entry in lst:
                 job = jobs[entry[1]]
                 need = job.min_member * job.spec.gpus
-                if need <= idle + 1e-6 and need + base[q] + inq[q] <= self.total + 1e-6:
+                if quota is not None:
+                    fits = quota.enqueueable(q, {k: v * job.min_member for k, v in job.requests.items()},
+                                             base_res, inq_res)
+                else:
+                    fits = need + base[q] + inq[q] <= self.total + 1e-6
+                if need <= idle + 1e-6 and fits:
                     res = reservation(job)
                     idle -= res
                     inq[q] += res
+                    if quota is not None:
+                        _add(inq_res, q, job.requests, reserved_pods(job))
                     self.count -= 1
                     self._admit(job)
                 else:

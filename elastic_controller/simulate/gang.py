@@ -20,11 +20,26 @@ Bundles are added until the idle and releasing GPUs plus the victims' cover ever
 of the starving job, and then only if its ``minAvailable`` pods fit on the nodes so freed
 (``BuildNominationPlanInDomain``). The evicted pods terminate for the grace period and are
 recreated pending by the training operator. docs/simulate.md lists each modelling assumption.
+
+Under ``shares.plugin: capacity`` the capacity plugin judges instead (``quota.CapacityQuota``, the
+policy's ``capacity.py`` rules): no queue is overused (the plugin has no ``OverusedFn``); a queue
+reclaims only when ``PreemptiveFn`` lets it for the job's pending pods (within real capability, and
+within deserved on a resource they ask for; never a best-effort queue); victim queues are taken in
+``VictimQueueOrderFn``'s order. The plugin's victim rules (``UnifiedEvictableFn``: a victim queue
+keeps its guarantee and must be above deserved on a resource the pod asks for) are *not* applied by
+default: ``Session.UnifiedEvictable`` (framework/session_plugins.go:325) returns the first tier's
+answer when it names any victim, and the first tier's priority, gang and conformance permit every
+candidate of a gang reclaim, so a capacity plugin in the second tier (where Volcano's how-to and
+``hack/volcano-scheduler-capacity.conf`` put it) is never asked. With
+``SimSettings.capacity_first_tier`` (``simulate --capacity-first-tier``) it is: the flattened bundles
+go through it, a WHOLE bundle surviving only whole (``ApplyAllowedTasks``). gangpreempt is not
+filtered by the plugin either way (capacity.go:609).
 """
 
 from __future__ import annotations
 
 import zlib
+from functools import cmp_to_key
 from typing import TYPE_CHECKING
 
 from .state import SimJob, SimPod
@@ -87,19 +102,26 @@ class GangActions:
         by_queue: dict[str, list[SimJob]] = {}
         for job in sorted(starving, key=lambda j: j.cand_key):
             by_queue.setdefault(job.queue, []).append(job)
-        queues = sorted(by_queue, key=lambda q: (share[q], self.queue_order[q]))
+        quota = alloc.quota
+        if quota is not None:
+            queues = alloc.queue_order(by_queue)
+        else:
+            queues = sorted(by_queue, key=lambda q: (share[q], self.queue_order[q]))
         for q in queues:  # gangpreempt
             for job in by_queue[q]:
                 if not job.nominated:
                     self._evict_for(job, now, reclaim=False)
         for q in queues:  # gangreclaim
-            if des.get(q, 0.0) <= alloc.allocated[q] + 1e-9:
+            if quota is None and des.get(q, 0.0) <= alloc.allocated[q] + 1e-9:
                 continue  # overused
             for job in by_queue[q]:
                 if job.nominated or job.running > 0:
                     continue
                 pending = sum(1 for p in job.pods if p.node < 0 and not p.deleting)
-                if alloc.allocated[q] + pending * job.spec.gpus > des[q] + 1e-6:
+                if quota is not None:
+                    if not quota.preemptive(q, {k: v * pending for k, v in job.requests.items()}):
+                        continue  # PreemptiveFn (capacity.go:648)
+                elif alloc.allocated[q] + pending * job.spec.gpus > des[q] + 1e-6:
                     continue  # not Preemptive: its queue cannot take the pending pods
                 self._evict_for(job, now, reclaim=True)
 
@@ -107,7 +129,17 @@ class GangActions:
         sim = self.sim
         cooldown = sim.settings.pod_cooldown
         alloc = sim.alloc
+        quota = alloc.quota
         bundles: list[tuple[tuple[object, ...], list[SimPod]]] = []
+        victim_rank: dict[str, int] = {}
+        if reclaim and quota is not None:  # VictimQueueOrderFn: a rank per victim queue, ties equal
+            def compare(a: str, b: str) -> int:
+                return quota.compare_victims(a, b, starving.queue)
+
+            ranked = sorted({j.queue for j in self.running if j.queue != starving.queue}, key=cmp_to_key(compare))
+            for i, q in enumerate(ranked):
+                tie = i > 0 and compare(ranked[i - 1], q) == 0
+                victim_rank[q] = victim_rank[ranked[i - 1]] if tie else i
         for job in self.running:
             if job is starving or job.running == 0:
                 continue
@@ -127,9 +159,11 @@ class GangActions:
             surplus = len(running) - job.min_member
             safe, whole = candidates[:max(0, surplus)], candidates[max(0, surplus):]
             uid = _uid_order(job.spec.name)
-            if reclaim:
+            if reclaim and quota is not None:
+                victim_order: tuple[object, ...] = (victim_rank[job.queue],)
+            elif reclaim:
                 des = alloc.des.get(job.queue, 0.0)
-                victim_order: tuple[object, ...] = (-(alloc.allocated[job.queue] / des) if des else float("-inf"),)
+                victim_order = (-(alloc.allocated[job.queue] / des) if des else float("-inf"),)
             else:  # the reverse of the job order: lower priority, larger, later first
                 victim_order = (job.spec.priority, -len(running), -job.spec.submit)
             g = job.spec.gpus
@@ -141,9 +175,28 @@ class GangActions:
                 roi = local / (job.replicas * g)  # GlobalRes: every task of the job
                 bundles.append(((WHOLE, *victim_order, -roi, uid), whole))
         bundles.sort(key=lambda b: b[0])
+        if reclaim and quota is not None and sim.settings.capacity_first_tier:
+            bundles = self._allowed(bundles)
         if not sim.settings.allow_whole_bundle:
             bundles = [b for b in bundles if b[0][0] == SAFE]
         return bundles
+
+    def _allowed(self, bundles: list[tuple[tuple[object, ...], list[SimPod]]]
+                 ) -> list[tuple[tuple[object, ...], list[SimPod]]]:
+        """The capacity plugin's ``UnifiedEvictableFn`` on the flattened bundles (gangreclaim.go
+        ``selectDomainBundles``), then ``ApplyAllowedTasks`` (actions/utils/bundle.go:202): a SAFE
+        bundle keeps its allowed pods, a WHOLE bundle only survives whole. The order is kept (a
+        WHOLE bundle's return on investment does not change; SAFE bundles have none)."""
+        quota = self.sim.alloc.quota
+        assert quota is not None
+        flat = [p for _, bundle in bundles for p in bundle]
+        allowed = {id(flat[i]) for i in quota.allowed_victims([(p.job.queue, p.job.requests) for p in flat])}
+        out: list[tuple[tuple[object, ...], list[SimPod]]] = []
+        for key, bundle in bundles:
+            kept = [p for p in bundle if id(p) in allowed]
+            if kept and (key[0] == SAFE or len(kept) == len(bundle)):
+                out.append((key, kept))
+        return out
 
     def _evict_for(self, starving: SimJob, now: float, reclaim: bool) -> None:
         sim = self.sim

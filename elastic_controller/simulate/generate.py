@@ -8,7 +8,7 @@ a minority of rigid jobs (min == max). The same seed always gives the same trace
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .cluster import ClusterSpec
 from .trace import JobSpec
@@ -45,8 +45,11 @@ def generate(cluster: ClusterSpec, opts: GeneratorOptions | None = None) -> list
     rng = random.Random(opts.seed)
     largest = max(p.gpus for p in cluster.pools)
     total = cluster.total_gpus
-    queues = [q.name for q in cluster.queues]
-    qweights = [q.weight for q in cluster.queues]
+    # Leaf queues only: a job in a queue with children stops Volcano's capacity plugin (hierarchy mode).
+    parents = {q.parent for q in cluster.queues}
+    leaves = [q for q in cluster.queues if q.name not in parents]
+    queues = [q.name for q in leaves]
+    qweights = [q.weight for q in leaves]
     shapes = []
     for _ in range(opts.jobs):
         gpus = min(_pick(rng, _GPUS), largest)
@@ -72,3 +75,30 @@ def generate(cluster: ClusterSpec, opts: GeneratorOptions | None = None) -> list
         ))
         t += rng.expovariate(1.0 / mean_gap)
     return jobs
+
+
+def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
+    """``lo`` and the powers of two above it up to ``hi`` (``lo`` first: the webhook wants min among
+    the counts): (2, 4, 8) for [2, 8], (3, 4, 8) for [3, 10]."""
+    counts = [lo]
+    p = 1
+    while p <= hi:
+        if p > lo:
+            counts.append(p)
+        p *= 2
+    return tuple(counts)
+
+
+def with_worker_counts(jobs: list[JobSpec], fraction: float, seed: int) -> list[JobSpec]:
+    """``--worker-counts-fraction``: each elastic job without counts of its own allows only
+    ``powers_of_two(min, max)`` with probability ``fraction``, drawn from ``seed`` and the job's name
+    (the same job gets the same draw whatever the row order). Jobs are otherwise unchanged."""
+    if fraction <= 0:
+        return jobs
+    out = []
+    for job in jobs:
+        if (job.max_workers > job.min_workers and not job.worker_counts
+                and random.Random(f"{seed}:worker-counts:{job.name}").random() < fraction):
+            job = replace(job, worker_counts=powers_of_two(job.min_workers, job.max_workers))
+        out.append(job)
+    return out

@@ -10,7 +10,8 @@ from .engine import SimResult
 
 SUMMARY_KEYS = ("gpuAllocation", "avgJctSeconds", "p50JctSeconds", "p99JctSeconds", "avgQueueingSeconds",
                 "evictions", "restarts", "cooldownViolations", "gpuBusy", "gpuAllocationWhileArriving",
-                "restartsPerJob", "lostWorkGpuHours", "perClass")
+                "restartsPerJob", "lostWorkGpuHours", "notices", "noticesEndedByCheckpoint", "noticesWithdrawn",
+                "noticeGpuHours", "workerCountViolations", "perClass")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -48,6 +49,14 @@ def summarize(result: SimResult, reference: SimResult | None = None) -> dict[str
         "restartsPerJob": round(result.restarts / len(result.jobs), 3) if result.jobs else 0.0,
         # work done again after restarts, from each job's last checkpoint (--checkpoint-interval)
         "lostWorkGpuHours": round(sum(j.lost_work for j in result.jobs) / 3600, 1),
+        # eviction notices (elastic, queues with noticeSeconds > 0): given, ended before their time by
+        # the job's checkpoint, withdrawn, and the GPU-hours the victims kept from notice to eviction
+        "notices": result.notices,
+        "noticesEndedByCheckpoint": result.notices_ended_by_checkpoint,
+        "noticesWithdrawn": result.notices_withdrawn,
+        "noticeGpuHours": round(result.notice_gpu_seconds / 3600, 1),
+        # a job with workerCounts came to run at a count not among them (the peers ignore the counts)
+        "workerCountViolations": result.count_violations,
         "perClass": per_class(result, reference),
     }
 

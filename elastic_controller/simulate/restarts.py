@@ -22,6 +22,12 @@ def advance(job: SimJob, seconds: float, interval: float) -> None:
     job.since_checkpoint = math.fmod(job.since_checkpoint + seconds, interval)
 
 
+def checkpoint_now(job: SimJob) -> None:
+    """``job`` saved a checkpoint just now (under an eviction notice, before its victims leave): a
+    restart from here loses nothing. Call after settling its progress."""
+    job.since_checkpoint = 0.0
+
+
 def lose_since_checkpoint(job: SimJob, interval: float) -> float:
     """The job restarts from its last checkpoint: its work since then is to be done again.
 

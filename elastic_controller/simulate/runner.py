@@ -69,3 +69,7 @@ def print_run(run: RunOutput) -> None:
         if r.policy == "elastic":
             print(f"elastic: {r.plan_calls} planning cycles ({r.plan_seconds:.1f}s in plan_cycle), "
                   f"{r.cycles_skipped} skipped as idle; simulated in {r.wall_seconds:.1f}s")
+            if r.notices:
+                print(f"elastic: {r.notices} eviction notices ({r.notices_ended_by_checkpoint} ended early by a "
+                      f"checkpoint, {r.notices_withdrawn} withdrawn); victims held "
+                      f"{r.notice_gpu_seconds / 3600:,.1f} GPU-hours under notice")

@@ -18,7 +18,9 @@ from typing import Any
 
 import yaml
 
+from ..policy.keys import WORKER_COUNTS
 from ..policy.quantity import QuantityError, to_units
+from ..policy.worldsizes import check_worker_sizes
 
 GIB = 2**30
 DEFAULT_CPU_PER_GPU = 8000  # millicores
@@ -30,7 +32,7 @@ HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "sta
 ALIBABA_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos",
                    "pod_phase", "creation_time", "deletion_time", "scheduled_time")
 OWN_REQUIRED = ("name", "submit", "min", "max", "gpus", "work")
-OWN_OPTIONAL = ("queue", "priority", "cpu", "memory")
+OWN_OPTIONAL = ("queue", "priority", "cpu", "memory", "workerCounts")
 FORMATS = ("auto", "csv", "yaml", "helios", "alibaba", "philly", "tiresias")
 
 
@@ -59,7 +61,15 @@ class JobSpec:
     priority: int = 0
     cpu: int = 0  # millicores per worker (0: DEFAULT_CPU_PER_GPU per GPU)
     memory: int = 0  # bytes per worker (0: DEFAULT_MEMORY_PER_GPU per GPU)
+    # the Worker counts the job's training can run with (the trace's ``workerCounts``, ascending;
+    # () = any count in [min, max]); carried to the planner as the PodGroup's worker-counts annotation
+    worker_counts: tuple[int, ...] = ()
     line: int = field(default=0, compare=False)  # where the trace defines it (0: generated)
+
+    @property
+    def counts_annotation(self) -> dict[str, str]:
+        """The job contract as the controller copies it onto the job's PodGroup ({} when unconstrained)."""
+        return {WORKER_COUNTS: ",".join(map(str, self.worker_counts))} if self.worker_counts else {}
 
     @property
     def cpu_request(self) -> int:
@@ -157,6 +167,7 @@ def _own_job(row: Mapping[str, Any]) -> JobSpec:
     hi = _int(row, "max", low=1)
     if hi < lo:
         raise _FieldError(f"'max' ({hi}) must be >= 'min' ({lo})")
+    counts = _worker_counts(row.get("workerCounts"), lo, hi)
     return JobSpec(
         name=name,
         submit=_float(row, "submit"),
@@ -168,7 +179,37 @@ def _own_job(row: Mapping[str, Any]) -> JobSpec:
         priority=_int(row, "priority", default=0),
         cpu=_quantity(row, "cpu", "cpu"),
         memory=_quantity(row, "memory", "memory"),
+        worker_counts=counts,
     )
+
+
+def _worker_counts(raw: Any, lo: int, hi: int) -> tuple[int, ...]:
+    """``workerCounts`` (``2|4|8``; in YAML also a list or one number) checked by the rules the
+    validating webhook applies to ``volcano-elastic.io/worker-counts`` (``check_worker_sizes``):
+    whole numbers, within [min, max], min among them. Warnings (max not reachable) pass, as the
+    webhook admits such a job. () when empty: any count."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return ()
+    if isinstance(raw, bool):
+        raise _FieldError(f"'workerCounts' must be counts separated by '|' (e.g. 2|4|8), got {raw!r}")
+    if isinstance(raw, list):
+        tokens = [str(v).strip() for v in raw]
+    elif isinstance(raw, int):
+        tokens = [str(raw)]
+    else:
+        text = str(raw).strip()
+        if "," in text:
+            raise _FieldError(f"'workerCounts' separates counts with '|' (e.g. 2|4|8), got {text!r}")
+        tokens = [t.strip() for t in text.split("|")]
+    shown = "|".join(tokens)
+    if any(not t for t in tokens):
+        raise _FieldError(f"'workerCounts' {shown!r} has an empty count: write counts separated by '|', e.g. 2|4|8")
+    annotation = ",".join(tokens)
+    verdict = check_worker_sizes({WORKER_COUNTS: annotation}, lo, hi)
+    if verdict.errors:
+        raise _FieldError(f"'workerCounts' {shown!r} (min {lo}, max {hi}) is refused as the webhook refuses "
+                          f"{WORKER_COUNTS}: {annotation!r}: {verdict.errors[0]}")
+    return tuple(sorted({int(t) for t in tokens}))
 
 
 def _dns_label(name: str) -> bool:
@@ -447,12 +488,16 @@ def dump_csv(jobs: Iterable[JobSpec]) -> str:
     """Our CSV format (what ``load_trace`` reads back)."""
     rows = list(jobs)
     extra = any(j.cpu or j.memory for j in rows)
-    lines = ["name,submit,queue,priority,min,max,gpus,work" + (",cpu,memory" if extra else "")]
+    counts = any(j.worker_counts for j in rows)
+    lines = ["name,submit,queue,priority,min,max,gpus,work" + (",cpu,memory" if extra else "")
+             + (",workerCounts" if counts else "")]
     for j in rows:
         line = (f"{j.name},{_num(j.submit)},{j.queue},{j.priority},{j.min_workers},{j.max_workers},"
                 f"{j.gpus},{_num(j.work)}")
         if extra:
             line += f",{j.cpu}m,{j.memory}" if j.cpu else f",,{j.memory or ''}"
+        if counts:
+            line += "," + "|".join(map(str, j.worker_counts))
         lines.append(line)
     return "\n".join(lines) + "\n"
 

@@ -12,20 +12,31 @@
   otherwise it is skipped and the next job is tried (no head-of-line blocking), and its pods are
   marked unschedulable. Pending ungated pods of a running job (elastic workers whose gate was
   lifted) are placed one by one where they fit, on the node the agent checked when possible.
+
+Under ``shares.plugin: capacity`` (``simulate --shares capacity``) the capacity plugin decides
+instead of proportion, through ``quota.CapacityQuota`` (the policy's ``capacity.py`` rules): no
+weighted share and no "at or above deserved" stop. Queues go in the plugin's order (share of
+``spec.deserved``, best-effort queues last; in hierarchy mode compared below their deepest common
+ancestor), and a gang or a pod is placed only while its queue (and, with ``shares.hierarchy``, every
+ancestor) stays within its real capability on the resources the pod asks for.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cmp_to_key
 from typing import Protocol
 
+from ..policy.keys import GPU
 from ..policy.settings import ElasticConfig
 from ..policy.sharemodel import ProportionModel
 from .cluster import ClusterSpec
 from .enqueue import Admission
 from .nodes import NodeTable
+from .quota import CapacityQuota
 from .state import SimJob, SimPod
+from .trace import JobSpec
 
 
 class HostSettings(Protocol):
@@ -45,6 +56,8 @@ class Host(Protocol):
     def nodes(self) -> NodeTable: ...
     @property
     def jobs(self) -> Sequence[SimJob]: ...
+    @property
+    def specs(self) -> Sequence[JobSpec]: ...
     @property
     def cfg(self) -> ElasticConfig: ...
     @property
@@ -77,6 +90,10 @@ class Allocator:
         self.admission = Admission(self, cluster, sim.settings.overcommit_factor, sim.settings.enqueue)
         self.after_allocate: Callable[[float], None] | None = None  # volcano-gang's evicting actions
         self.started_now: set[int] = set()  # jobs that started in the current pass (first start)
+        # shares.plugin capacity: the capacity plugin's rules instead of proportion's (None: proportion)
+        self.quota: CapacityQuota | None = None
+        if sim.cfg.shares.plugin == "capacity":
+            self.quota = CapacityQuota(cluster, sim.cfg.shares.hierarchy, (s.queue for s in sim.specs))
 
     # --- notifications from the engine -----------------------------------------------------------
 
@@ -115,6 +132,8 @@ class Allocator:
         g = pod.job.spec.gpus
         self.allocated[pod.job.queue] -= g
         self.request[pod.job.queue] -= g
+        if self.quota is not None:
+            self.quota.give(pod.job.queue, pod.job.requests)
 
     def pod_gone(self, pod: SimPod) -> None:
         """A pending pod is removed (its job finished)."""
@@ -142,7 +161,28 @@ class Allocator:
     # --- the allocate action ---------------------------------------------------------------------
 
     def deserved(self) -> dict[str, float]:
+        """Proportion's deserved GPUs per queue; under capacity, ``spec.deserved`` as the plugin
+        reads it (raised to the guarantee; 0 for a best-effort queue), which orders nothing."""
+        if self.quota is not None:
+            shares = self.quota.shares
+            return {q: float(a.deserved.get(GPU, 0.0)) if (a := shares.get(q)) is not None else 0.0
+                    for q in self.queues}
         return ProportionModel.fill(self.weight, self.request, self.total)
+
+    def queue_order(self, queues: Iterable[str]) -> list[str]:
+        """``queues`` in the share plugin's queue order (lowest share first; cluster file order on ties)."""
+        names = list(queues)
+        if self.quota is None:
+            des = self.des
+            return sorted(names, key=lambda q: (self.allocated[q] / des[q] if des.get(q) else 0.0,
+                                                self.queues.index(q)))
+        rank = {q: i for i, q in enumerate(self.queues)}
+        quota = self.quota
+
+        def compare(a: str, b: str) -> int:
+            return quota.compare(a, b) or rank[a] - rank[b]
+
+        return sorted(names, key=cmp_to_key(compare))
 
     def schedule(self, now: float) -> None:
         if not self.dirty:
@@ -169,12 +209,16 @@ class Allocator:
         while True:
             best = ""
             best_share = 0.0
-            for q in self.queues:
-                if ptr[q] >= len(self.cands[q]) or des[q] <= 0 or self.allocated[q] >= des[q] - 1e-9:
-                    continue
-                share = self.allocated[q] / des[q]
-                if not best or share < best_share:
-                    best, best_share = q, share
+            if self.quota is not None:  # no share stop: each queue is bounded by its real capability
+                left = [q for q in self.queues if ptr[q] < len(self.cands[q])]
+                best = self.queue_order(left)[0] if left else ""
+            else:
+                for q in self.queues:
+                    if ptr[q] >= len(self.cands[q]) or des[q] <= 0 or self.allocated[q] >= des[q] - 1e-9:
+                        continue
+                    share = self.allocated[q] / des[q]
+                    if not best or share < best_share:
+                        best, best_share = q, share
             if not best:
                 break
             lst = self.cands[best]
@@ -197,9 +241,14 @@ class Allocator:
         spec = job.spec
         g, cpu, mem = spec.gpus, job.requests["cpu"], job.requests["memory"]
         nodes = self.nodes
-        headroom = self.des[job.queue] - self.allocated[job.queue] + 1e-6  # proportion's AllocatableFn
+        quota = self.quota
         gang = job.running == 0  # not started, or every worker evicted (volcano-gang)
-        if gang and job.min_member * g > headroom:
+        if quota is not None:  # capacity's AllocatableFn: real capability, leaf and ancestors
+            no_room = gang and not quota.fits(job.queue, job.requests, job.min_member)
+        else:  # proportion's AllocatableFn: deserved
+            headroom = self.des[job.queue] - self.allocated[job.queue] + 1e-6
+            no_room = gang and job.min_member * g > headroom
+        if no_room:
             self._unschedulable(job, None, now, capacity=False)
             return False
         if gang and (job.min_member * g > nodes.free_gpus or nodes.slots(g) < job.min_member):
@@ -231,7 +280,8 @@ class Allocator:
                 return False
         left = room_fail = False
         for pod in pending:
-            if self.allocated[job.queue] + g > self.des[job.queue] + 1e-6:
+            if (not quota.fits(job.queue, job.requests) if quota is not None
+                    else self.allocated[job.queue] + g > self.des[job.queue] + 1e-6):
                 left = room_fail = True  # its queue has no room left (retried next pass)
                 continue
             node = pod.pin if pod.pin >= 0 and nodes.fits(pod.pin, g, cpu, mem) else nodes.best_fit(g, cpu, mem)
@@ -265,6 +315,8 @@ class Allocator:
     def _place(self, pod: SimPod, node: int) -> None:
         self.sim.place_pod(pod, node)
         self.allocated[pod.job.queue] += pod.job.spec.gpus
+        if self.quota is not None:
+            self.quota.take(pod.job.queue, pod.job.requests)
 
     def mark_unschedulable(self, job: SimJob, now: float) -> None:
         """A job that is not Inqueue: its pods are marked unschedulable all the same."""

@@ -285,3 +285,28 @@ def test_a_preempted_pod_already_gone_still_counts() -> None:
     agent.on_event(PODS, "DELETED", p)  # the watch saw it on its way out
     assert agent.run_cycle().preemptions == ["ns/j-worker-3"]
     assert kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][LAST] == b.ts(at)
+
+
+class _RacingStore(FakeStore):
+    """An informer that has already seen each evicted pod go (or the operator's replacement come)."""
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        obj = super().get(res, name, namespace)
+        if res is PODS and obj is not None and obj["metadata"].get("deletionTimestamp"):
+            return None
+        return obj
+
+
+def test_each_victim_gets_its_event_even_when_the_informer_already_dropped_it() -> None:
+    """The Event names the evicted pod by the uid the plan chose, not by a cache lookup after the
+    eviction (under load the watch delivers the deletion first, and the Event was lost)."""
+    kube = FakeKube()
+    for obj in b.items(world()):
+        kube.add(KINDS[obj["kind"]], obj)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.of(PODS)}
+    agent = Agent(kube, _RacingStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
+    report = agent.run_cycle()
+    assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
+    got = sorted((e["involvedObject"]["name"], e["involvedObject"]["uid"]) for e in kube.of(EVENTS)
+                 if e["reason"] == "EvictedForGang")
+    assert got == [("a-worker-4", uids["a-worker-4"]), ("a-worker-5", uids["a-worker-5"])]

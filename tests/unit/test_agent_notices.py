@@ -213,6 +213,38 @@ def test_a_notice_refused_by_a_pdb_takes_the_cooldown_stamp_back() -> None:
     assert all(keys.EVICT_AFTER not in ann(kube, n) for n in VICTIMS)
 
 
+def test_a_notice_refused_by_a_pdb_is_remembered_and_the_next_plan_takes_others() -> None:
+    """As on the immediate path (agent.PDB_REFUSAL_SECONDS): the pod a PDB protects is no victim for
+    a while, so the next cycle notices other workers instead of retrying the same ones."""
+    kube, agent, clock = make()
+    kube.pdb_blocked.add("team-a/a-worker-4")
+    assert agent.run_cycle().failed["team-b/b"].startswith("pdb")
+    assert agent.pdb_refused == {"team-a/a-worker-4": b.NOW}
+    clock.at(1)
+    report = agent.run_cycle()
+    assert {g: sorted(p) for g, p in report.noticed.items()} == {
+        "team-b/b": ["team-a/a-worker-3", "team-a/a-worker-5"]}
+
+
+def test_a_due_eviction_a_pdb_refuses_is_remembered_like_the_immediate_path() -> None:
+    kube, agent, clock = make()
+    noticed(kube, agent)
+    kube.pdb_blocked.add("team-a/a-worker-5")
+    clock.at(NOTICE + 1)
+    report = agent.run_cycle()
+    assert report.evicted == ["team-a/a-worker-4"]  # the other due victim goes
+    assert agent.pdb_refused == {"team-a/a-worker-5": clock()}
+    assert keys.EVICT_AFTER in ann(kube, "a-worker-5")  # its notice stays: retried next cycle
+    clock.at(NOTICE + 2)
+    agent.run_cycle()
+    assert agent.pdb_refused == {"team-a/a-worker-5": clock()}  # refused again: remembered from now
+    kube.pdb_blocked.clear()
+    clock.at(NOTICE + 3)
+    assert agent.run_cycle().evicted == ["team-a/a-worker-5"]
+    clock.at(NOTICE + 3 + 61)
+    assert agent._pdb_refused(clock()) == frozenset()  # forgotten after PDB_REFUSAL_SECONDS
+
+
 def test_dry_run_gives_no_notice() -> None:
     kube, agent, _ = make(dry_run=True)
     report = agent.run_cycle()

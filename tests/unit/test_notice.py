@@ -221,3 +221,21 @@ def test_notice_never_ends_before_its_full_length(now: datetime) -> None:
 
     parsed = parse_time(written)
     assert parsed is not None and parsed >= now + timedelta(seconds=120)
+
+
+def test_the_due_victim_gets_its_event_even_when_the_informer_already_dropped_it() -> None:
+    """The EvictedForGang Event names the pod by the uid under notice, not by a cache lookup after
+    the eviction (the informer may already have seen the pod go)."""
+    kube, _, _ = setup()
+
+    class Racing(FakeStore):
+        def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, object] | None:
+            obj = super().get(res, name, namespace)
+            return None if res is PODS and obj is not None and obj["metadata"].get("deletionTimestamp") else obj
+
+    rec = EventRecorder(kube)
+    notices = Notices(kube, Racing(kube), CFG, rec, clock=lambda: T)
+    notices.give("ns/g", [victim(3)])
+    notices.act(notices.review(snapshot(kube), T + timedelta(seconds=120)))
+    ours = [e["involvedObject"] for e in rec.emitted if e["reason"] == "EvictedForGang"]
+    assert [(o["name"], o["uid"]) for o in ours] == [("a-worker-3", "uid-ns-a-worker-3")]

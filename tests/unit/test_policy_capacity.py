@@ -278,6 +278,9 @@ def test_job_inqueue_and_elastic() -> None:
     assert cap.job_inqueue(res(gpu=4), res(gpu=4), "Running", allocated_tasks=4, min_member=4) == {}
     assert cap.job_inqueue(res(gpu=4), res(gpu=3), "Running", allocated_tasks=3, min_member=4) == {}
     assert cap.job_inqueue(res(gpu=4), {}, "Pending") == {}
+    # DeductSchGatedResources (api/job_info.go:631, capacity.go:1117): gated pods' requests come off
+    assert cap.job_inqueue(res(gpu=4), res(gpu=1), "Inqueue", gated=res(gpu=2)) == {GPU: 1}
+    assert cap.job_inqueue(res(gpu=4), {}, "Inqueue", gated=res(gpu=6)) == {}
     assert cap.job_elastic(res(gpu=6), res(gpu=4)) == {GPU: 2}
 
 
@@ -368,6 +371,37 @@ def test_share_and_order() -> None:
     assert cap.share(a, res(cpu=1, gpu=2)) == 0.5
     assert cap.share(b, res(gpu=9)) == 1.0
     assert cap.queue_order_key(a, res(cpu=4, gpu=4)) < cap.queue_order_key(b, {})
+
+
+
+def test_compare_queues_flat() -> None:
+    """capacity.go:1183 (flat QueueOrderFn): lower share first; at equal shares deserved first; the
+    victim order is its reverse (session_plugins.go:814, no VictimQueueOrderFn in flat mode)."""
+    shares = flat(q("a", deserved=res(gpu=4)), q("b", deserved=res(gpu=8)), q("be"), total=res(gpu=16))
+    rolled = {"a": res(gpu=2), "b": res(gpu=2), "be": res(gpu=1)}
+    assert cap.compare_queues(shares, rolled, "b", "a") < 0  # 0.25 before 0.5
+    assert cap.compare_queues(shares, {"a": res(gpu=4)}, "a", "be") < 0  # both at 1: deserved first
+    assert cap.compare_queues(shares, rolled, "a", "a") == 0
+    assert cap.compare_victim_queues(shares, rolled, "a", "b", reclaimer="be") < 0
+
+
+def test_compare_queues_hierarchical() -> None:
+    """capacity.go:1348: two leaves are compared by their ancestors just below the deepest one they
+    share (getQueueLevel, :1916); :1383: victims first from the queue sharing a deeper ancestor with
+    the reclaimer."""
+    shares = cap.build([q("d1", deserved=res(gpu=8)), q("d2", deserved=res(gpu=8)),
+                        q("t1", deserved=res(gpu=4), parent="d1"), q("t2", deserved=res(gpu=4), parent="d1"),
+                        q("u1", deserved=res(gpu=4), parent="d2")], res(gpu=16), hierarchy=True,
+                       job_queues=["t1", "t2", "u1"])
+    alloc = {"t1": res(gpu=1), "t2": res(gpu=3), "u1": res(gpu=4)}
+    rolled = shares.rolled_up(alloc)
+    # t2 and u1 are compared as their departments d1 (4/8) and d2 (4/8): equal
+    assert cap.compare_queues(shares, rolled, "t2", "u1") == 0
+    assert cap.compare_queues(shares, rolled, "t1", "t2") < 0  # siblings: 0.25 before 0.75
+    assert cap.compare_queues(shares, rolled, "t1", "d1") < 0  # a leaf before a queue with children
+    # reclaimer t1: its sibling t2 (common ancestor d1) before u1 (common ancestor root)
+    assert cap.compare_victim_queues(shares, rolled, "t2", "u1", reclaimer="t1") < 0
+    assert cap.compare_victim_queues(shares, rolled, "u1", "t2", reclaimer="t1") > 0
 
 
 # -- Properties ---------------------------------------------------------------------------------------------------
@@ -469,6 +503,9 @@ def test_usage_of_groups() -> None:
     usage = cap.usage_of_groups([(a, pods("a", 3, deleting=1)), (b, pods("b", 1, pending=1))])
     assert usage.allocated["qa"] == {GPU: 6} and usage.elastic["qa"] == {GPU: 2} and "qa" not in usage.inqueue
     assert usage.allocated["qb"] == {GPU: 2} and usage.inqueue["qb"] == {GPU: 2} and "qb" not in usage.elastic
+    # b's pending pod gated (an elastic worker): its 2 GPUs come off b's reservation (capacity.go:1117)
+    gated = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b", scheduling_gates=("g",))]
+    assert "qb" not in cap.usage_of_groups([(b, gated)]).inqueue
 
 
 def test_ledger_follows_the_plan() -> None:

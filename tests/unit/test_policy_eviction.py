@@ -308,11 +308,15 @@ def test_max_evictions_is_shared_by_a_queues_gangs() -> None:
 
 
 # -- order among equally small plans ----------------------------------------------------------------
+# These jobs run fewer than minWorkersToShrink (4) workers: ANY_SIZE lets them give, to test the order.
+ANY_SIZE = cfg(minWorkersToShrink=0)
+
+
 def test_most_fulfilled_job_first() -> None:
     # a: 1..3 running 3 (fulfillment 1.0); b: 1..5 running 4 (0.75). One victim needed.
     objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
             *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=2)]
-    assert names(plan_of(*objs)) == ["a-worker-2"]
+    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["a-worker-2"]
 
 
 def test_fewest_disrupted_jobs_before_fairness() -> None:
@@ -320,7 +324,7 @@ def test_fewest_disrupted_jobs_before_fairness() -> None:
     # 0.5 and b (0.75) would be the most fulfilled, but {a-2, b-3} restarts two jobs: {a-2, a-1} one.
     objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
             *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=3)]
-    assert sorted(names(plan_of(*objs))) == ["a-worker-1", "a-worker-2"]
+    assert sorted(names(plan_of(*objs, cfg=ANY_SIZE))) == ["a-worker-1", "a-worker-2"]
 
 
 def test_fewest_disrupted_jobs_before_fewest_victims() -> None:
@@ -341,10 +345,10 @@ def test_most_recent_checkpoint_gives_first_among_equals() -> None:
     for name, age in (("a", 900), ("b", 60)):
         pg = next(o for o in objs if o["kind"] == "PodGroup" and o["metadata"]["name"] == name)
         pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(age))
-    assert names(plan_of(*objs)) == ["b-worker-1"]
+    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["b-worker-1"]
     # Without a checkpoint time, b's work since an unknown checkpoint counts as the most lost.
     del pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"]
-    assert names(plan_of(*objs)) == ["a-worker-1"]
+    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["a-worker-1"]
 
 
 def test_fewer_gpus_restarted_among_equals() -> None:
@@ -352,7 +356,7 @@ def test_fewer_gpus_restarted_among_equals() -> None:
     objs = [node("n0", gpus=10), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
             *elastic_job("ns", "b", min_r=2, max_r=3, running=3, nodes=["n0"], gpus=2),
             gang("ns", "g", members=1, gpus=2)]
-    assert names(plan_of(*objs)) == ["a-worker-1"]
+    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["a-worker-1"]
 
 
 def test_lower_job_priority_first_when_equally_fulfilled() -> None:
@@ -369,7 +373,7 @@ def test_fewest_victims_beats_order() -> None:
             *elastic_job("ns", "big", min_r=1, max_r=3, running=2, gpus=4, nodes=["n0"]),
             *elastic_job("ns", "small", min_r=1, max_r=8, running=8, gpus=1, nodes=["n1"]),
             gang("ns", "g", members=1, gpus=4)]
-    assert names(plan_of(*objs)) == ["big-worker-1"]
+    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["big-worker-1"]
 
 
 def test_deterministic_uid_tie_break() -> None:
@@ -495,10 +499,11 @@ def _two_queues(victim_queue: dict[str, Any], gang_queue: dict[str, Any] | None 
     [
         pytest.param({}, {}, True, id="reclaimable-over-share"),
         pytest.param({"reclaimable": False}, {}, False, id="not-reclaimable"),
-        pytest.param({"deserved": {GPU: 8}}, {}, False, id="victim-queue-not-over-share"),
-        pytest.param({"deserved": {GPU: 7}}, {}, False, id="would-go-below-share"),
-        pytest.param({"deserved": {GPU: 6}}, {}, True, id="exactly-down-to-share"),
-        pytest.param({}, {"deserved": {GPU: 0}}, False, id="gang-queue-not-below-share"),
+        pytest.param({"guarantee": {GPU: 8}}, {}, False, id="victim-queue-not-over-share"),
+        # proportion reads no spec.deserved (proportion.go): b's share is set by its guarantee (a floor)
+        pytest.param({"guarantee": {GPU: 7}}, {}, False, id="would-go-below-share"),
+        pytest.param({"guarantee": {GPU: 6}}, {}, True, id="exactly-down-to-share"),
+        pytest.param({}, {"capability": {GPU: 0}}, False, id="gang-queue-not-below-share"),
     ],
 )
 def test_cross_queue(victim_queue: dict[str, Any], gang_queue: dict[str, Any], evicts: bool) -> None:
@@ -509,9 +514,9 @@ def test_cross_queue(victim_queue: dict[str, Any], gang_queue: dict[str, Any], e
 
 
 def test_cross_queue_share_counts_victims_on_every_node() -> None:
-    # Queue b (deserved 15 of 16) runs 16 workers; the gang needs two 1-GPU pods on full nodes. Each victim
-    # alone keeps b at its share but the two together take it below: no plan.
-    objs = [node("n0"), node("n1"), queue("b", deserved={GPU: 15}), queue("a"),
+    # Queue b (deserved 15 of 16: its guarantee) runs 16 workers; the gang needs two 1-GPU pods on full
+    # nodes. Each victim alone keeps b at its share but the two together take it below: no plan.
+    objs = [node("n0"), node("n1"), queue("b", guarantee={GPU: 15}), queue("a"),
             *elastic_job("ns", "v", min_r=1, max_r=16, running=16, nodes=["n0", "n1"], queue="b"),
             *gang("ns", "g", members=2, gpus=1, queue="a")]
     plan = plan_of(*objs)

@@ -17,7 +17,7 @@ from elastic_controller.policy.model import ElasticBounds, PodView
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.world import JobState
 from tests.builders import NOW, elastic_job, gang, node, plan_fast_and_exhaustive, priority_class, snapshot_of
-from tests.unit.test_policy_properties import clusters, parse
+from tests.unit.test_policy_properties import clusters, parse, worker_sizes
 
 SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -122,8 +122,10 @@ def contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
         running = 8 // gpus
         min_r = draw(st.integers(1, running))
         max_r = running + draw(st.sampled_from([0, 0, 1, 2, 4]))
-        objs += [node(f"n{i}"), *elastic_job("ns", f"j{i}", min_r=min_r, max_r=max_r, running=running, gpus=gpus,
-                                             nodes=[f"n{i}"], priority_class=draw(st.sampled_from(classes)))]
+        job = elastic_job("ns", f"j{i}", min_r=min_r, max_r=max_r, running=running, gpus=gpus,
+                          nodes=[f"n{i}"], priority_class=draw(st.sampled_from(classes)))
+        job[0]["metadata"]["annotations"].update(draw(worker_sizes(min_r, max_r)))  # issue 20: some have counts
+        objs += [node(f"n{i}"), *job]
     for g in range(draw(st.integers(1, 2))):
         objs += gang("ns", f"g{g}", members=draw(st.integers(1, 2)), gpus=draw(st.integers(1, 3)),
                      priority_class=draw(st.sampled_from(classes)))
@@ -133,6 +135,38 @@ def contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
 @given(contests())
 @SETTINGS
 def test_indexed_search_matches_the_exhaustive_scan_on_contests(
+        cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    fast, slow = plan_fast_and_exhaustive(snapshot_of(objs, cfg=cfg), cfg, NOW)
+    assert fast == slow
+
+
+@st.composite
+def spread_contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
+    """Two or four full nodes shared by as many elastic jobs of 1-GPU workers, each job on every node,
+    some with allowed counts (issue 20): rounding a job down takes extra victims on other nodes, which
+    the node index must bound (its smallest key) for the indexed search to equal the exhaustive scan."""
+    values = draw(priority_values())
+    objs: list[dict[str, Any]] = [priority_class(f"p{i}", v) for i, v in enumerate(values)]
+    classes = [f"p{i}" for i in range(len(values))]
+    k = draw(st.sampled_from([2, 4]))
+    nodes = [f"n{i}" for i in range(k)]
+    objs += [node(n) for n in nodes]
+    for j in range(k):
+        min_r = draw(st.integers(1, 6))
+        job = elastic_job("ns", f"j{j}", min_r=min_r, max_r=8, running=8, nodes=nodes[j:] + nodes[:j],
+                          priority_class=draw(st.sampled_from(classes)))
+        job[0]["metadata"]["annotations"].update(draw(worker_sizes(min_r, 8)))
+        objs += job
+    for g in range(draw(st.integers(1, 2))):
+        objs += gang("ns", f"g{g}", members=draw(st.integers(1, 3)), gpus=draw(st.integers(1, 4)),
+                     priority_class=draw(st.sampled_from(classes)))
+    return objs, ElasticConfig()
+
+
+@given(spread_contests())
+@SETTINGS
+def test_indexed_search_matches_the_exhaustive_scan_with_allowed_counts_across_nodes(
         cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
     objs, cfg = cluster
     fast, slow = plan_fast_and_exhaustive(snapshot_of(objs, cfg=cfg), cfg, NOW)

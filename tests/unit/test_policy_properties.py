@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from elastic_controller.policy.cooldowns import in_cooldown
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand
-from elastic_controller.policy.keys import Role
+from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP, Role
 from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.shares import plan_shares, usage_of
 from elastic_controller.policy.world import PlanCache, build_world, node_base
+from elastic_controller.policy.worldsizes import AllowedCounts
 from tests.builders import NOW, ago, job_pod, node, plan_fast_and_exhaustive, pod, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
@@ -30,6 +31,22 @@ TOLERATE = [{"key": "dedicated", "operator": "Exists"}]
 # PROPERTY_EXAMPLES=2000 for a deeper hunt; the default keeps the file well under a minute.
 SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def worker_sizes(draw: st.DrawFn, min_r: int, max_r: int) -> dict[str, str]:
+    """The job contract's allowed counts for a job with Worker bounds [min_r, max_r]: none (most jobs),
+    a step, or a list of counts holding min (sometimes not max, sometimes a typo the planner must
+    treat as "never resized")."""
+    kind = draw(st.sampled_from(["", "", "", "step", "counts", "counts", "bad"]))
+    if kind == "step":
+        return {WORKER_STEP: str(draw(st.integers(1, 4)))}
+    if kind == "counts":
+        rest = draw(st.lists(st.integers(min_r + 1, max_r), max_size=3)) if max_r > min_r else []
+        return {WORKER_COUNTS: ",".join(map(str, sorted({min_r, *rest})))}
+    if kind == "bad":
+        return {WORKER_COUNTS: draw(st.sampled_from(["two", "0", ""]))}
+    return {}
 
 
 @st.composite
@@ -73,7 +90,7 @@ def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = 
         pc = draw(st.sampled_from(job_classes))
         last = draw(st.sampled_from([None, None, None, 60, 1000]))
         objs.append(podgroup("ns", name, min_r + int(master), q, pc, ago(last) if last is not None else None,
-                             created=ago(7200)))
+                             created=ago(7200), annotations=draw(worker_sizes(min_r, max_r))))
         nn = f"{min_r}:{max_r}"
         members = ([("master", 0)] if master else []) + [("worker", i) for i in range(max_r)]
         for rtype, idx in members:
@@ -127,6 +144,7 @@ def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = 
         maxScaleUpPerCycle=draw(st.integers(0, 4)),
         preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
         minScaleUpGain=draw(st.sampled_from([0.0, 0.5, 1.0])),
+        minWorkersToShrink=draw(st.sampled_from([0, 0, 3, 4])),  # mostly 0: small jobs give too
     )
     return objs, ElasticConfig(defaults=defaults)
 
@@ -190,6 +208,8 @@ def test_victims_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConf
         bounds = next(p.bounds for p in members if p.bounds is not None)
         running = sum(1 for p in members if p.replica_type == "worker" and p.running)
         assert running - n >= bounds.min_replicas, jkey
+        # None from a job running fewer workers than its queue's minWorkersToShrink.
+        assert running >= cfg.queue_policy(pgs[jkey].queue).minWorkersToShrink, jkey
     # The per-queue cap.
     per_queue: dict[str, int] = {}
     for d in plan.starving:
@@ -219,6 +239,7 @@ def test_every_plan_fits_and_is_minimal(cluster: tuple[list[dict[str, Any]], Ela
             q = pgs[p.group_key].queue
             alloc[q] = alloc.get(q, 0) + p.requests.get(GPU, 0)
     cap = future_capacity(snap)  # promises to earlier gangs are taken from it in decision order
+    lost_before: dict[str, int] = {}  # victims of each job in earlier decisions
 
     def queue_of(p: PodView) -> str:
         return pgs[p.group_key].queue
@@ -246,12 +267,63 @@ def test_every_plan_fits_and_is_minimal(cluster: tuple[list[dict[str, Any]], Ela
         assert ok(victims, *gang), f"{d.pod_group}: victims do not make it fit (on the nodes and in its share)"
         assert not ok([], *gang), f"{d.pod_group}: evicts although it fits"
         for drop in victims:
-            assert not ok([v for v in victims if v is not drop], *gang), f"{d.pod_group}: {drop.key} is not needed"
+            allowed = allowed_of(snap, pgs[drop.group_key])
+            if allowed is None:
+                assert not ok([v for v in victims if v is not drop], *gang), f"{d.pod_group}: {drop.key} is not needed"
+                continue
+            # A job with allowed counts gives back a whole step at once: when it gives the fewest it may
+            # (no allowed count between), dropping all of its victims breaks the plan.
+            mine = [v for v in victims if v.group_key == drop.group_key]
+            before = running_workers(snap, drop.group_key) - lost_before.get(drop.group_key, 0)
+            if allowed.floor(before - 1) == before - len(mine):
+                assert not ok([v for v in victims if v.group_key != drop.group_key], *gang), \
+                    f"{d.pod_group}: the {len(mine)} victims of {drop.group_key} are not needed"
+        for v in victims:
+            lost_before[v.group_key] = lost_before.get(v.group_key, 0) + 1
         for v in victims:
             cap.give(v.node_name, pod_demand(v))
             alloc[queue_of(v)] = alloc.get(queue_of(v), 0) - v.requests.get(GPU, 0)
         assert place_all(needed, cap) is not None
         alloc[d.queue] = alloc.get(d.queue, 0) + need
+
+
+def allowed_of(snap: Snapshot, pg: Any) -> AllowedCounts | None:
+    """The allowed Worker counts of the job of PodGroup ``pg`` (None: any count in [min, max])."""
+    bounds = next(p.bounds for p in snap.pods if p.group_key == pg.key and p.bounds is not None)
+    allowed = pg.worker_sizes.allowed(bounds.min_replicas, bounds.max_replicas)
+    return None if allowed.every else allowed
+
+
+def running_workers(snap: Snapshot, group: str) -> int:
+    return sum(1 for p in snap.pods if p.group_key == group and p.replica_type == "worker" and p.running)
+
+
+@given(clusters())
+@SETTINGS
+def test_allowed_counts_are_never_violated(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    """Issue 20: after any plan (node search, own-queue share victims, both searches alike), every job
+    with worker-counts or worker-step is untouched or at one of its allowed counts; an unusable contract
+    is never resized."""
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    plan, slow = plan_fast_and_exhaustive(snap, cfg, NOW)
+    assert plan == slow
+    pgs = {pg.key: pg for pg in snap.podgroups}
+    pods = {p.key: p for p in snap.pods}
+    lost: dict[str, int] = {}
+    for e in plan.evictions:
+        group = pods[e.pod].group_key
+        lost[group] = lost.get(group, 0) + 1
+    for group, n in lost.items():
+        allowed = allowed_of(snap, pgs[group])
+        if allowed is None:
+            continue
+        running = running_workers(snap, group)
+        assert running - n in allowed, (group, running, n, allowed.describe())
+        assert allowed.counts, "an unusable contract is never resized"
+        why = [e.reason for e in plan.evictions if pods[e.pod].group_key == group]
+        assert all(f"job {group} gives {n} worker" in r and f"allowed counts {allowed.describe()}" in r
+                   for r in why), why
 
 
 @given(clusters())

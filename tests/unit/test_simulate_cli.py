@@ -183,11 +183,37 @@ def test_cluster_queue_errors(queue: str, message: str) -> None:
         parse_cluster(f"nodes:\n  - {{name: gpu, count: 1, gpus: 8}}\nqueues:\n  - {queue}\n", "c.yaml")
 
 
-def test_capacity_shares_refused_with_a_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # The simulated Volcano allocates as proportion does: a capacity config would make the agent and
-    # the allocator disagree, so it is refused rather than simulated wrongly.
-    config = tmp_path / "config.yaml"
-    config.write_text("shares: {plugin: capacity}\n")
-    assert run("--example", "--config", str(config), "--out", str(tmp_path / "out")) == 2
+def test_capacity_shares_simulated_on_the_department_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --shares capacity --hierarchy: the simulated Volcano and the agent both judge by the capacity plugin.
+    tree = Path(__file__).resolve().parents[2] / "examples" / "simulate" / "department-tree.yaml"
+    assert run("--cluster", str(tree), "--generate", "12", "--shares", "capacity", "--hierarchy", "--no-plots",
+               "--no-progress", "--policy", "static-max", "--out", str(tmp_path / "out")) == 0
+    assert "queue shares: capacity (hierarchical)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["static-max"]["restarts"] == 0
+
+
+@pytest.mark.parametrize(("flags", "config", "message"), [
+    (["--hierarchy"], "", "--hierarchy (shares.hierarchy) needs --shares capacity"),
+    (["--shares", "proportion"], "shares: {plugin: proportion, hierarchy: true}\n",
+     "hierarchical queues need shares.plugin: capacity"),
+])
+def test_shares_flags_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], config: str,
+                              message: str) -> None:
+    args = ["--example", "--out", str(tmp_path / "out"), *flags]
+    if config:
+        (tmp_path / "config.yaml").write_text(config)
+        args += ["--config", str(tmp_path / "config.yaml")]
+    assert run(*args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_capacity_gang_beyond_real_capability_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("nodes:\n  - {name: gpu, count: 2, gpus: 8}\nqueues:\n"
+                       "  - {name: a, capability: {nvidia.com/gpu: 8}}\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,queue,priority,min,max,gpus,work\nbig,0,a,0,3,3,4,100\n")
+    assert run("--cluster", str(cluster), "--trace", str(trace), "--shares", "capacity",
+               "--out", str(tmp_path / "out")) == 2
     err = capsys.readouterr().err
-    assert "shares.plugin capacity" in err and "proportion plugin only" in err
+    assert "job big: 3 worker(s) of 4 GPU(s) exceed the real capability of its queue (GPUs: a 8)" in err

@@ -17,6 +17,7 @@ from elastic_controller.simulate.trace import JobSpec
 
 # hand-computed trajectories: no checkpoint loss (tests of it set an interval)
 LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
+ANY_SIZE = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))  # jobs of any size may give
 
 
 def cluster(nodes: int = 1, gpus: int = 8, queues: tuple[QueueSpec, ...] = (QueueSpec("default"),)) -> ClusterSpec:
@@ -59,9 +60,9 @@ def test_eviction_waits_for_cooldown_and_grace() -> None:
     arrives at 200 and starves at 230, but A's elastic worker is only evictable at 300; it holds its
     GPUs for the 30 s grace period, so B starts at 330 and ends at 1330. A: 0..300 at 8 GPU/s
     (2400), restart, 360..1330 at 4 (3880), regrows at 1330 (B's GPUs), restart, 1720 left at 8
-    from 1390: done at 1605."""
+    from 1390: done at 1605. (A runs 2 workers: minWorkersToShrink 0 lets it give; see below.)"""
     jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 200, 1, 1, 4, 4000)]
-    r = simulate(jobs, cluster(), ElasticConfig(), "elastic", LINEAR)
+    r = simulate(jobs, cluster(), ANY_SIZE, "elastic", LINEAR)
     assert times(r) == {"a": (0.0, 1605.0), "b": (330.0, 1330.0)}
     a = r.jobs[0]
     assert a.evictions == 1 and a.restarts == 2
@@ -76,6 +77,18 @@ def test_eviction_waits_for_cooldown_and_grace() -> None:
     assert r.gpu_seconds_allocated == pytest.approx(8 * 300 + 4 * 30 + 4 * 1030 + 4 * 1000 + 8 * 275)
     # Until the last submission (200 s) A held all 8 GPUs.
     assert r.gpu_allocation_while_arriving == pytest.approx(1.0)
+
+
+def test_a_small_job_keeps_its_workers() -> None:
+    """The same trace with the default minWorkersToShrink (4): A runs 2 workers, fewer than 4, so it
+    is never a victim: it runs 0..1000 on 8 GPUs without a restart and B starts when A ends."""
+    jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 200, 1, 1, 4, 4000)]
+    r = simulate(jobs, cluster(), ElasticConfig(), "elastic", LINEAR)
+    assert times(r) == {"a": (0.0, 1000.0), "b": (1000.0, 2000.0)}
+    assert r.jobs[0].restarts == 0 and r.evictions == 0
+    # with minWorkersToShrink 2 it gives again (2 workers >= 2)
+    two = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=2))
+    assert times(simulate(jobs, cluster(), two, "elastic", LINEAR))["b"] == (330.0, 1330.0)
 
 
 def test_static_max_gangs_run_one_after_another() -> None:

@@ -12,6 +12,10 @@ from ..world import Gang, JobState, job_id
 from .base import PlannerBase
 
 PDB_REFUSED = "PDB refused eviction"  # the exclusion reason of a pod a PodDisruptionBudget protected lately
+TOO_SMALL = "below minWorkersToShrink"  # the exclusion reason of the workers of a job running fewer
+# The exclusion reason of a job with allowed counts (worker-counts, worker-step) none of which is below
+# its count, or whose contract is unusable: it is never shrunk.
+ALLOWED_COUNTS = "no smaller allowed count"
 
 
 class Admissibility(PlannerBase):
@@ -76,6 +80,9 @@ class Admissibility(PlannerBase):
         if not job.can_lose():
             self._job_verdicts[jid] = "at min"
             return "at min"
+        if self.counts and jid in self.counts and self.counts[jid].floor(job.current_workers() - 1) is None:
+            self._job_verdicts[jid] = ALLOWED_COUNTS  # no allowed count below it (or an unusable contract)
+            return ALLOWED_COUNTS
         if job.queue != gang.queue:
             share_key = (job.queue, pod.requests.get(self.w.dominant, 0))
             if share_key in self._share_refusals or not self._queue_admissible(gang, job, [pod]):
@@ -112,6 +119,54 @@ class Admissibility(PlannerBase):
             if not self._queue_admissible(gang, job, pods):
                 return False
         return True
+
+    def _round_up(self, gang: Gang, subset: Sequence[PodView], exclude: set[str] | frozenset[str] = frozenset(),
+                  ) -> list[PodView] | None:
+        """The extra victims that leave every job of ``subset`` at an allowed count: for each job
+        with allowed counts, as many more of its admissible candidates (not in ``subset`` nor
+        ``exclude``, first in victim order) as take it from ``current - taken in subset`` down to the
+        next allowed count (``AllowedCounts.floor``). [] when none is needed (every job unconstrained,
+        or already at an allowed count); None when a job has no allowed count to go to or too few
+        admissible candidates to reach it."""
+        counts = self.counts
+        if not counts:
+            return []
+        per_job: dict[str, int] = {}
+        for v in subset:
+            if v.job_id in counts:
+                per_job[v.job_id] = per_job.get(v.job_id, 0) + 1
+        if not per_job:
+            return []
+        extras: list[PodView] = []
+        keys: set[str] | None = None
+        for jid, k in per_job.items():
+            after = self.w.jobs[jid].current_workers() - k
+            target = counts[jid].floor(after)
+            if target is None:
+                return None
+            more = after - target
+            if not more:
+                continue
+            if keys is None:
+                keys = {v.key for v in subset}
+            pool = self._pools.get(jid)
+            if pool is None:
+                # The job's admissible candidates in victim order (one job: by replica index, fixed), kept
+                # while the gang is planned: its verdicts only get stricter, and what turns them (min,
+                # queue share) is checked on the whole set (``floor``, then the caller's ``_subset_ok``).
+                pool = self._pools[jid] = sorted(
+                    (c for c in self.candidates_by_job[jid] if self._why_not(gang, c) is None), key=self.preference)
+            taken = self.taken
+            found = 0
+            for c in pool:
+                if c.key not in keys and c.key not in exclude and c.key not in taken:
+                    extras.append(c)
+                    found += 1
+                    if found == more:
+                        break
+            else:
+                return None
+        return extras
 
     def _queue_supply(self, queue: str) -> int:
         """An upper bound of what victims of ``queue`` can give back this cycle (dominant resource):
@@ -204,6 +259,10 @@ class Admissibility(PlannerBase):
             if not job.can_lose():
                 count("at min", len(old))
                 continue
+            allowed = self.counts.get(jid)
+            if allowed is not None and allowed.floor(job.current_workers() - 1) is None:
+                count(ALLOWED_COUNTS, len(old))
+                continue
             if job.queue != gang.queue:
                 verdicts: dict[int, bool] = {}
                 for p in old:
@@ -216,6 +275,10 @@ class Admissibility(PlannerBase):
             owner = self.w.jobs.get(p.job_id)
             if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
                 count(PDB_REFUSED, 1)
+        for p in self.too_small:  # never candidates this cycle (see PlannerBase.__init__)
+            owner = self.w.jobs.get(p.job_id)
+            if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
+                count(TOO_SMALL, 1)
         if cacheable:
             self._exclusion_cache[key] = reasons
         return reasons

@@ -13,7 +13,8 @@ from ..fit import pod_demand
 from ..model import PodView, newest_checkpoint
 from ..ordering import Key, job_rank, sequence_key, victim_key
 from ..quantity import add
-from ..world import Gang, World, is_candidate_role, job_id
+from ..world import Gang, JobState, World, is_candidate_role, job_id
+from ..worldsizes import AllowedCounts
 
 _MAX_COMBINATIONS = 4000
 # How the node of each needed pod is found: "indexed" (the node index prunes, see index.py) or
@@ -52,6 +53,15 @@ def _sum_requests(pods: Sequence[PodView]) -> dict[str, int]:
     return out
 
 
+def allowed_of(job: JobState) -> AllowedCounts | None:
+    """The Worker counts ``job`` may be shrunk to (its PodGroup's ``worker-counts`` or
+    ``worker-step``, as the controller copied them), or None when any count in [min, max] is."""
+    if job.pg is None or job.bounds is None or not job.pg.worker_sizes.constrained:
+        return None
+    allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas)
+    return None if allowed.every else allowed
+
+
 class PlannerBase:
     """The planner's state (``Planner`` is this plus its parts: admissibility, the node index, the
     search, own-queue share victims). The node index's attributes are declared here and built by
@@ -83,12 +93,23 @@ class PlannerBase:
         # (group by group) so that every map below fills in the same order as a walk over the groups.
         # ``refused``: keys of pods whose eviction a PodDisruptionBudget refused lately (the caller
         # remembers them, see agent.PDB_REFUSAL_SECONDS): never candidates, counted in the exclusions.
+        # Workers of a job running fewer than its queue's minWorkersToShrink are no candidates either
+        # (``World.too_small_to_shrink``), also counted.
         rank = {key: i for i, key in enumerate(world.pods_by_group)}
         by_node, by_job = self.candidates_by_node, self.candidates_by_job
         self.refused: list[PodView] = []
+        self.too_small: list[PodView] = []
+        small: dict[str, bool] = {}
         for pod in sorted((p for p in world.elastic_holding if is_candidate_role(p)), key=lambda p: rank[p.group_key]):
             if pod.key in refused:
                 self.refused.append(pod)
+                continue
+            jid = pod.job_id
+            is_small = small.get(jid)
+            if is_small is None:
+                is_small = small[jid] = world.too_small_to_shrink(jid)
+            if is_small:
+                self.too_small.append(pod)
                 continue
             pods = by_node.get(pod.node_name)
             if pods is None:
@@ -107,6 +128,14 @@ class PlannerBase:
             ckpt = newest_checkpoint(None, job.pg, world.pods_by_group.get(pods[0].group_key, ()))
             job.loss = (-ckpt.timestamp() if ckpt is not None else math.inf,
                         job.running_workers * pods[0].requests.get(world.dominant, 0))
+        # The allowed Worker counts of every candidate's job that restricts them (worker-counts or
+        # worker-step on its PodGroup, see worldsizes.py); a job not here may be left at any count
+        # in [min, max]. Fixed for the cycle.
+        self.counts: dict[str, AllowedCounts] = {}
+        for jid in by_job:
+            allowed = allowed_of(jobs[jid])
+            if allowed is not None:
+                self.counts[jid] = allowed
         # Nodes holding candidates of a job disrupted this cycle (victims taken, or picked for the gang
         # being planned), counted per such job: more victims there may disrupt no new job.
         self.hit_nodes: dict[str, int] = {}
@@ -114,6 +143,7 @@ class PlannerBase:
         # jobs then count 0 in every score.
         self.restart_aware = True
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
+        self._pools: dict[str, list[PodView]] = {}  # while one gang is planned (see _round_up)
         self.used_greedy = False  # the combination budget ran out while planning this gang
         self._share_refusals: set[tuple[str, int]] = set()
         self.version = 0  # bumped by every committed plan (exclusion counts are cached per version)
@@ -163,6 +193,12 @@ class PlannerBase:
                 hit[node] = n
             else:
                 del hit[node]
+
+    # -- allowed counts (volcano-elastic.io/worker-counts, worker-step) --------------------
+    def _constrained(self, pods: Sequence[PodView]) -> bool:
+        """Whether any of ``pods`` belongs to a job with allowed counts."""
+        counts = self.counts
+        return bool(counts) and any(p.job_id in counts for p in pods)
 
     def _share_queues(self, gang: Gang) -> tuple[str, ...]:
         """The queues whose victims bring ``gang``'s queue within what its share model admits: its own

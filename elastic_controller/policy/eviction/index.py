@@ -15,6 +15,11 @@ Invariants (what makes the pruning in ``search.VictimSearch._best_node`` exact):
    rank never sorts earlier as it loses workers) these stay lower bounds of the first key of any
    victim set chosen on the node later in the cycle, so a node whose bound is worse than the best
    plan found (as many victims) cannot win and the scan stops.
+   Jobs with allowed counts (``worker-counts`` / ``-step``) need nothing more: a set holding one of their
+   workers is completed with extra victims of its job from any node (``Admissibility._round_up``), but
+   keys are compared only between plans with as many victims (and new jobs) as the node's bound, and a
+   set whose raw size is at least that bound has that many victims only when it got no extras: its
+   first key is then one of the node's own candidates'.
 3. **One key.** Every key here comes from ``ordering``; the index never spells the order out again
    (it did once, and a reordered ``preference`` then made the index prune the node the exhaustive
    scan chose).

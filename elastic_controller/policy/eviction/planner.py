@@ -86,6 +86,7 @@ class Planner(VictimSearch, ShareVictims):
         self._kinds_ok = {}
         self.used_greedy = False
         self._job_verdicts = {}
+        self._pools = {}
         self._share_refusals = set()
         if excess:
             # Victims of its own queue must give back ``excess``: when even every one of them above its
@@ -118,10 +119,10 @@ class Planner(VictimSearch, ShareVictims):
             need = format_resources(_sum_requests(gang.needed))
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
-                        f"candidates excluded: {excluded}")
+                        f"candidates excluded: {excluded}{self._counts_note(gang)}")
         if excess:
             self.used_greedy = True  # share victims are chosen greedily: always minimize
-        if len(gang.needed) > 1 or self.used_greedy:
+        if len(gang.needed) > 1 or self.used_greedy or self._constrained(victims):
             # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
             # its node do not make room, and no other node lost any.
             victims = self._minimize(gang, victims, excess)
@@ -141,12 +142,21 @@ class Planner(VictimSearch, ShareVictims):
         self.evictions_left[gang.queue] = left - len(victims)
         for queue in {w.jobs[job_id(v)].queue for v in victims}:
             self.queue_versions[queue] = self.queue_versions.get(queue, 0) + 1
+        # Jobs with allowed counts: what each gives, said in every reason (the count is rounded to one).
+        sizes: dict[str, str] = {}
+        for jid in sorted({v.job_id for v in victims if v.job_id in self.counts}):
+            n = sum(1 for v in victims if v.job_id == jid)
+            before = w.jobs[jid].current_workers()
+            sizes[jid] = (f"job {jid} gives {n} worker{'s' if n > 1 else ''} ({before} -> {before - n}): "
+                          f"allowed counts {self.counts[jid].describe()}")
         evictions = []
         for v in victims:
             job = w.jobs[job_id(v)]
             reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
                       f"(fulfillment {job.fulfillment():.2f}, priority {job.priority}) makes room for "
                       f"{gang.key} in queue {gang.queue}")
+            if job.key in sizes:
+                reason += f"; {sizes[job.key]}"
             self._take(v, 1)
             self.taken.add(v.key)
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
@@ -157,8 +167,21 @@ class Planner(VictimSearch, ShareVictims):
         if excess:
             limit = "deserved share" if w.model.name == "proportion" else "real capability"
             why += f" and brings queue {gang.queue} back within its {limit} (before: {share_note})"
+        if sizes:
+            why += f" ({'; '.join(sizes.values())})"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
+
+
+    def _counts_note(self, gang: Gang) -> str:
+        """For a gang no victim set helps: the jobs that could give but only whole steps (issue 20), whose
+        rounding may be what no set survived (a queue share, min, too few admissible workers)."""
+        jobs = [jid for jid in self.counts if jid != gang.key and self._job_barred(gang, self.w.jobs[jid]) is None]
+        if not jobs:
+            return ""
+        shown = ", ".join(f"{jid} ({self.counts[jid].describe()})" for jid in jobs[:5])
+        more = f" and {len(jobs) - 5} more" if len(jobs) > 5 else ""
+        return f"; jobs shrunk only to their allowed counts (each victim set rounded to them): {shown}{more}"
 
 
 def _queue_blocks(world: World, queue: str) -> str:

@@ -75,35 +75,60 @@ class VictimSearch(Admissibility, NodeIndex):
         # larger set can beat the best found (no set disrupts fewer than ``floor`` new jobs).
         jobs = self.w.jobs
         floor = self._jobs_floor(any(jobs[c.job_id].taken for c in cands))
+        # A job with allowed counts gives as many more workers as round it down to one (``_round_up``:
+        # its next candidates in victim order, wherever they are); they count as victims. Every set
+        # whose jobs are all at allowed counts rounds to itself, so the sizes still go up from 1.
+        # (A set with extras has more victims than its size ``k``: it never ties with ``beat`` at ``k``, so
+        # the first candidate's key stays the bound of the sets that can.)
+        rounds = self._constrained(cands)
+        low = self.preference(cands[0])
         budget = _MAX_COMBINATIONS
-        best: tuple[tuple[int, int, tuple[Key, ...]], tuple[PodView, ...]] | None = None
+        best: tuple[tuple[int, int, tuple[Key, ...]], Sequence[PodView]] | None = None
         for k in range(1, len(cands) + 1):
             if best is not None and (floor, k) > best[0][:2]:
                 break  # more victims and no fewer new jobs: cannot win
-            if not self._can_beat(floor, k, self.preference(cands[0]), beat):
+            if not self._can_beat(floor, k, low, beat):
                 return None  # cannot beat the best plan found on other nodes
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
                     break
                 if _covers(deficit, subset) and self._subset_ok(gang, subset):
-                    score = (self.new_jobs(subset), k, self.order_key(subset))
+                    full: Sequence[PodView] = subset
+                    if rounds:
+                        extras = self._round_up(gang, subset, chosen)
+                        if extras is None:
+                            continue
+                        if extras:
+                            full = (*subset, *extras)
+                            if not self._subset_ok(gang, full):
+                                continue
+                    score = (self.new_jobs(full), len(full), self.order_key(full))
                     if best is None or score < best[0]:
-                        best = (score, subset)
+                        best = (score, full)
             if budget < 0:
                 if best is not None:
                     return list(best[1])
                 self.used_greedy = True
-                return self._greedy(gang, deficit, cands)
+                return self._greedy(gang, deficit, cands, chosen)
         return list(best[1]) if best is not None else None
 
-    def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView]) -> list[PodView] | None:
+    def _greedy(self, gang: Gang, deficit: dict[str, int], cands: list[PodView],
+                exclude: set[str] | frozenset[str] = frozenset()) -> list[PodView] | None:
+        """Most preferred first while the jobs stay at or above min, until the deficit is covered
+        (and, for jobs with allowed counts, rounded down to one: ``_round_up``)."""
         chosen: list[PodView] = []
         for c in cands:
             if self._subset_ok(gang, [*chosen, c]):
                 chosen.append(c)
                 if _covers(deficit, chosen):
-                    return chosen
+                    extras = self._round_up(gang, chosen, exclude)
+                    if extras is None:
+                        continue
+                    if not extras:
+                        return chosen
+                    if self._subset_ok(gang, [*chosen, *extras]):
+                        return [*chosen, *extras]
         return None
 
     def _assign(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
@@ -118,6 +143,7 @@ class VictimSearch(Admissibility, NodeIndex):
             self._take(v, -1)
         self.inflight = []
         self._job_verdicts = {}  # verdicts and share refusals depended on those picks
+        self._pools = {}
         self._share_refusals = set()
         self.restart_aware = False
         try:
@@ -147,7 +173,9 @@ class VictimSearch(Admissibility, NodeIndex):
         subset = self._cheapest_on_node(gang, pod, name, cap, chosen, beat)
         if subset is None:
             return None
-        left = add(cap.free[name], _sum_demand(subset))
+        # (extra victims of a job with allowed counts may be on other nodes: only this node's count here)
+        left = add(cap.free[name], _sum_demand(subset if not self.counts else
+                                              [v for v in subset if v.node_name == name]))
         return _Score(self.new_jobs(subset), len(subset), self.order_key(subset), left.get(self.w.dominant, 0),
                       name), subset
 
@@ -255,14 +283,42 @@ class VictimSearch(Admissibility, NodeIndex):
         for k in kept:
             cap.give(k.node_name, pod_demand(k))
         own = self._own_share(gang, kept) if excess else 0
+        rounds = self._constrained(victims)
         for v in sorted(victims, key=self.preference, reverse=True):
-            trial = [k for k in kept if k.key != v.key]
-            own_trial = own - self._own_share(gang, (v,)) if excess else 0  # = _own_share(gang, trial)
+            if not rounds:
+                group: Sequence[PodView] = (v,)
+                trial = [k for k in kept if k.key != v.key]
+            else:
+                # A job with allowed counts takes back as many victims as bring it up to its next
+                # allowed count (or all of them): ``v`` and its job's least preferred others.
+                if not any(k.key == v.key for k in kept):
+                    continue  # (given back with an earlier group)
+                group = self._give_back(v, kept)
+                out = {g.key for g in group}
+                trial = [k for k in kept if k.key not in out]
+            own_trial = own - self._own_share(gang, group) if excess else 0  # = _own_share(gang, trial)
             if excess and own_trial < excess:
                 continue
-            cap.take(v.node_name, pod_demand(v))
+            for g in group:
+                cap.take(g.node_name, pod_demand(g))
             if fits_all(gang.needed, cap):
                 kept, own = trial, own_trial
             else:
-                cap.give(v.node_name, pod_demand(v))
+                for g in group:
+                    cap.give(g.node_name, pod_demand(g))
         return kept
+
+    def _give_back(self, v: PodView, kept: Sequence[PodView]) -> list[PodView]:
+        """The victims of ``kept`` that must stay with ``v`` if it stays: ``v`` alone, or, when its job
+        has allowed counts, ``v`` and as many of its job's least preferred other victims as take the
+        job from its count after ``kept`` up to the next allowed count (its count before the plan
+        when there is none in between)."""
+        allowed = self.counts.get(v.job_id)
+        if allowed is None:
+            return [v]
+        mine = [k for k in kept if k.job_id == v.job_id]
+        before = self.w.jobs[v.job_id].current_workers()  # (the plan's victims are not counted taken)
+        after = before - len(mine)
+        up = next((t for t in allowed.grow_targets(after) if t < before), before)
+        others = sorted((k for k in mine if k.key != v.key), key=self.preference, reverse=True)
+        return [v, *others[:up - after - 1]]

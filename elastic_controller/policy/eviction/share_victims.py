@@ -107,6 +107,8 @@ class ShareVictims(Admissibility):
         cands = [c for q in queues for jid in self._jobs_of_queue(q) for c in self.candidates_by_job[jid]
                  if c.key not in taken and c.requests.get(dom, 0) > 0 and self._why_not(gang, c) is None]
         cands.sort(key=self.preference)
+        if self._constrained(cands):
+            return self._share_victims_rounded(gang, excess, cands, taken)
         sizes = sorted((c.requests.get(dom, 0) for c in cands), reverse=True)
         fewest = next((k for k in range(1, len(sizes) + 1) if sum(sizes[:k]) >= excess), None)
         if fewest is None:
@@ -132,4 +134,51 @@ class ShareVictims(Admissibility):
                 picked.append(c)
                 if sum(p.requests.get(dom, 0) for p in picked) >= excess:
                     return picked
+        return None
+
+    def _share_victims_rounded(self, gang: Gang, excess: int, cands: list[PodView],
+                               chosen: set[str]) -> list[PodView] | None:
+        """``_share_victims`` when some candidates' jobs have allowed counts: every set of ``k``
+        candidates, each job rounded down to an allowed count (``_round_up``: its extra victims count
+        and give back too), ``k`` going up while it could still beat the best found; the fewest
+        victims in all win, then ``order_key``. Every set whose jobs are at allowed counts rounds to
+        itself, so this is the optimum (within ``_MAX_COMBINATIONS``; then greedily, most preferred
+        first, each job rounded as it is taken)."""
+        dom = self.w.dominant
+
+        def gives(pods: Sequence[PodView]) -> int:
+            return sum(p.requests.get(dom, 0) for p in pods)
+
+        best: tuple[int, tuple[Key, ...], list[PodView]] | None = None
+        budget = _MAX_COMBINATIONS
+        for k in range(1, len(cands) + 1):
+            if best is not None and k > best[0]:
+                break
+            for subset in combinations(cands, k):
+                budget -= 1
+                if budget < 0:
+                    break
+                extras = self._round_up(gang, subset, chosen)
+                if extras is None:
+                    continue
+                full = [*subset, *extras]
+                if gives(full) < excess or not self._subset_ok(gang, full):
+                    continue
+                key = (len(full), self.order_key(full))
+                if best is None or key < best[:2]:
+                    best = (*key, full)
+            if budget < 0:
+                break
+        if best is not None:
+            return best[2]
+        picked: list[PodView] = []
+        for c in cands:
+            if any(p.key == c.key for p in picked):
+                continue  # (an extra victim of its job already)
+            extras = self._round_up(gang, [*picked, c], chosen)
+            if extras is None or not self._subset_ok(gang, [*picked, c, *extras]):
+                continue
+            picked = [*picked, c, *extras]
+            if gives(picked) >= excess:
+                return picked
         return None

@@ -1,0 +1,141 @@
+"""Where each class of job (elastic/rigid x max workers) loses or gains against static-max, and a
+sweep of one queue setting over seeds (issue 19: "elasticity must pay for itself for every class").
+
+    .venv/bin/python bench/restart_classes.py [--seeds 1,2,3] [--set minWorkersToShrink=0,3,4,5]
+        [--config FILE] [--checkpoint-interval 1800] [--restart-penalty 60] [--classes]
+
+For every value of the swept setting (applied to the config's defaults and every queue) and every
+seed of the bundled mix (each on its own, one simulation at a time): the issue's target row
+(restarts per job, average and p99 JCT against static-max, the worst class with 5 jobs or more, and
+volcano-gang's average JCT and restarts per job on the same trace). With ``--classes``, each class's
+JCT against static-max split into what adds up to it, per job and summed over the class's finished
+jobs, divided by static-max's summed JCT:
+
+    JCT ratio = 1 + queueing + below max + lost work + restart penalty
+
+- queueing: its wait for its gang (start - submit) against static-max's;
+- restart penalty: ``--restart-penalty`` per restart;
+- lost work: the work redone after restarts (``lost_work``) at the job's average rate;
+- below max: the rest of its run time beyond static-max's, i.e. running on fewer workers than its
+  max (rigid jobs: 0).
+
+A class whose ratio is mostly "queueing" waits for room that no elastic worker above its min could
+give (the planner's reasons say so: the queue's own workers above min cannot bring it under its
+share); "below max" is room the job never got; "lost work" and "penalty" are what restarts cost.
+Numbers, not pass/fail; seed 1 is the bundled example's trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # last: PYTHONPATH (another checkout) wins
+sys.path.append(str(Path(__file__).resolve().parent))
+
+from restart_costs import measures  # bench/ is not a package: found through sys.path above
+
+from elastic_controller.config import load_config_file
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.simulate.cluster import load_cluster
+from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
+from elastic_controller.simulate.generate import GeneratorOptions, generate
+from elastic_controller.simulate.trace import JobSpec
+
+
+def with_setting(cfg: ElasticConfig, key: str, value: Any) -> ElasticConfig:
+    """``cfg`` with ``key`` set to ``value`` in its defaults and every queue."""
+    def one(q: QueuePolicy) -> QueuePolicy:
+        return dataclasses.replace(q, **{key: value})
+    return dataclasses.replace(cfg, defaults=one(cfg.defaults), queues={k: one(v) for k, v in cfg.queues.items()})
+
+
+def parse_value(key: str, text: str) -> Any:
+    default = getattr(QueuePolicy(), key)
+    if text == "null":
+        return None
+    if isinstance(default, bool):
+        return text == "true"
+    if isinstance(default, float):
+        return float(text)
+    return int(text)
+
+
+def decompose(result: SimResult, base: SimResult, specs: dict[str, JobSpec], penalty: float) -> list[tuple[Any, ...]]:
+    """Per class: (kind, max workers, jobs, JCT ratio, queueing, below max, lost work, penalty)."""
+    ref = {j.name: j for j in base.jobs}
+    sums: dict[tuple[str, int], list[float]] = {}
+    for j in result.jobs:
+        spec, b = specs[j.name], ref[j.name]
+        kind = "rigid" if spec.min_workers == spec.max_workers else "elastic"
+        s = sums.setdefault((kind, spec.max_workers), [0.0] * 7)
+        s[6] += 1
+        if not (j.finished and b.finished):
+            continue
+        run, run_base = j.finish - j.start, b.finish - b.start
+        pen = j.restarts * penalty
+        rate = (spec.work + j.lost_work) / max(1.0, run - pen)
+        lost = j.lost_work / rate if rate > 0 else 0.0
+        s[0] += b.jct
+        s[1] += j.jct
+        s[2] += j.queueing - b.queueing
+        s[3] += run - run_base - pen - lost
+        s[4] += lost
+        s[5] += pen
+    out = []
+    for (kind, mx), s in sorted(sums.items()):
+        if s[6] < 5 or s[0] <= 0:
+            continue
+        out.append((kind, mx, int(s[6]), s[1] / s[0], s[2] / s[0], s[3] / s[0], s[4] / s[0], s[5] / s[0]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--set", default="", help="KEY=V1,V2,...: a queue setting to sweep (default: none)")
+    ap.add_argument("--config", default=None)
+    ap.add_argument("--checkpoint-interval", type=float, default=1800.0)
+    ap.add_argument("--restart-penalty", type=float, default=60.0)
+    ap.add_argument("--classes", action="store_true", help="print each class's JCT ratio split into its parts")
+    args = ap.parse_args()
+    root = Path(__file__).resolve().parents[1]
+    cluster = load_cluster(root / "elastic_controller" / "examples" / "sim" / "cluster.yaml")
+    base_cfg = load_config_file(args.config)
+    settings = SimSettings(restart_penalty=args.restart_penalty, checkpoint_interval=args.checkpoint_interval)
+    key, values = "", [""]
+    if args.set:
+        key, _, text = args.set.partition("=")
+        if key not in {f.name for f in dataclasses.fields(QueuePolicy)} or not text:
+            ap.error(f"--set {args.set!r}: expected KEY=V1,V2 with KEY a queue setting")
+        values = text.split(",")
+    print(f"{'setting':<26} {'seed':>4} {'restarts/job':>12} {'avg JCT':>8} {'p99 JCT':>8} {'worst class':>20} "
+          f"{'gang avg JCT':>12} {'gang r/job':>10}")
+    for text in values:
+        cfg = with_setting(base_cfg, key, parse_value(key, text)) if key else base_cfg
+        label = f"{key}={text}" if key else "(config)"
+        for seed in (int(s) for s in args.seeds.split(",")):
+            t0 = time.perf_counter()
+            jobs = generate(cluster, GeneratorOptions(jobs=500, load=1.0, seed=seed))
+            specs = {j.name: j for j in jobs}
+            static = simulate(jobs, cluster, cfg, "static-max", settings)
+            gang = measures(simulate(jobs, cluster, cfg, "volcano-gang", settings), static, specs)
+            result = simulate(jobs, cluster, cfg, "elastic", settings)
+            m = measures(result, static, specs)
+            ratio, name = m["worstClass"]
+            print(f"{label:<26} {seed:>4} {m['restartsPerJob']:>12.2f} {m['avgRatio']:>7.3f}x {m['p99Ratio']:>7.3f}x "
+                  f"{name:>13} {ratio:.2f}x {gang['avgRatio']:>11.3f}x {gang['restartsPerJob']:>10.2f}", flush=True)
+            if args.classes:
+                for kind, mx, n, r, q, below, lost, pen in decompose(result, static, specs, args.restart_penalty):
+                    print(f"{'':>31} {kind:<7} max {mx:>2} ({n:>3} jobs): {r:.2f}x = 1 {q:+.2f} queueing "
+                          f"{below:+.2f} below max {lost:+.2f} lost work {pen:+.2f} penalty")
+            print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""minWorkersToShrink (issue 19): a job running fewer workers than its queue's minWorkersToShrink is
+no victim; its workers are counted among a waiting gang's excluded candidates, and they hold back no
+scale-up for a gang they could never be evicted for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_controller.policy.decisions import CyclePlan
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from tests.builders import elastic_job, gang, node, plan_of
+
+TOO_SMALL = "below minWorkersToShrink"
+
+
+def names(plan: CyclePlan) -> list[str]:
+    return [e.pod.split("/", 1)[1] for e in plan.evictions]
+
+
+def cfg(**defaults: Any) -> ElasticConfig:
+    return ElasticConfig(defaults=QueuePolicy(**defaults))
+
+
+def reason(plan: CyclePlan, pg: str = "ns/g") -> tuple[str, str]:
+    (d,) = [d for d in plan.starving if d.pod_group == pg]
+    return d.decision, d.reason
+
+
+@pytest.mark.parametrize(("running", "limit", "victims"), [
+    (3, 4, []),  # the default: 3 workers < 4, no victim
+    (4, 4, ["a-worker-3"]),  # 4 workers: one victim costs a quarter of its speed
+    (3, 3, ["a-worker-2"]),
+    (2, 2, ["a-worker-1"]),  # 2 or less: every job above its min may give
+    (2, 0, ["a-worker-1"]),
+])
+def test_a_job_gives_only_from_min_workers_to_shrink(running: int, limit: int, victims: list[str]) -> None:
+    objs = [node("n0", gpus=running), *elastic_job("ns", "a", min_r=1, max_r=8, running=running, nodes=["n0"]),
+            *gang("ns", "g", members=1, gpus=1)]
+    plan = plan_of(*objs, cfg=cfg(minWorkersToShrink=limit))
+    assert names(plan) == victims
+    decision, why = reason(plan)
+    if victims:
+        assert decision == "evict"
+    else:
+        assert decision == "wait" and f"{running - 1} {TOO_SMALL}" in why, why
+
+
+def test_the_small_job_is_passed_over_for_a_larger_one() -> None:
+    # a (1..2, running 2) is the most fulfilled and restarts the fewest GPUs: the order alone picks it
+    # (test_policy_eviction.test_fewer_gpus_restarted_among_equals); at 2 workers it keeps them.
+    objs = [node("n0", gpus=6), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
+            *elastic_job("ns", "b", min_r=2, max_r=8, running=4, nodes=["n0"]),
+            *gang("ns", "g", members=1, gpus=1)]
+    assert names(plan_of(*objs, cfg=cfg(minWorkersToShrink=0))) == ["a-worker-1"]
+    assert names(plan_of(*objs)) == ["b-worker-3"]
+
+
+def test_counted_at_the_cycle_start() -> None:
+    # b runs 4 (>= 4): it may give two in one cycle, down to its min of 2 (the rule bars jobs, it sets
+    # no new minimum).
+    objs = [node("n0", gpus=4), *elastic_job("ns", "b", min_r=2, max_r=8, running=4, nodes=["n0"]),
+            *gang("ns", "g", members=1, gpus=2)]
+    assert sorted(names(plan_of(*objs))) == ["b-worker-2", "b-worker-3"]
+
+
+def test_the_victims_queue_decides() -> None:
+    # minWorkersToShrink is the victim's queue's: queue "small" lets its 2-worker jobs give.
+    objs = [node("n0", gpus=2), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], queue="small"),
+            *gang("ns", "g", members=1, gpus=1, queue="small")]
+    lenient = ElasticConfig(queues={"small": QueuePolicy(minWorkersToShrink=2)})
+    assert names(plan_of(*objs, cfg=lenient)) == ["a-worker-1"]
+    assert names(plan_of(*objs)) == []
+
+
+def test_small_jobs_hold_back_no_scale_up() -> None:
+    # n0 is full with a (1..2 running 2); n1 has 2 GPUs free and c (1..4, running 2) could double to 4
+    # there. The 2-GPU gang g fits nowhere; only evicting a's worker could make room, which
+    # minWorkersToShrink forbids: g holds back no growth and c grows into n1.
+    objs = [node("n0", gpus=2), node("n1", gpus=4),
+            *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
+            *elastic_job("ns", "c", min_r=1, max_r=4, running=2, nodes=["n1"]),
+            *gang("ns", "g", members=1, gpus=3)]
+    plan = plan_of(*objs)
+    assert names(plan) == []
+    assert sorted(r.pod.split("/", 1)[1] for r in plan.gate_releases) == ["c-worker-2", "c-worker-3"]
+    assert "ns/g" not in plan.scale_up_blocked_by
+    # a job that may give (minWorkersToShrink 0) makes g a blocking gang: no growth while it waits
+    held = plan_of(*objs, cfg=cfg(minWorkersToShrink=0, maxEvictionsPerCycle=0))
+    assert held.gate_releases == ()
