@@ -12,6 +12,16 @@ Modes (one fresh box, hack/localbox with 4 kwok nodes x 8 GPUs, per mode, scenar
   native       Volcano with hack/volcano-scheduler-native.conf (legacy preempt, reclaim) + our
                webhook and controller, no agent, gating off.
 
+Our agent runs the **shipped defaults** (elastic_controller/policy/settings.py, docs/configuration.md)
+with only the time constants shortened for the box, each by 10 (``BOX_TIME``): cooldownSeconds 300
+-> 30, minRuntimeSeconds 120 -> 12, starvationSeconds 30 -> 3, firstRendezvousSeconds 30 -> 3,
+scaleUpAfterCheckpointSeconds 300 -> 30, and agent.intervalSeconds 5 -> 1. Everything else is the
+default: minScaleUpGain 1 (grow only to at least double), scaleUpSnoozeSeconds = cooldownSeconds,
+preemptDuringCooldown false, maxEvictionsPerCycle 16, maxScaleUpPerCycle 4, noticeSeconds 0.
+(Until 2026-11-25 this bench used the e2e tests' config, minScaleUpGain 0.3, which regrows A
+6 -> 8 between B and C in (d): not what an admin gets.) ``--agent-config FILE`` runs ours with
+another ElasticConfig document instead (its ``gating`` is forced on), e.g. to measure a tuning.
+
 In the two native modes our webhook still marks pods (priorities master > core > elastic,
 ``volcano.sh/preemptable`` true only on elastic workers) and our controller still writes the
 PodGroups (minMember = the job's min): Volcano sees which pods are core, the best case for it.
@@ -42,7 +52,11 @@ Each entry of the JSON list (one per mode, scenario and run):
                                than 5 s together count once
   scaleEvents                  those changes in which the number of A's running pods changed
   pdbViolations                evicted pods a PDB with maxUnavailable 0 covered
-  + cGangRunsAfterSeconds (d), aRunningMin, aRunningAtEnd, evicted (names)
+  + cGangRunsAfterSeconds (d), aRunningMin, aRunningAtEnd, evicted (names), aLastDecision,
+  aBursts ([seconds after B's creation, A's running pods before, after] per restart)
+  (d) also, over the churn window (B's finish + --churn-seconds):
+  idleGpuSecondsChurn          GPU-seconds no pod held (what a job kept small leaves unused)
+  aWorkersMeanChurn            A's mean number of Running pods
 
 At the end a table of medians per (mode, scenario) is printed and written next to --out (.md).
 The box drifts: compare modes within one invocation only.
@@ -65,13 +79,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import yaml  # noqa: E402
+
+from elastic_controller.config import ConfigError, load_config  # noqa: E402
 from elastic_controller.kube.client import KubeClient  # noqa: E402
 from elastic_controller.kube.errors import KubeError  # noqa: E402
 from elastic_controller.kube.resources import NAMESPACES, PDBS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES  # noqa: E402
+from elastic_controller.policy.settings import ElasticConfig  # noqa: E402
 from hack.localbox import Box, BoxOptions  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
 from hack.localbox.box import version_tuple  # noqa: E402
-from tests.e2e.test_elastic_scaling import COOLDOWN, GPUS_PER_WORKER, config_text, start_stack  # noqa: E402
+from tests.e2e.test_elastic_scaling import GPUS_PER_WORKER, start_stack  # noqa: E402
 
 MODES = {  # mode -> (Volcano scheduler conf, agent and gating on)
     "ours": ("ours", True),
@@ -82,6 +100,33 @@ SCENARIOS = "abcdef"
 TOTAL_GPUS = 4 * 8
 COALESCE = 5.0  # seconds: changes of A's running set this close are one restart
 JOB_LABEL = "training.kubeflow.org/job-name"
+# The shipped defaults' time constants, each divided by 10 for the box (nothing else changed).
+BOX_TIME = {"cooldownSeconds": 30, "minRuntimeSeconds": 12, "starvationSeconds": 3,
+            "firstRendezvousSeconds": 3, "scaleUpAfterCheckpointSeconds": 30}
+AGENT_INTERVAL = 1
+
+
+def bench_config_text(gating: bool) -> str:
+    """The shipped defaults (unset keys) with BOX_TIME's shortened time constants."""
+    defaults = ", ".join(f"{k}: {v}" for k, v in BOX_TIME.items())
+    return (f"agent: {{intervalSeconds: {AGENT_INTERVAL}}}\n"
+            f"gating: {{enabled: {'true' if gating else 'false'}}}\n"
+            f"defaults: {{{defaults}}}\n")
+
+
+def agent_config(path: str | None, gating: bool) -> tuple[str, ElasticConfig]:
+    """The config the stack runs, as text and parsed: the file at ``path`` (its ``gating`` forced
+    to ``gating``; every problem in it listed now, not in the controller's log) or
+    bench_config_text."""
+    if path is None:
+        text = bench_config_text(gating)
+        return text, load_config(text, "bench_config_text")
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    if not isinstance(doc, dict):
+        raise ConfigError(["(root): must be a mapping"], path)
+    doc["gating"] = {**(doc.get("gating") or {}), "enabled": gating}
+    text = yaml.safe_dump(doc)
+    return text, load_config(text, path)
 
 
 def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None,
@@ -132,6 +177,7 @@ class Watch:
     changes: list[tuple[float, int, int]] = field(default_factory=list)  # (t, before, after) running
     running_min: int = 1 << 30
     gangs: dict[str, tuple[int, float | None]] = field(default_factory=dict)  # name -> (size, runs at)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (t, free GPUs, A running)
     _seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     _running: frozenset[str] | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -177,11 +223,24 @@ class Watch:
             self.changes.append((now, len(self._running), len(run)))
         self._running = run
         self.running_min = min(self.running_min, len(run))
+        self.samples.append((now, TOTAL_GPUS - used_gpus(pods), len(run)))
         for name, (size, at) in list(self.gangs.items()):
             if at is None:
                 n = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name and running(p))
                 if n >= size:
                     self.gangs[name] = (size, now)
+
+    def integral(self, t0: float, t1: float) -> tuple[float, float]:
+        """(free GPU-seconds, A's running-pod-seconds) over [t0, t1], each sample held until the next."""
+        free = pods = 0.0
+        pts = self.samples
+        for i, (t, f, n) in enumerate(pts):
+            start = max(t, t0)
+            end = min(pts[i + 1][0] if i + 1 < len(pts) else t1, t1)
+            if end > start:
+                free += f * (end - start)
+                pods += n * (end - start)
+        return free, pods
 
     def bursts(self) -> list[list[tuple[float, int, int]]]:
         out: list[list[tuple[float, int, int]]] = []
@@ -193,14 +252,18 @@ class Watch:
         return out
 
 
-def free_gpus(kc: KubeClient, ns: str) -> int:
+def used_gpus(pods: list[dict[str, Any]]) -> int:
     used = 0
-    for p in kc.list(PODS, ns)[0]:
+    for p in pods:
         if live(p) and (p.get("spec") or {}).get("nodeName") and \
                 (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             for c in p["spec"].get("containers") or []:
                 used += int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
-    return TOTAL_GPUS - used
+    return used
+
+
+def free_gpus(kc: KubeClient, ns: str) -> int:
+    return TOTAL_GPUS - used_gpus(kc.list(PODS, ns)[0])
 
 
 def finish(kc: KubeClient, ns: str, job: str) -> None:
@@ -209,6 +272,22 @@ def finish(kc: KubeClient, ns: str, job: str) -> None:
             "name": "pytorch", "ready": False, "restartCount": 0, "image": "pytorch", "imageID": "",
             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
         kc.patch(PODS, p["metadata"]["name"], {"status": status}, ns, subresource="status")
+
+
+def create_when_webhooks_answer(kc: KubeClient, job: dict[str, Any], ns: str, timeout: float = 90) -> None:
+    """Create the PyTorchJob, retrying while an admission webhook of the fresh box does not answer
+    yet (the training operator's validator answers 404 for a few seconds after its Service is up:
+    "failed calling webhook ... could not find the requested resource"). Setup, not measured."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kc.create(PYTORCHJOBS, job, ns)
+            return
+        except KubeError as exc:
+            if exc.status != 500 or "failed calling webhook" not in str(exc) or time.monotonic() > deadline:
+                raise
+            log(f"creating {job['metadata']['name']}: {exc}; retrying")
+            time.sleep(1)
 
 
 def wait_for(what: str, fn: Any, timeout: float) -> None:
@@ -243,7 +322,9 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
         ns = "bench"
         kc.create(NAMESPACES, {"metadata": {"name": ns}})
         cfg = tmp / "config.yaml"
-        cfg.write_text(config_text(gating=agent))
+        text, conf_parsed = agent_config(a.agent_config if agent else None, gating=agent)
+        cfg.write_text(text)
+        cooldown = conf_parsed.queue_policy("dept-a").cooldownSeconds
         start_stack(kc, box, box.spawn, str(box.kubeconfig), cfg, box.issue_serving_cert(tmp), ns, agent=agent)
         qa, qb = "dept-a", "dept-b"
         for q in (qa, qb):
@@ -261,12 +342,12 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
                     JOB_LABEL: "a", "training.kubeflow.org/replica-type": "worker",
                     "training.kubeflow.org/replica-index": str(workers - 1)}}}}, ns)
             protected.add(victim)
-        kc.create(PYTORCHJOBS, pytorchjob("a", qa, workers, elastic, master=master), ns)
+        create_when_webhooks_answer(kc, pytorchjob("a", qa, workers, elastic, master=master), ns)
         total_a = workers + (1 if master else 0)
         wait_for(f"A runs {total_a} pods", lambda: sum(
             1 for p in kc.list(PODS, ns, label_selector=f"{JOB_LABEL}=a")[0] if running(p)) >= total_a, 300)
         if agent:  # A was just scaled up by lifting gates: let its cooldown pass, as in steady state
-            wait_for("A's cooldown over", lambda: cooldown_left(kc, ns) <= 0, COOLDOWN + 60)
+            wait_for("A's cooldown over", lambda: cooldown_left(kc, ns, cooldown) <= 0, cooldown + 60)
 
         watch = Watch(kc, ns, min_workers=elastic[0], protected=protected)
         watch.start()
@@ -294,6 +375,9 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
             log(f"{mode}/{scenario}#{run}: B finished, C created 30 s later ({free} GPUs free)")
             time.sleep(max(0.0, t_fin + a.churn_seconds - time.monotonic()))
             c_at = watch.gang_runs_at("c")
+            idle, a_pod_seconds = watch.integral(t_fin, t_fin + a.churn_seconds)
+            extra["idleGpuSecondsChurn"] = round(idle)
+            extra["aWorkersMeanChurn"] = round(a_pod_seconds / a.churn_seconds, 2)
             extra["cGangRunsAfterSeconds"] = None if c_at is None else round(c_at - t_c, 1)
             extra["churnSeconds"] = a.churn_seconds
         else:
@@ -306,6 +390,7 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
         return {
             "mode": mode, "scenario": scenario, "run": run, "volcanoConf": conf,
             "volcanoVersion": box_paths.versions().get("VOLCANO_VERSION"), "agentRunning": agent,
+            "agentConfig": text if agent else None,
             "waitingGangRunsAfterSeconds": None if b_at is None else round(b_at - t_b, 1),
             "evictions": len(deleted), "needed": needed,
             "evictionsBeyondNeed": max(0, len(deleted) - needed),
@@ -316,6 +401,7 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
             **extra,
             "aRunningMin": watch.running_min, "aRunningAtEnd": len(a_now),
             "evicted": sorted(d["name"] for d in deleted),
+            "aBursts": [[round(b[0][0] - t_b, 1), b[0][1], b[-1][2]] for b in bursts],
             "aLastDecision": pg.get("volcano-elastic.io/last-decision", ""),
         }
     finally:
@@ -325,30 +411,32 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
         box.down(quiet=True)
 
 
-def cooldown_left(kc: KubeClient, ns: str) -> float:
+def cooldown_left(kc: KubeClient, ns: str, cooldown: float) -> float:
     from elastic_controller.policy.parse import parse_time
 
     ann = kc.get(PODGROUPS, "a", ns)["metadata"].get("annotations") or {}
     last = parse_time(ann.get("volcano-elastic.io/last-scale-time"))
     if last is None:
         return 0.0
-    return COOLDOWN - (time.time() - last.timestamp())
+    return cooldown - (time.time() - last.timestamp())
 
 
 FIELDS = ("waitingGangRunsAfterSeconds", "evictions", "evictionsBeyondNeed", "masterOrCoreEvictions",
           "restarts", "scaleEvents", "pdbViolations")
 
 
-def medians(results: list[dict[str, Any]]) -> str:
-    """Markdown table: the median of each field per (scenario, mode); '-' for never (null)."""
-    head = ["scenario", "mode", "runs", *FIELDS]
+CHURN_FIELDS = ("cGangRunsAfterSeconds", "idleGpuSecondsChurn", "aWorkersMeanChurn")
+
+
+def _table(results: list[dict[str, Any]], fields: tuple[str, ...], scenarios: str) -> list[str]:
+    head = ["scenario", "mode", "runs", *fields]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    keys = sorted({(r["scenario"], r["mode"]) for r in results},
+    keys = sorted({(r["scenario"], r["mode"]) for r in results if r["scenario"] in scenarios},
                   key=lambda k: (k[0], list(MODES).index(k[1])))
     for sc, mode in keys:
         rs = [r for r in results if r["scenario"] == sc and r["mode"] == mode]
         cells = [sc, mode, str(len(rs))]
-        for f in FIELDS:
+        for f in fields:
             got = [float(r[f]) for r in rs if r.get(f) is not None]
             never = len(rs) - len(got)
             if not got:
@@ -356,6 +444,15 @@ def medians(results: list[dict[str, Any]]) -> str:
             else:
                 cells.append(f"{statistics.median(got):g}" + (f" ({never} never)" if never else ""))
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def medians(results: list[dict[str, Any]]) -> str:
+    """Markdown table: the median of each field per (scenario, mode); 'never' for null; then, when
+    (d) ran, its churn fields."""
+    lines = _table(results, FIELDS, SCENARIOS)
+    if any(r["scenario"] == "d" for r in results):
+        lines += ["", *_table(results, CHURN_FIELDS, "d")]
     return "\n".join(lines) + "\n"
 
 
@@ -381,9 +478,17 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=30.0, help="seconds observed after B runs (or gives up)")
     ap.add_argument("--gang-timeout", type=float, default=120.0, help="seconds to wait for B before 'never'")
     ap.add_argument("--churn-seconds", type=float, default=300.0, help="(d) seconds observed from B's finish")
+    ap.add_argument("--agent-config", metavar="FILE", default=None,
+                    help="ElasticConfig document for mode ours (gating forced on) instead of the shipped defaults "
+                         "with the box's shortened time constants")
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be >= 1")
+    if a.agent_config is not None:
+        try:
+            agent_config(a.agent_config, gating=True)
+        except (OSError, yaml.YAMLError, ConfigError) as exc:
+            ap.error(f"--agent-config: {exc}")
     volcano = box_paths.versions().get("VOLCANO_VERSION", "")
     if "gang-native" in a.modes and version_tuple(volcano) < (1, 15, 0):
         ap.error(f"gang-native needs Volcano >= v1.15 (VOLCANO_VERSION={volcano})")

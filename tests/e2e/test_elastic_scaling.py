@@ -2,7 +2,8 @@
 webhook, controller and agent. Job A (elastic, queue dept-a) fills the idle cluster; job B (queue
 dept-b) needs its min; A's elastic workers make room; after B finishes A grows back after cooldown.
 
-``Scenario`` is also driven by bench/agent_vs_native.py (with Volcano's own preempt/reclaim)."""
+``start_stack`` is also used by bench/agent_vs_native.py, which runs the shipped defaults with shortened
+time constants, not ``config_text`` (whose minScaleUpGain 0.3 is this test's, so that A regrows)."""
 
 from __future__ import annotations
 
