@@ -21,6 +21,10 @@ from .settings import ElasticConfig, QueuePolicy, SharesConfig
 from .sharemodel import ProportionModel, ShareModel
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
 
+# Why a job's workers are never victims this cycle, whatever the gang (``World.never_victim``): the
+# eviction search's exclusion reasons, and what keeps ``gates.blocking_gangs`` from counting them.
+TOO_SMALL = "below minWorkersToShrink"  # it runs fewer workers than its queue's minWorkersToShrink
+
 
 @dataclass(slots=True)
 class JobState:
@@ -117,8 +121,21 @@ class World:
         """The job runs fewer workers than its queue's ``minWorkersToShrink`` (counted at the cycle's
         start): none of its workers is a victim this cycle (issue 19: a shrink would cost it a large
         part of its speed; ``tests/unit/test_policy_small_jobs.py``)."""
+        return self.never_victim(job_key) == TOO_SMALL
+
+    def never_victim(self, job_key: str, workers: int | None = None) -> str | None:
+        """Why none of the job's workers can be a victim this cycle, for any gang (``TOO_SMALL``),
+        or None. ``workers``: the size to judge it at (default: its running
+        workers at the cycle's start, as the eviction search does; the gates ask about the size a
+        growth would give it). The eviction search (``eviction.admissibility``) and the gates
+        (``gates.blocking_gangs``) both ask this, so that they cannot disagree on who may give."""
         job = self.jobs.get(job_key)
-        return job is not None and job.running_workers < self.policy(job.queue).minWorkersToShrink
+        if job is None:
+            return None
+        n = job.running_workers if workers is None else workers
+        if n < self.policy(job.queue).minWorkersToShrink:
+            return TOO_SMALL
+        return None
 
     def future_capacity(self) -> Capacity:
         """Free capacity once every terminating pod has released its resources."""
