@@ -216,7 +216,9 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
     A job that no gang may take from at its size (``World.never_victim``: below its queue's
     minWorkersToShrink, or no allowed count below it) grows to a size where it could be a victim only
     when that would make no other waiting gang placeable by evicting it (``_fed_gang``); otherwise it
-    grows at most to the largest size that keeps it out of reach, and a note says why."""
+    grows at most to the largest size that keeps it out of reach, and a note says why. A job left at a
+    count outside its allowed counts (part of a victim group evicted) grows to the largest allowed
+    count that fits without the minScaleUpGain test."""
     if not world.cfg.gating.enabled:
         return [], [], []
     cap = (capacity or world.free_now).copy()
@@ -300,6 +302,9 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         if allowed is not None and constrained:
             floor = allowed.floor(target)
             target = floor if floor is not None and floor > now_workers else now_workers
+        # A count outside its allowed counts (part of a victim group was evicted and the rest not):
+        # the job cannot use it and restarts at its next scale event anyway.
+        off_count = allowed is not None and constrained and bool(allowed.counts) and now_workers not in allowed
         hold = hold_why = ""
         if target > now_workers and world.never_victim(jid) is not None and world.never_victim(jid, target) is None:
             if spared is None:
@@ -321,7 +326,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 hold = f"of max {job.bounds.max_replicas} workers, {hold_why}"
                 target = below
         gain = (target - now_workers) / max(1, now_workers)
-        if target == now_workers or (not first and gain < policy.minScaleUpGain):
+        if target == now_workers or (not first and not off_count and gain < policy.minScaleUpGain):
             if hold:
                 notes.append(f"job {jid} stays at {now_workers} {hold}" + (
                     "" if target == now_workers else f" ({target} would not be worth a restart)"))
@@ -344,6 +349,10 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         if first:
             why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
                    f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart")
+        elif off_count and gain < policy.minScaleUpGain:
+            why = (f"its {now_workers} workers are not one of its allowed counts (part of a victim group was "
+                   f"evicted, the rest not): it cannot use that size and restarts at its next scale event "
+                   f"anyway, so the minScaleUpGain {policy.minScaleUpGain:g} test does not apply{after}")
         else:
             why = f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart"
         if hold:

@@ -18,7 +18,17 @@ from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.world import build_world
-from tests.builders import NOW, elastic_job, gang, node, plan_fast_and_exhaustive, priority_class, queue, snapshot_of
+from tests.builders import (
+    NOW,
+    ago,
+    elastic_job,
+    gang,
+    node,
+    plan_fast_and_exhaustive,
+    priority_class,
+    queue,
+    snapshot_of,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -186,6 +196,36 @@ def test_a_rounding_the_queue_share_refuses_says_why() -> None:
     decision, reason = the_decision(p)
     assert decision == "wait" and victims(p) == []
     assert "jobs shrunk only to their allowed counts (each victim set rounded to them): ns/a (2,4,6,8)" in reason
+
+
+# -- a job left at a count outside its allowed counts (part of a victim group evicted) --------------
+def off_count_job(running: int, gpus: int, **kw: Any) -> list[Any]:
+    return [node("n0", gpus=gpus),
+            *constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=running, **kw),
+                         counts="2,4,8")]
+
+
+def releases(p: CyclePlan) -> list[str]:
+    return [r.pod.split("/", 1)[1] for r in p.gate_releases]
+
+
+def test_a_job_left_between_allowed_counts_grows_to_the_next_without_the_gain_test() -> None:
+    # v (counts 2,4,8) was left at 5 or 7 (a PDB refused one of its noticed victims, then the notice
+    # was withdrawn): 5 -> 8 (+60 %) and 7 -> 8 (+14 %) are below minScaleUpGain 1, yet it cannot use
+    # its size and restarts at its next event anyway: it grows.
+    for running, want in ((5, ["v-worker-5", "v-worker-6", "v-worker-7"]), (7, ["v-worker-7"])):
+        p = plan(*off_count_job(running, gpus=16))
+        assert releases(p) == want
+        assert f"its {running} workers are not one of its allowed counts" in p.gate_releases[0].reason
+
+
+def test_a_job_left_between_allowed_counts_grows_only_to_an_allowed_count_that_fits() -> None:
+    # At 5 with room for 2 more (7): no allowed count above 5 fits (8 does not), so it stays.
+    assert releases(plan(*off_count_job(5, gpus=7))) == []
+
+
+def test_a_job_left_between_allowed_counts_keeps_its_cooldown() -> None:
+    assert releases(plan(*off_count_job(5, gpus=16, last_scale=ago(10)))) == []
 
 
 # -- properties -----------------------------------------------------------------------------------------
