@@ -198,6 +198,22 @@ def test_a_rounding_the_queue_share_refuses_says_why() -> None:
     assert "jobs shrunk only to their allowed counts (each victim set rounded to them): ns/a (2,4,6,8)" in reason
 
 
+@pytest.mark.parametrize("annotations", [{"counts": "two"}, {"counts": "2,4,8", "step": "2"}, {"counts": "8"}])
+def test_a_never_shrunk_job_holds_back_no_scale_up(annotations: dict[str, str]) -> None:
+    # v fills n0 and has no smaller allowed count (or an unusable contract): the eviction search never
+    # takes its workers, so gang g (3 GPUs) can be placed by no eviction and must not stop c (1..2,
+    # running 1, 1 GPU free on n1) from growing. The gates ask the same World.never_victim as the search.
+    rest = [node("n0", gpus=8), node("n1", gpus=2), *elastic_job("ns", "c", min_r=1, max_r=2, nodes=["n1"], running=1),
+            *gang("ns", "g", members=1, gpus=3)]
+    p = plan(*rest, *constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=8), **annotations))
+    assert p.evictions == () and "6 no smaller allowed count" in p.starving[0].reason, p.starving[0].reason
+    assert p.scale_up_blocked_by == ()
+    assert releases(p) == ["c-worker-1"]
+    # Without the contract v may give: g blocks growth (and evicts v's workers).
+    plain = plan(*rest, *elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=8))
+    assert plain.evictions and plain.gate_releases == ()
+
+
 # -- a job left at a count outside its allowed counts (part of a victim group evicted) --------------
 def off_count_job(running: int, gpus: int, **kw: Any) -> list[Any]:
     return [node("n0", gpus=gpus),
