@@ -16,7 +16,7 @@ from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
-from elastic_controller.policy.settings import ElasticConfig
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import build_world
 from tests.builders import (
     NOW,
@@ -265,8 +265,12 @@ def test_share_victims_are_the_fewest_at_allowed_counts(jobs: list[tuple[int, in
                                                    if c == lo or bits >> i & 1))
         objs += job
     objs += gang("ns", "g", members=1, gpus=1, queue="qa")
-    world = build_world(snapshot_of(*objs), ElasticConfig(), NOW)
+    # minWorkersToShrink 0: every generated job is a candidate (the default 4 would silently drop every
+    # job of fewer than 4 workers, most of them here, and the property would check little).
+    cfg = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))
+    world = build_world(snapshot_of(*objs, cfg=cfg), cfg, NOW)
     planner = Planner(world)
+    assert not planner.too_small
     g = world.waiting[0]
     got = planner._share_victims(g, excess, [])
     cands = sorted((c for pods in planner.candidates_by_job.values() for c in pods), key=planner.preference)
