@@ -82,6 +82,8 @@ def render_table(plan: dict[str, Any]) -> str:
         lines.append(f"WITHDRAW  {w['pod']:<32} the eviction notice is withdrawn: {w['reason']}")
     for g in plan["gateReleases"]:
         lines.append(f"RELEASE   {g['pod']:<32} node={g['node']:<12} {g['reason']}")
+    for note in plan.get("notes") or []:
+        lines.append(f"HOLD      {note}")
     if not plan["gateReleases"]:
         blocked = plan.get("scaleUpBlockedBy") or []
         why = f"held back by waiting gang(s) {', '.join(blocked)}" if blocked else (
@@ -118,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         out["scaleUpBlockedBy"] = list(plan.scale_up_blocked_by)
         out["waiting"] = list(plan.waiting)
+        out["notes"] = list(plan.notes)  # growth held back, and why
         out["notices"] = [{"pod": p.facts.pod, "for": p.facts.gang, "secondsLeft": round(p.seconds_left)}
                           for p in notices.pending]
         out["withdrawn"] = [{"pod": w.facts.pod, "reason": w.reason} for w in notices.withdrawn]

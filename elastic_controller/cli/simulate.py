@@ -64,10 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="SECONDS",
                      help="a job checkpoints after every SECONDS of progress; a restart loses the work since "
                      "its last checkpoint (default: 1800; 0: off, nothing lost)")
-    sim.add_argument("--checkpoint-on-notice", type=float, default=-1.0, metavar="SECONDS",
+    sim.add_argument("--checkpoint-on-notice", type=float, default=None, metavar="SECONDS",
                      help="elastic, queues with noticeSeconds > 0 (--config): a job under an eviction notice "
                      "records a checkpoint SECONDS after it, and its victims are evicted at the next agent cycle "
-                     "(default: the job checkpoints as its notice ends; its victims hold their GPUs for all of it)")
+                     "(0 or more; default: the job checkpoints as its notice ends; its victims hold their GPUs for "
+                     "all of it)")
     sim.add_argument("--no-whole-bundle", action="store_true",
                      help="volcano-gang: gangpreempt/gangreclaim take only SAFE bundles (allowWholeBundle: false)")
     sim.add_argument("--pod-cooldown", type=float, default=0.0, metavar="SECONDS",
@@ -131,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
             or args.checkpoint_interval < 0 or args.pod_cooldown < 0):
         return _fail("--restart-penalty, --grace-period, --cycle-seconds, --checkpoint-interval and "
                      "--pod-cooldown must not be negative")
+    if args.checkpoint_on_notice is not None and not args.checkpoint_on_notice >= 0:
+        return _fail(f"--checkpoint-on-notice {args.checkpoint_on_notice:g}: write the seconds after the notice "
+                     "begins at which a job under notice checkpoints (0 or more); leave it out to have jobs "
+                     "checkpoint as their notice ends")
     if not 0 < args.min_fraction <= 1:
         return _fail("--min-fraction must be in (0, 1]")
     if not 0 <= args.elastic_fraction <= 1:
@@ -217,19 +222,19 @@ def run(args: argparse.Namespace) -> int:
                            cycle_seconds=args.cycle_seconds, checkpoint_interval=args.checkpoint_interval,
                            allow_whole_bundle=not args.no_whole_bundle, pod_cooldown=args.pod_cooldown,
                            enqueue=not args.no_enqueue, capacity_first_tier=args.capacity_first_tier,
-                           notice_checkpoint=args.checkpoint_on_notice)
+                           notice_checkpoint=-1.0 if args.checkpoint_on_notice is None else args.checkpoint_on_notice)
     ckpt = f"every {args.checkpoint_interval:g}s" if args.checkpoint_interval else "off"
     print(f"{cluster.node_count} nodes, {cluster.total_gpus} GPUs; scaling efficiency {curve.describe()}, "
           f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s; "
           f"queue shares: {plugin}{' (hierarchical)' if hierarchy else ''}")
     notices = sorted({(name, q.noticeSeconds) for name, q in [("defaults", cfg.defaults), *cfg.queues.items()]
                       if q.noticeSeconds > 0})
-    if args.checkpoint_on_notice >= 0 and not notices:
+    if args.checkpoint_on_notice is not None and not notices:
         print("note: --checkpoint-on-notice does nothing: no queue of --config has noticeSeconds > 0",
               file=sys.stderr)
     if notices:
         when = (f"a job under notice checkpoints {args.checkpoint_on_notice:g}s into it"
-                if args.checkpoint_on_notice >= 0 else "a job under notice checkpoints as it ends")
+                if args.checkpoint_on_notice is not None else "a job under notice checkpoints as it ends")
         print("eviction notices (elastic): " + ", ".join(f"{n} {s}s" for n, s in notices) + f"; {when}")
     per_seed = {}
     last = None

@@ -47,6 +47,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .keys import VOLCANO_QUEUE_ALLOCATION_GATE
 from .model import NodeView, PodGroupView, PodView, QueueView
 from .quantity import Resources
 from .shares import AdmissionRoom, QueueShare, Usage
@@ -713,7 +714,11 @@ def usage_of_groups(groups: Iterable[tuple[PodGroupView, Sequence[PodView]]]) ->
             if p.node_name:
                 held = add(held, _clean(p.requests))
                 tasks += 1
-            elif p.scheduling_gates:  # our gate is not Volcano's own: deducted (job_info.go:612)
+            elif p.scheduling_gates and p.scheduling_gates != (VOLCANO_QUEUE_ALLOCATION_GATE,):
+                # Gated pods are deducted from what the job reserves, except those gated only by Volcano's
+                # own queue-allocation gate, which count as inqueue (Volcano v1.15.1
+                # pkg/scheduler/api/job_info.go:612-620 GetSchGatedPodResources, helpers.go:143
+                # HasOnlyVolcanoSchedulingGate). Our scale-up gate is not Volcano's: deducted.
                 gated = add(gated, _clean(p.requests))
         q = pg.queue
         if held:

@@ -59,11 +59,12 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             result = planner.plan_gang(gang)
             decisions.append(result.decision)
             evictions.extend(result.evictions)
-    releases, blockers = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
+    releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),
         gate_releases=tuple(releases),
         scale_up_blocked_by=tuple(blockers),
         waiting=tuple(g.key for g in world.waiting),
+        notes=tuple(notes),
     )

@@ -50,28 +50,37 @@ def _needed(g: Gang) -> dict[str, int]:
     return out
 
 
-def blocking_gangs(world: World) -> list[Gang]:
+def blocking_gangs(world: World, sizes: Mapping[str, int] | None = None,
+                   among: Collection[Gang] | None = None) -> list[Gang]:
     """Waiting gangs that evicting elastic workers could get placed: they would fit if every
     running elastic worker that may ever be a victim for them (a job of no higher priority, from a
-    queue the gang may take from, running at least its queue's minWorkersToShrink) were gone, and
+    queue the gang may take from, that ``World.never_victim`` does not rule out: running at least
+    its queue's minWorkersToShrink, with an allowed count below its size) were gone, and
     Volcano's proportion plugin would then admit them (their queue's allocation within its deserved
     share once its own such workers are gone).
 
     A gang that cannot be placed even then does not hold back scale-up: growing other jobs into
-    idle capacity takes nothing from it (what grows is elastic, and reclaimable later)."""
-    complete = [g for g in world.waiting if len(g.needed) >= g.pg.min_member - g.placed]
+    idle capacity takes nothing from it (what grows is elastic, and reclaimable later).
+
+    ``sizes``: job key -> the size to judge the job at (a growth the gates consider: its running
+    workers are then freeable if it would be a victim at that size; its new pods take from and give
+    back to the same capacity, so they need no counting). ``among``: only these gangs (default: every
+    waiting one)."""
+    sizes = sizes or {}
+    complete = [g for g in (world.waiting if among is None else among)
+                if len(g.needed) >= g.pg.min_member - g.placed]
     if not complete:
         return []  # no gang could be placed: the capacity below is not worth building
     dom = world.dominant
     # Running elastic workers summed per (queue, job priority, node): one update per node, not per pod.
     freed: dict[tuple[str, int], dict[str, dict[str, int]]] = {}
-    small: dict[str, bool] = {}
+    barred: dict[str, bool] = {}
     for pod in world.elastic_holding:
-        too_small = small.get(pod.job_id)
-        if too_small is None:
-            too_small = small[pod.job_id] = world.too_small_to_shrink(pod.job_id)
-        if too_small:
-            continue  # never a victim this cycle (minWorkersToShrink): frees nothing for a gang
+        never = barred.get(pod.job_id)
+        if never is None:
+            never = barred[pod.job_id] = world.never_victim(pod.job_id, sizes.get(pod.job_id)) is not None
+        if never:
+            continue  # never a victim this cycle (minWorkersToShrink, allowed counts): frees nothing for a gang
         job = world.jobs.get(pod.job_id)
         kind = (job.queue, job.priority) if job is not None else (world.cfg.defaultQueue, 0)
         per_node = freed.get(kind)
@@ -177,9 +186,24 @@ def _first_rendezvous(world: World, job: JobState, group: str) -> bool:
     return (world.now - started).total_seconds() <= world.policy(job.queue).firstRendezvousSeconds
 
 
-def plan_gate_releases(world: World, capacity: Capacity | None = None,
-                       evicted_for: Collection[str] = ()) -> tuple[list[GateRelease], list[str]]:
-    """(releases in decision order, keys of the gangs that block scale-up).
+def _fed_gang(world: World, job: JobState, target: int, promoted: Mapping[str, int],
+              spared: Collection[Gang]) -> Gang | None:
+    """A waiting gang of ``spared`` (not blocking: nothing evictable gets it placed) that growing
+    ``job`` to ``target`` workers would make placeable by evicting (with the jobs of ``promoted``, grown
+    this cycle past their never-a-victim size, at their new sizes): the first such, or None. Issue 19:
+    the agent never grows a job that a starving gang is about to need (it would grow into the gang's
+    room, then restart again when evicted for it)."""
+    among = [g for g in spared if g.priority >= job.priority and queue_may_give(world, g.queue, job.queue)]
+    if not among:
+        return None
+    found = blocking_gangs(world, {**promoted, job.key: target}, among)
+    return found[0] if found else None
+
+
+def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_for: Collection[str] = (),
+                       ) -> tuple[list[GateRelease], list[str], list[str]]:
+    """(releases in decision order, keys of the gangs that block scale-up, notes: growth held back
+    and why).
 
     A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
     it, or it waits for room in its queue's share) has that room reserved, and growth goes on
@@ -187,11 +211,19 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
     queue stays where Volcano would place it (``ShareModel.admits``: within its deserved share as the
     proportion plugin counts it; within its real capability and its ancestors' under capacity; beyond,
     Volcano would leave it pending and the job would have spent a scale event for nothing). Gangs in
-    ``evicted_for`` (victims were chosen for them this cycle) count as blocking."""
+    ``evicted_for`` (victims were chosen for them this cycle) count as blocking.
+
+    A job that no gang may take from at its size (``World.never_victim``: below its queue's
+    minWorkersToShrink, or no allowed count below it) grows to a size where it could be a victim only
+    when that would make no other waiting gang placeable by evicting it (``_fed_gang``); otherwise it
+    grows at most to the largest size that keeps it out of reach, and a note says why. A job left at a
+    count outside its allowed counts (part of a victim group evicted) grows to the largest allowed
+    count that fits without the minScaleUpGain test."""
     if not world.cfg.gating.enabled:
-        return [], []
+        return [], [], []
     cap = (capacity or world.free_now).copy()
     blocking = {g.key for g in blocking_gangs(world)} | set(evicted_for)
+    notes: list[str] = []
     blocked: list[str] = []
     # Per queue: what this cycle places in it besides the snapshot (blocking gangs' room set aside,
     # released pods), which the share model weighs with it (``ShareModel.admits``).
@@ -205,7 +237,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         else:  # its room is set aside, on the nodes and in its queue's share
             placed[g.queue] = add(placed.get(g.queue, {}), _needed(g))
     if blocked:
-        return [], blocked
+        return [], blocked, []
     gate = world.cfg.gating.gateName
     by_job: dict[str, list[PodView]] = {}
     group_of: dict[str, str] = {}
@@ -232,6 +264,8 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
     order.sort()
     per_queue: dict[str, int] = {}  # jobs grown per queue this cycle (each is one scale event)
     releases: list[GateRelease] = []
+    spared: list[Gang] | None = None  # waiting gangs not blocking (computed on first use)
+    promoted: dict[str, int] = {}  # jobs grown this cycle out of never_victim: their new sizes
     for *_, jid in order:
         job = world.jobs[jid]
         assert job.bounds is not None
@@ -264,11 +298,38 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
         allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas) \
             if job.pg is not None else None
         target = now_workers + len(taken)
-        if allowed is not None and not allowed.every:
+        constrained = allowed is not None and not allowed.every
+        if allowed is not None and constrained:
             floor = allowed.floor(target)
             target = floor if floor is not None and floor > now_workers else now_workers
+        # A count outside its allowed counts (part of a victim group was evicted and the rest not):
+        # the job cannot use it and restarts at its next scale event anyway.
+        off_count = allowed is not None and constrained and bool(allowed.counts) and now_workers not in allowed
+        hold = hold_why = ""
+        if target > now_workers and world.never_victim(jid) is not None and world.never_victim(jid, target) is None:
+            if spared is None:
+                spared = [g for g in world.waiting if g.key not in blocking]
+            fed = _fed_gang(world, job, target, promoted, spared)
+            if fed is None:
+                promoted[jid] = target
+            else:
+                # The largest size below the one that makes it a victim (a never_victim size; with
+                # allowed counts, an allowed one).
+                below = next((n for n in range(target - 1, now_workers, -1)
+                              if (allowed is None or not constrained or n in allowed)
+                              and world.never_victim(jid, n) is not None), now_workers)
+                counts = f", allowed counts {allowed.describe()}" if allowed is not None and constrained else ""
+                hold_why = (f"not to {target} although it fits: at {target} workers it could be evicted "
+                            f"(minWorkersToShrink {policy.minWorkersToShrink}{counts}) and waiting gang {fed.key} "
+                            f"would be placed by evicting it; the agent does not grow a job a starving gang is "
+                            f"about to need (a restart to grow, another when evicted)")
+                hold = f"of max {job.bounds.max_replicas} workers, {hold_why}"
+                target = below
         gain = (target - now_workers) / max(1, now_workers)
-        if target == now_workers or (not first and gain < policy.minScaleUpGain):
+        if target == now_workers or (not first and not off_count and gain < policy.minScaleUpGain):
+            if hold:
+                notes.append(f"job {jid} stays at {now_workers} {hold}" + (
+                    "" if target == now_workers else f" ({target} would not be worth a restart)"))
             keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
         else:
             keep = target - now_workers
@@ -280,16 +341,26 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None,
             continue
         job.added += len(taken)
         per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
-        sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and not allowed.every else ""
+        if hold:
+            notes.append(f"job {jid} grows to {target} {hold}")
+        sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and constrained else ""
         after = ("" if age is None else
                  f", checkpointed {age:.0f}s ago (within scaleUpAfterCheckpointSeconds {window})")
-        why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
-               f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart" if first else
-               f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart")
+        if first:
+            why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
+                   f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart")
+        elif off_count and gain < policy.minScaleUpGain:
+            why = (f"its {now_workers} workers are not one of its allowed counts (part of a victim group was "
+                   f"evicted, the rest not): it cannot use that size and restarts at its next scale event "
+                   f"anyway, so the minScaleUpGain {policy.minScaleUpGain:g} test does not apply{after}")
+        else:
+            why = f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart"
+        if hold:
+            why += f"; {hold_why}"
         for pod, node in taken:
             releases.append(GateRelease(
                 pod.key, jid, node, job.queue,
                 f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
                 f"one scale event (the most that fits now, least fulfilled job first), {why}; fits on {node} now",
             ))
-    return releases, []
+    return releases, [], notes

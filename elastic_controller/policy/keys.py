@@ -27,6 +27,10 @@ LAST_SCALE_DIRECTION = f"{PREFIX}/last-scale-direction"
 LAST_DECISION = f"{PREFIX}/last-decision"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
+# Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it
+# counts in its job's inqueue resources, not among the gated ones deducted from them
+# (pkg/scheduler/api/helpers.go HasOnlyVolcanoSchedulingGate, job_info.go GetSchGatedPodResources).
+VOLCANO_QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 
 # Volcano.
 GROUP_NAME = "scheduling.k8s.io/group-name"

@@ -5,7 +5,10 @@ A victim under notice carries ``volcano-elastic.io/evicted-for: ns/gang`` and
 cycle, ``review_notices`` sorts every such live pod into exactly one of
 
 - **withdrawn**: its gang no longer needs it (the gang's PodGroup is gone, or at least minMember of
-  its pods are placed), or it lost its ``evicted-for``: the annotations are removed;
+  its pods are placed), or it lost its ``evicted-for``: the annotations are removed. Not while its job
+  runs at a count outside its allowed counts (``worker-counts``/``worker-step``) that evicting its
+  noticed victims would bring back to one (part of the job's rounded victim group was evicted, the
+  rest not, e.g. a PodDisruptionBudget refused one): such a notice runs on (``_completes_a_group``);
 - **due**: the notice ran out (``now >= evict-after``), or its job recorded a checkpoint strictly
   later than the notice began (``evict-after`` minus the victim's queue's ``noticeSeconds``), or its
   ``evict-after`` cannot be read: evict it now;
@@ -18,7 +21,7 @@ otherwise push back).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -113,6 +116,7 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
     due: list[DueNotice] = []
     pending: list[PendingNotice] = []
     withdrawn: list[Withdrawal] = []
+    completes: dict[str, bool] = {}  # per victim job: see _completes_a_group
     for pod in sorted(noticed, key=lambda p: p.order):
         gang = pod.annotations.get(EVICTED_FOR, "")
         group = groups.get(pod.group_key)
@@ -123,17 +127,18 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
             deadline = stamped
         facts = NoticeFacts(pod=pod.key, uid=pod.uid, gang=gang, job=pod.job_id, queue=queue,
                             node=pod.node_name, evict_after=deadline)
-        if not gang:
-            withdrawn.append(Withdrawal(facts, f"{EVICTED_FOR} is gone: no gang to make room for"))
-            continue
         target = groups.get(gang)
-        if target is None:
-            withdrawn.append(Withdrawal(facts, f"gang {gang} is gone (its PodGroup was deleted)"))
-            continue
-        if placed.get(gang, 0) >= target.min_member:
-            withdrawn.append(Withdrawal(facts, f"gang {gang} is placed ({placed.get(gang, 0)} of minMember "
-                                               f"{target.min_member} pods on nodes) without this pod"))
-            continue
+        why_withdraw = (f"{EVICTED_FOR} is gone: no gang to make room for" if not gang else
+                        f"gang {gang} is gone (its PodGroup was deleted)" if target is None else
+                        f"gang {gang} is placed ({placed.get(gang, 0)} of minMember {target.min_member} pods on "
+                        f"nodes) without this pod" if placed.get(gang, 0) >= target.min_member else "")
+        if why_withdraw:
+            keep = completes.get(pod.job_id) if gang else False
+            if keep is None:
+                keep = completes[pod.job_id] = _completes_a_group(group, job_pods.get(pod.job_id, ()))
+            if not keep:
+                withdrawn.append(Withdrawal(facts, why_withdraw))
+                continue
         if deadline is None:
             due.append(DueNotice(facts, f"{EVICT_AFTER} {pod.annotations.get(EVICT_AFTER)!r} cannot be read"))
             continue
@@ -151,6 +156,25 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
         pending.append(PendingNotice(facts, (deadline - now).total_seconds()))
     pending.sort(key=lambda p: (p.facts.evict_after or now, p.facts.pod))
     return NoticeReview(due=tuple(due), pending=tuple(pending), withdrawn=tuple(withdrawn))
+
+
+def _completes_a_group(group: PodGroupView | None, pods: Sequence[PodView]) -> bool:
+    """Whether the job of ``pods`` (PodGroup ``group``) runs at a Worker count outside its allowed
+    counts, and evicting its victims still under notice would leave it at an allowed one: the rest of
+    a rounded victim group (issue 20) whose other part was evicted. Its notices then run on even when
+    their gang no longer needs them, so the job does not stay at a count its training cannot use."""
+    if group is None or not group.worker_sizes.constrained:
+        return False
+    bounds = next((p.bounds for p in pods if p.bounds is not None), None)
+    if bounds is None:
+        return False
+    allowed = group.worker_sizes.allowed(bounds.min_replicas, bounds.max_replicas)
+    if allowed.every or not allowed.counts:
+        return False
+    workers = [p for p in pods if p.replica_type == "worker" and p.running]
+    running = len(workers)
+    noticed = sum(1 for p in workers if under_notice(p))
+    return running not in allowed and noticed > 0 and running - noticed in allowed
 
 
 def notice_deadline(now: datetime, notice_seconds: int) -> datetime:

@@ -20,6 +20,14 @@ from .quantity import Resources
 from .settings import ElasticConfig, QueuePolicy, SharesConfig
 from .sharemodel import ProportionModel, ShareModel
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
+from .worldsizes import AllowedCounts
+
+# Why a job's workers are never victims this cycle, whatever the gang (``World.never_victim``): the
+# eviction search's exclusion reasons, and what keeps ``gates.blocking_gangs`` from counting them.
+TOO_SMALL = "below minWorkersToShrink"  # it runs fewer workers than its queue's minWorkersToShrink
+# It has allowed counts (worker-counts, worker-step) none of which is below its count, or its contract
+# is unusable: it is never shrunk.
+ALLOWED_COUNTS = "no smaller allowed count"
 
 
 @dataclass(slots=True)
@@ -51,6 +59,22 @@ class JobState:
     def can_lose(self) -> bool:
         """One more victim leaves at least min workers running."""
         return self.bounds is not None and self.current_workers() - 1 >= self.bounds.min_replicas
+
+
+def allowed_of(job: JobState) -> AllowedCounts | None:
+    """The Worker counts ``job`` may be shrunk or grown to (its PodGroup's ``worker-counts`` or
+    ``worker-step``, as the controller copied them), or None when any count in [min, max] is."""
+    if job.pg is None or job.bounds is None or not job.pg.worker_sizes.constrained:
+        return None
+    allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas)
+    return None if allowed.every else allowed
+
+
+def no_smaller_count(allowed: AllowedCounts | None, workers: int) -> bool:
+    """A job at ``workers`` with ``allowed`` counts (None: any) has no allowed count to shrink to
+    (``ALLOWED_COUNTS``; an unusable contract allows none). The one test the eviction search and the
+    gates share."""
+    return allowed is not None and allowed.floor(workers - 1) is None
 
 
 @dataclass(slots=True)
@@ -117,8 +141,23 @@ class World:
         """The job runs fewer workers than its queue's ``minWorkersToShrink`` (counted at the cycle's
         start): none of its workers is a victim this cycle (issue 19: a shrink would cost it a large
         part of its speed; ``tests/unit/test_policy_small_jobs.py``)."""
+        return self.never_victim(job_key) == TOO_SMALL
+
+    def never_victim(self, job_key: str, workers: int | None = None) -> str | None:
+        """Why none of the job's workers can be a victim this cycle, for any gang (``TOO_SMALL``,
+        ``ALLOWED_COUNTS``), or None. ``workers``: the size to judge it at (default: its running
+        workers at the cycle's start, as the eviction search does; the gates ask about the size a
+        growth would give it). The eviction search (``eviction.admissibility``) and the gates
+        (``gates.blocking_gangs``) both ask this, so that they cannot disagree on who may give."""
         job = self.jobs.get(job_key)
-        return job is not None and job.running_workers < self.policy(job.queue).minWorkersToShrink
+        if job is None:
+            return None
+        n = job.running_workers if workers is None else workers
+        if n < self.policy(job.queue).minWorkersToShrink:
+            return TOO_SMALL
+        if no_smaller_count(allowed_of(job), n):
+            return ALLOWED_COUNTS
+        return None
 
     def future_capacity(self) -> Capacity:
         """Free capacity once every terminating pod has released its resources."""

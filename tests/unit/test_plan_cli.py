@@ -65,6 +65,17 @@ def test_table_output(capsys: pytest.CaptureFixture[str], snapshot: str) -> None
     assert lines[-1].startswith("RELEASE   none: held back by waiting gang(s) ns/g")
 
 
+def test_table_output_says_why_growth_is_held(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # c (1..4) at 2 could grow to 4 on n1, which would let gang g evict it (issue 19: no flapping).
+    snap = write(tmp_path / "s.json", dump(
+        node("n0", gpus=2), node("n1", gpus=4),
+        elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
+        elastic_job("ns", "c", min_r=1, max_r=4, running=2, nodes=["n1"]), gang("ns", "g", members=1, gpus=3)))
+    code, out, _ = run(capsys, "--from", snap, "--now", ts(NOW))
+    holds = [line for line in out.splitlines() if line.startswith("HOLD ")]
+    assert code == 0 and len(holds) == 1 and "job ns/c stays at 2" in holds[0] and "ns/g" in holds[0], out
+
+
 def test_several_from_files_are_combined(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     a = write(tmp_path / "nodes.json", dump(node("n0")))
     b = write(tmp_path / "pods.json", dump(elastic_job("ns", "v", min_r=2, max_r=6, nodes=["n0"], running=6)))

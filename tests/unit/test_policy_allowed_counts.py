@@ -16,9 +16,19 @@ from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
-from elastic_controller.policy.settings import ElasticConfig
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import build_world
-from tests.builders import NOW, elastic_job, gang, node, plan_fast_and_exhaustive, priority_class, queue, snapshot_of
+from tests.builders import (
+    NOW,
+    ago,
+    elastic_job,
+    gang,
+    node,
+    plan_fast_and_exhaustive,
+    priority_class,
+    queue,
+    snapshot_of,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -188,6 +198,52 @@ def test_a_rounding_the_queue_share_refuses_says_why() -> None:
     assert "jobs shrunk only to their allowed counts (each victim set rounded to them): ns/a (2,4,6,8)" in reason
 
 
+@pytest.mark.parametrize("annotations", [{"counts": "two"}, {"counts": "2,4,8", "step": "2"}, {"counts": "8"}])
+def test_a_never_shrunk_job_holds_back_no_scale_up(annotations: dict[str, str]) -> None:
+    # v fills n0 and has no smaller allowed count (or an unusable contract): the eviction search never
+    # takes its workers, so gang g (3 GPUs) can be placed by no eviction and must not stop c (1..2,
+    # running 1, 1 GPU free on n1) from growing. The gates ask the same World.never_victim as the search.
+    rest = [node("n0", gpus=8), node("n1", gpus=2), *elastic_job("ns", "c", min_r=1, max_r=2, nodes=["n1"], running=1),
+            *gang("ns", "g", members=1, gpus=3)]
+    p = plan(*rest, *constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=8), **annotations))
+    assert p.evictions == () and "6 no smaller allowed count" in p.starving[0].reason, p.starving[0].reason
+    assert p.scale_up_blocked_by == ()
+    assert releases(p) == ["c-worker-1"]
+    # Without the contract v may give: g blocks growth (and evicts v's workers).
+    plain = plan(*rest, *elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=8))
+    assert plain.evictions and plain.gate_releases == ()
+
+
+# -- a job left at a count outside its allowed counts (part of a victim group evicted) --------------
+def off_count_job(running: int, gpus: int, **kw: Any) -> list[Any]:
+    return [node("n0", gpus=gpus),
+            *constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=running, **kw),
+                         counts="2,4,8")]
+
+
+def releases(p: CyclePlan) -> list[str]:
+    return [r.pod.split("/", 1)[1] for r in p.gate_releases]
+
+
+def test_a_job_left_between_allowed_counts_grows_to_the_next_without_the_gain_test() -> None:
+    # v (counts 2,4,8) was left at 5 or 7 (a PDB refused one of its noticed victims, then the notice
+    # was withdrawn): 5 -> 8 (+60 %) and 7 -> 8 (+14 %) are below minScaleUpGain 1, yet it cannot use
+    # its size and restarts at its next event anyway: it grows.
+    for running, want in ((5, ["v-worker-5", "v-worker-6", "v-worker-7"]), (7, ["v-worker-7"])):
+        p = plan(*off_count_job(running, gpus=16))
+        assert releases(p) == want
+        assert f"its {running} workers are not one of its allowed counts" in p.gate_releases[0].reason
+
+
+def test_a_job_left_between_allowed_counts_grows_only_to_an_allowed_count_that_fits() -> None:
+    # At 5 with room for 2 more (7): no allowed count above 5 fits (8 does not), so it stays.
+    assert releases(plan(*off_count_job(5, gpus=7))) == []
+
+
+def test_a_job_left_between_allowed_counts_keeps_its_cooldown() -> None:
+    assert releases(plan(*off_count_job(5, gpus=16, last_scale=ago(10)))) == []
+
+
 # -- properties -----------------------------------------------------------------------------------------
 @given(st.lists(st.tuples(st.integers(1, 3), st.sampled_from([1, 2, 4]), st.integers(0, 2),
                           st.sampled_from(["", "step", "counts"]), st.integers(0, 7)),
@@ -209,8 +265,12 @@ def test_share_victims_are_the_fewest_at_allowed_counts(jobs: list[tuple[int, in
                                                    if c == lo or bits >> i & 1))
         objs += job
     objs += gang("ns", "g", members=1, gpus=1, queue="qa")
-    world = build_world(snapshot_of(*objs), ElasticConfig(), NOW)
+    # minWorkersToShrink 0: every generated job is a candidate (the default 4 would silently drop every
+    # job of fewer than 4 workers, most of them here, and the property would check little).
+    cfg = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))
+    world = build_world(snapshot_of(*objs, cfg=cfg), cfg, NOW)
     planner = Planner(world)
+    assert not planner.too_small
     g = world.waiting[0]
     got = planner._share_victims(g, excess, [])
     cands = sorted((c for pods in planner.candidates_by_job.values() for c in pods), key=planner.preference)

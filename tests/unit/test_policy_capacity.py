@@ -506,6 +506,14 @@ def test_usage_of_groups() -> None:
     # b's pending pod gated (an elastic worker): its 2 GPUs come off b's reservation (capacity.go:1117)
     gated = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b", scheduling_gates=("g",))]
     assert "qb" not in cap.usage_of_groups([(b, gated)]).inqueue
+    # Gated only by Volcano's own queue-allocation gate: counted in inqueue, not deducted (Volcano
+    # v1.15.1 job_info.go:612-620, helpers.go:143); with another gate as well, deducted.
+    volcano = "scheduling.volcano.sh/queue-allocation-gate"
+    own = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b", scheduling_gates=(volcano,))]
+    assert cap.usage_of_groups([(b, own)]).inqueue["qb"] == {GPU: 2}
+    both = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b",
+                                   scheduling_gates=(volcano, "g"))]
+    assert "qb" not in cap.usage_of_groups([(b, both)]).inqueue
 
 
 def test_ledger_follows_the_plan() -> None:

@@ -166,3 +166,34 @@ def test_a_notice_is_never_shortened_except_by_a_newer_checkpoint(notice: int, l
         assert kind == "pending"
         assert deadline > NOW and (cp is None or cp <= began)
         assert r.pending[0].seconds_left == left
+
+
+def _partly_executed(counts: str, running: int, notice_left: int) -> list[Any]:
+    """v (counts ``counts``) was at 8; four victims (w4..w7) were noticed for g; w5..w7 were evicted, w4's
+    eviction was refused (a PodDisruptionBudget); g is placed on the freed GPUs."""
+    from tests.unit.test_policy_allowed_counts import constrained
+
+    v = constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=running, gated_rest=False),
+                    counts=counts)
+    for o in v:
+        if o["metadata"]["name"] == "v-worker-4":
+            o["metadata"]["annotations"].update({keys.EVICTED_FOR: "ns/g",
+                                                 keys.EVICT_AFTER: ts(NOW + timedelta(seconds=notice_left))})
+    v = [o for o in v if o["metadata"]["name"] not in ("v-worker-5", "v-worker-6", "v-worker-7")]
+    g = gang("ns", "g", members=1, gpus=1)
+    g[1]["spec"]["nodeName"] = "n0"
+    g[1]["status"]["phase"] = "Running"
+    return [node("n0", gpus=8), *v, *g]
+
+
+def test_the_rest_of_a_partly_executed_victim_group_is_not_withdrawn() -> None:
+    # v runs 5 (not an allowed count of 2,4,8); evicting w4 brings it to 4: its notice runs on although
+    # g no longer needs it (withdrawing it left v at 5 for good), due when it ends, pending before.
+    cfg = ElasticConfig(defaults=CFG.queue_policy("research"))
+    due = review_notices(snapshot_of(*_partly_executed("2,4,8", 5, -5), cfg=cfg), cfg, NOW)
+    assert [d.facts.pod for d in due.due] == ["ns/v-worker-4"] and due.withdrawn == ()
+    pending = review_notices(snapshot_of(*_partly_executed("2,4,8", 5, 30), cfg=cfg), cfg, NOW)
+    assert [p.facts.pod for p in pending.pending] == ["ns/v-worker-4"] and pending.withdrawn == ()
+    # At an allowed count (counts 2,5,8: 5 is one), the notice is withdrawn as usual.
+    usual = review_notices(snapshot_of(*_partly_executed("2,5,8", 5, -5), cfg=cfg), cfg, NOW)
+    assert [w.facts.pod for w in usual.withdrawn] == ["ns/v-worker-4"] and usual.due == ()

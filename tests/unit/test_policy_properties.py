@@ -7,6 +7,7 @@ import gc
 import os
 import random
 from datetime import timedelta
+from itertools import combinations
 from typing import Any
 
 import pytest
@@ -266,18 +267,27 @@ def test_every_plan_fits_and_is_minimal(cluster: tuple[list[dict[str, Any]], Ela
         gang = (cap, d.queue, excess, needed)
         assert ok(victims, *gang), f"{d.pod_group}: victims do not make it fit (on the nodes and in its share)"
         assert not ok([], *gang), f"{d.pod_group}: evicts although it fits"
+        stepped: set[str] = set()
         for drop in victims:
             allowed = allowed_of(snap, pgs[drop.group_key])
             if allowed is None:
                 assert not ok([v for v in victims if v is not drop], *gang), f"{d.pod_group}: {drop.key} is not needed"
                 continue
-            # A job with allowed counts gives back a whole step at once: when it gives the fewest it may
-            # (no allowed count between), dropping all of its victims breaks the plan.
+            if drop.group_key in stepped:
+                continue
+            stepped.add(drop.group_key)
+            # A job with allowed counts gives back a whole step at once: leaving it at the next allowed
+            # count above the one the plan takes it to (or untouched, when there is none up to where it
+            # ran) breaks the plan, whichever of its victims it keeps.
             mine = [v for v in victims if v.group_key == drop.group_key]
+            others = [v for v in victims if v.group_key != drop.group_key]
             before = running_workers(snap, drop.group_key) - lost_before.get(drop.group_key, 0)
-            if allowed.floor(before - 1) == before - len(mine):
-                assert not ok([v for v in victims if v.group_key != drop.group_key], *gang), \
-                    f"{d.pod_group}: the {len(mine)} victims of {drop.group_key} are not needed"
+            up = [c for c in allowed.grow_targets(before - len(mine)) if c <= before]
+            keep = before - up[0] if up else 0
+            assert keep < len(mine)
+            for kept in combinations(mine, keep):
+                assert not ok([*others, *kept], *gang), \
+                    f"{d.pod_group}: {drop.group_key} gives {len(mine)} where {keep} (one step fewer) would do"
         for v in victims:
             lost_before[v.group_key] = lost_before.get(v.group_key, 0) + 1
         for v in victims:

@@ -10,7 +10,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.builders import elastic_job, gang, node, plan_of
+from tests.builders import ago, elastic_job, gang, node, plan_of
 
 TOO_SMALL = "below minWorkersToShrink"
 
@@ -75,17 +75,56 @@ def test_the_victims_queue_decides() -> None:
 
 
 def test_small_jobs_hold_back_no_scale_up() -> None:
-    # n0 is full with a (1..2 running 2); n1 has 2 GPUs free and c (1..4, running 2) could double to 4
-    # there. The 2-GPU gang g fits nowhere; only evicting a's worker could make room, which
-    # minWorkersToShrink forbids: g holds back no growth and c grows into n1.
-    objs = [node("n0", gpus=2), node("n1", gpus=4),
-            *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
-            *elastic_job("ns", "c", min_r=1, max_r=4, running=2, nodes=["n1"]),
-            *gang("ns", "g", members=1, gpus=3)]
+    # n0 is full with a (1..3 running 3); n1 has 1 GPU free. The 2-GPU gang g fits nowhere; only
+    # evicting a's workers could make room, which minWorkersToShrink forbids: g holds back no growth,
+    # and c (1..2, running 1) grows into n1 (at 2 it is still no victim: it feeds no gang).
+    objs = [node("n0", gpus=3), node("n1", gpus=2),
+            *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]),
+            *elastic_job("ns", "c", min_r=1, max_r=2, running=1, nodes=["n1"]),
+            *gang("ns", "g", members=1, gpus=2)]
     plan = plan_of(*objs)
     assert names(plan) == []
-    assert sorted(r.pod.split("/", 1)[1] for r in plan.gate_releases) == ["c-worker-2", "c-worker-3"]
-    assert "ns/g" not in plan.scale_up_blocked_by
+    assert [r.pod.split("/", 1)[1] for r in plan.gate_releases] == ["c-worker-1"]
+    assert "ns/g" not in plan.scale_up_blocked_by and plan.notes == ()
     # a job that may give (minWorkersToShrink 0) makes g a blocking gang: no growth while it waits
     held = plan_of(*objs, cfg=cfg(minWorkersToShrink=0, maxEvictionsPerCycle=0))
     assert held.gate_releases == ()
+
+
+def flapping(c_running: int, n1_gpus: int = 4, gang_gpus: int = 3, **c: Any) -> list[dict[str, Any]]:
+    # n0 is full with a (1..2, running 2, too small to give); c (1..4) runs on n1 with room to grow.
+    return [node("n0", gpus=2), node("n1", gpus=n1_gpus),
+            *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
+            *elastic_job("ns", "c", min_r=1, max_r=4, running=c_running, nodes=["n1"], **c),
+            *gang("ns", "g", members=1, gpus=gang_gpus)]
+
+
+def test_no_growth_into_the_room_a_waiting_gang_is_about_to_need() -> None:
+    # c at 2 is no victim (2 < 4), so g (3 GPUs) is not blocking; growing c 2 -> 4 on n1 would make
+    # it one, and evicting its 3 elastic workers would then place g: c would restart to grow, then
+    # restart again when evicted for g (and g would wait a cooldown longer). The agent keeps c at 2.
+    plan = plan_of(*flapping(2))
+    assert plan.gate_releases == () and names(plan) == []
+    (note,) = plan.notes
+    assert note.startswith("job ns/c stays at 2 of max 4 workers, not to 4") and "waiting gang ns/g" in note, note
+    assert "minWorkersToShrink 4" in note and "(3 would not be worth a restart)" in note, note
+    # Once c runs 4 (grown before this rule, its cooldown over) g takes three of its workers, as before.
+    later = plan_of(*flapping(4, last_scale=ago(301)))
+    assert sorted(names(later)) == ["c-worker-1", "c-worker-2", "c-worker-3"]
+
+
+def test_growth_stops_below_the_size_that_would_feed_the_gang() -> None:
+    # n1 has 5 GPUs, g needs 4: c at 2 could grow to 4 (then g fits once c's elastic workers go), but
+    # 3 keeps it out of reach (3 < minWorkersToShrink 4); with minScaleUpGain 0.5, 2 -> 3 is worth it.
+    plan = plan_of(*flapping(2, n1_gpus=5, gang_gpus=4), cfg=cfg(minScaleUpGain=0.5))
+    assert [r.pod.split("/", 1)[1] for r in plan.gate_releases] == ["c-worker-2"]
+    (release,) = plan.gate_releases
+    assert "grows from 2 to 3" in release.reason and "not to 4 although it fits" in release.reason, release.reason
+    assert plan.notes and plan.notes[0].startswith("job ns/c grows to 3 of max 4 workers")
+
+
+def test_growth_that_feeds_no_gang_goes_on() -> None:
+    # The same, with g needing 5 GPUs: no node holds 5, so c at 4 feeds nobody and grows 2 -> 4.
+    plan = plan_of(*flapping(2, gang_gpus=5))
+    assert sorted(r.pod.split("/", 1)[1] for r in plan.gate_releases) == ["c-worker-2", "c-worker-3"]
+    assert plan.notes == ()

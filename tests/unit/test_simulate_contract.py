@@ -273,6 +273,9 @@ def test_cli_worker_counts_fraction_and_checkpoint_on_notice_note(tmp_path: Path
             "--policy", "static-min", "--out", str(tmp_path / "out")]
     assert main([*base, "--worker-counts-fraction", "1.5"]) == 2
     assert "--worker-counts-fraction must be in [0, 1]" in capsys.readouterr().err
+    # A negative time was accepted and silently meant "as the notice ends": refused with what to write.
+    assert main([*base, "--checkpoint-on-notice", "-5"]) == 2
+    assert "--checkpoint-on-notice -5: write the seconds" in capsys.readouterr().err
     written = tmp_path / "t.csv"
     assert main([*base, "--worker-counts-fraction", "1", "--write-trace", str(written),
                  "--checkpoint-on-notice", "10"]) == 0

@@ -8,14 +8,10 @@ from collections.abc import Sequence
 
 from ..cooldowns import old_enough
 from ..model import PodView
-from ..world import Gang, JobState, job_id
+from ..world import ALLOWED_COUNTS, TOO_SMALL, Gang, JobState, job_id, no_smaller_count
 from .base import PlannerBase
 
 PDB_REFUSED = "PDB refused eviction"  # the exclusion reason of a pod a PodDisruptionBudget protected lately
-TOO_SMALL = "below minWorkersToShrink"  # the exclusion reason of the workers of a job running fewer
-# The exclusion reason of a job with allowed counts (worker-counts, worker-step) none of which is below
-# its count, or whose contract is unusable: it is never shrunk.
-ALLOWED_COUNTS = "no smaller allowed count"
 
 
 class Admissibility(PlannerBase):
@@ -80,7 +76,7 @@ class Admissibility(PlannerBase):
         if not job.can_lose():
             self._job_verdicts[jid] = "at min"
             return "at min"
-        if self.counts and jid in self.counts and self.counts[jid].floor(job.current_workers() - 1) is None:
+        if no_smaller_count(self.counts.get(jid), job.current_workers()):
             self._job_verdicts[jid] = ALLOWED_COUNTS  # no allowed count below it (or an unusable contract)
             return ALLOWED_COUNTS
         if job.queue != gang.queue:
@@ -259,8 +255,7 @@ class Admissibility(PlannerBase):
             if not job.can_lose():
                 count("at min", len(old))
                 continue
-            allowed = self.counts.get(jid)
-            if allowed is not None and allowed.floor(job.current_workers() - 1) is None:
+            if no_smaller_count(self.counts.get(jid), job.current_workers()):
                 count(ALLOWED_COUNTS, len(old))
                 continue
             if job.queue != gang.queue:

@@ -13,7 +13,7 @@ from ..fit import pod_demand
 from ..model import PodView, newest_checkpoint
 from ..ordering import Key, job_rank, sequence_key, victim_key
 from ..quantity import add
-from ..world import Gang, JobState, World, is_candidate_role, job_id
+from ..world import Gang, World, allowed_of, is_candidate_role, job_id
 from ..worldsizes import AllowedCounts
 
 _MAX_COMBINATIONS = 4000
@@ -51,15 +51,6 @@ def _sum_requests(pods: Sequence[PodView]) -> dict[str, int]:
     for p in pods:
         out = add(out, p.requests)
     return out
-
-
-def allowed_of(job: JobState) -> AllowedCounts | None:
-    """The Worker counts ``job`` may be shrunk to (its PodGroup's ``worker-counts`` or
-    ``worker-step``, as the controller copied them), or None when any count in [min, max] is."""
-    if job.pg is None or job.bounds is None or not job.pg.worker_sizes.constrained:
-        return None
-    allowed = job.pg.worker_sizes.allowed(job.bounds.min_replicas, job.bounds.max_replicas)
-    return None if allowed.every else allowed
 
 
 class PlannerBase:
