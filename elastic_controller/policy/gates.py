@@ -330,6 +330,10 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
             if hold:
                 notes.append(f"job {jid} stays at {now_workers} {hold}" + (
                     "" if target == now_workers else f" ({target} would not be worth a restart)"))
+            elif target > now_workers:
+                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: {target} "
+                             f"fit now, but +{gain:.0%} is below minScaleUpGain {policy.minScaleUpGain:g} "
+                             f"(not worth a restart); the room goes to the next job")
             keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
         else:
             keep = target - now_workers

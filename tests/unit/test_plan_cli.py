@@ -240,3 +240,14 @@ def test_overlapping_dumps_count_each_object_once(capsys: pytest.CaptureFixture[
     _, one, _ = run(capsys, "--from", snapshot, "--now", ts(NOW), "-o", "json")
     code, twice, err = run(capsys, "--from", snapshot, "--from", snapshot, "--now", ts(NOW), "-o", "json")
     assert code == 0 and err == "" and json.loads(twice) == json.loads(one)
+
+
+def test_table_output_says_why_a_fitting_growth_is_not_worth_a_restart(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled scale-up example: resnet grows 2 -> 8; gpt could grow 3 -> 4 on the GPUs left, but
+    +33 % is below minScaleUpGain 1: `plan` says so instead of staying silent about gpt."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan" / "scale-up-into-idle-gpus.json"
+    code, out, _ = run(capsys, "--from", str(example), "--now", "2026-01-01T13:00:00Z")
+    assert code == 0
+    holds = [line for line in out.splitlines() if line.startswith("HOLD")]
+    assert len(holds) == 1 and "job team-nlp/gpt stays at 3 of max 4 workers: 4 fit now" in holds[0]
+    assert "+33% is below minScaleUpGain 1" in holds[0]
