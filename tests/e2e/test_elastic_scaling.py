@@ -12,7 +12,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,27 @@ def start_stack(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, cfg
     return name
 
 
+@contextmanager
+def stack_scenario(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace: str,
+                   serving_cert: tuple[Path, Path], tmp_path: Path, config: str) -> Iterator[Scenario]:
+    """Our stack on the box with ``config``, and a ``Scenario`` with its two queues; afterwards the
+    scenario stops, its queues go and our webhook registration is removed."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(config)
+    hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
+    sc = Scenario(kc, namespace)
+    sc.queues()
+    try:
+        yield sc
+    finally:
+        sc.stop()
+        sc.delete_queues()
+        try:
+            kc.delete(WEBHOOKS, hook)
+        except KubeError:
+            pass
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -203,12 +225,7 @@ def test_elastic_job_makes_room_and_grows_back_after_cooldown(kc: KubeClient, bo
                                                               kubeconfig: str, namespace: str,
                                                               serving_cert: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(config_text())
-    hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
-    sc = Scenario(kc, namespace)
-    sc.queues()
-    try:
+    with stack_scenario(kc, box, box_process, kubeconfig, namespace, serving_cert, tmp_path, config_text()) as sc:
         sc.fill_with_a(8)
         a_pods = sc.pods("a")
         gated_seen = any(p["metadata"]["annotations"].get("volcano-elastic.io/role") == "elastic" for p in a_pods)
@@ -242,13 +259,6 @@ def test_elastic_job_makes_room_and_grows_back_after_cooldown(kc: KubeClient, bo
         assert t_down and t_up and (t_up - t_down).total_seconds() >= COOLDOWN - 1
         assert len(sc.events("EvictedForGang")) == 2  # nothing evicted from the cooling job
         print(f"B's gang ran {took:.1f}s after creation")
-    finally:
-        sc.stop()
-        sc.delete_queues()
-        try:
-            kc.delete(WEBHOOKS, hook)
-        except KubeError:
-            pass
 
 
 def _gone(kc: KubeClient, ns: str, name: str) -> bool:

@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from elastic_controller.kube.client import KubeClient
-from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PYTORCHJOBS
 from elastic_controller.policy.times import format_time, parse_time
-from tests.e2e.test_elastic_scaling import WEBHOOKS, Scenario, start_stack, wait_until
+from tests.e2e.test_elastic_scaling import Scenario, stack_scenario, wait_until
 
 pytestmark = pytest.mark.e2e
 NOTICE = 10
@@ -85,12 +84,7 @@ def _events(sc: Scenario, reason: str, names: set[str]) -> list[dict[str, Any]]:
 
 def _run(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace: str,
          serving_cert: tuple[Path, Path], tmp_path: Path, checkpoint: bool) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(config_text())
-    hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
-    sc = Scenario(kc, namespace)
-    sc.queues()
-    try:
+    with stack_scenario(kc, box, box_process, kubeconfig, namespace, serving_cert, tmp_path, config_text()) as sc:
         sc.fill_with_a(8)
         names, uids, deadline, seen = _notice(sc)
         wait_until("an EvictionNotice Event on each victim", lambda: len(
@@ -140,13 +134,6 @@ def _run(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace:
               f"{deadline.timestamp():.1f}, first eviction {after_notice:.1f}s after the notice was seen"
               + (f", {first - written:.1f}s after the checkpoint was written" if checkpoint else
                  f", {first - deadline.timestamp():+.1f}s from evict-after"))
-    finally:
-        sc.stop()
-        sc.delete_queues()
-        try:
-            kc.delete(WEBHOOKS, hook)
-        except KubeError:
-            pass
 
 
 def test_victim_is_evicted_when_its_notice_ends(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str,

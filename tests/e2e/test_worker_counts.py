@@ -13,15 +13,12 @@ from typing import Any
 import pytest
 
 from elastic_controller.kube.client import KubeClient
-from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS
 from tests.e2e.test_elastic_scaling import (
-    WEBHOOKS,
-    Scenario,
     config_text,
     kc,  # noqa: F401 - the fixture
     pytorchjob,
-    start_stack,
+    stack_scenario,
     wait_until,
 )
 
@@ -33,12 +30,7 @@ def test_a_step_2_job_shrinks_by_two(kc: KubeClient, box: Any, box_process: Any,
                                      kubeconfig: str, namespace: str, serving_cert: tuple[Path, Path],
                                      tmp_path: Path) -> None:
     started = time.monotonic()
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(config_text())
-    hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
-    sc = Scenario(kc, namespace)
-    sc.queues()
-    try:
+    with stack_scenario(kc, box, box_process, kubeconfig, namespace, serving_cert, tmp_path, config_text()) as sc:
         job = pytorchjob("a", sc.qa, 8, (2, 8))  # 8 x 4 GPUs: the whole box
         job["metadata"]["annotations"] = {STEP: "2"}  # counts 2, 4, 6, 8
         kc.create(PYTORCHJOBS, job, namespace)
@@ -71,10 +63,3 @@ def test_a_step_2_job_shrinks_by_two(kc: KubeClient, box: Any, box_process: Any,
         print(f"B ran {took:.1f}s after creation; A 8 -> 6 (2 evicted: {', '.join(names)}); "
               f"test {time.monotonic() - started:.0f}s")
         assert evicted
-    finally:
-        sc.stop()
-        sc.delete_queues()
-        try:
-            kc.delete(WEBHOOKS, hook)
-        except KubeError:
-            pass
