@@ -127,8 +127,12 @@ class AgentHarness:
         self.agent = Agent(kc, self.caches, cfg, EventRecorder(kc))
 
     def settle(self, res: Resource, ns: str, name: str, pred: Callable[[dict[str, Any]], bool]) -> None:
-        wait_until(f"cache sees {res.plural} {ns}/{name}",
-                   lambda: (o := self.caches.get(res, name, ns)) is not None and pred(o), timeout=15)
+        """Wait until the cache shows ``name`` as ``pred`` wants and no cache is stale: a watch that
+        failed under load (the agent then rightly refuses to act until it is relisted) must not make
+        the test's single cycle a no-op."""
+        wait_until(f"cache sees {res.plural} {ns}/{name}, no cache stale",
+                   lambda: (o := self.caches.get(res, name, ns)) is not None and pred(o)
+                   and not self.caches.stale(), timeout=15)
 
     def stop(self) -> None:
         self.caches.stop()
