@@ -5,7 +5,6 @@ own-queue share victims)."""
 
 from __future__ import annotations
 
-from itertools import combinations
 from typing import Any
 
 import pytest
@@ -29,6 +28,7 @@ from tests.builders import (
     queue,
     snapshot_of,
 )
+from tests.oracles import fewest_share_victims
 
 GPU = "nvidia.com/gpu"
 
@@ -282,13 +282,7 @@ def test_share_victims_are_the_fewest_at_allowed_counts(jobs: list[tuple[int, in
                 return False
         return True
 
-    best: tuple[Any, ...] | None = None
-    for k in range(1, len(cands) + 1):
-        feasible = [s for s in combinations(cands, k)
-                    if sum(c.requests[GPU] for c in s) >= excess and planner._subset_ok(g, s) and at_allowed(s)]
-        if feasible:
-            best = min(feasible, key=planner.order_key)
-            break
+    best = fewest_share_victims(planner, g, cands, excess, at_allowed)
     assert (got is None) == (best is None)
     if got is not None and best is not None:
         assert sorted(p.key for p in got) == sorted(p.key for p in best)

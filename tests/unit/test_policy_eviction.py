@@ -3,7 +3,6 @@ queue shares, cooldowns, fewest-then-order, the per-queue cap, and a reason for 
 
 from __future__ import annotations
 
-from itertools import combinations
 from typing import Any
 
 import pytest
@@ -31,6 +30,7 @@ from tests.builders import (
     snapshot_of,
     ts,
 )
+from tests.oracles import fewest_share_victims
 
 GPU = "nvidia.com/gpu"
 
@@ -603,13 +603,7 @@ def test_share_victims_are_the_first_in_order_of_all_fewest_sets(jobs: list[tupl
     g = world.waiting[0]
     got = planner._share_victims(g, excess, [])
     cands = sorted((c for pods in planner.candidates_by_job.values() for c in pods), key=planner.preference)
-    best: tuple[Any, ...] | None = None
-    for k in range(1, len(cands) + 1):
-        feasible = [s for s in combinations(cands, k)
-                    if sum(c.requests[GPU] for c in s) >= excess and planner._subset_ok(g, s)]
-        if feasible:
-            best = min(feasible, key=planner.order_key)
-            break
+    best = fewest_share_victims(planner, g, cands, excess)
     assert (got is None) == (best is None)
     if got is not None and best is not None:
         assert sorted(p.key for p in got) == sorted(p.key for p in best)
