@@ -2,7 +2,8 @@
 sweep of one queue setting over seeds (issue 19: "elasticity must pay for itself for every class").
 
     .venv/bin/python bench/restart_classes.py [--seeds 1,2,3] [--set minWorkersToShrink=0,3,4,5]
-        [--config FILE] [--checkpoint-interval 1800] [--restart-penalty 60] [--classes]
+        [--min-fraction 0,0.5,0.75,1] [--config FILE] [--checkpoint-interval 1800]
+        [--restart-penalty 60] [--classes]
 
 For every value of the swept setting (applied to the config's defaults and every queue) and every
 seed of the bundled mix (each on its own, one simulation at a time): the issue's target row
@@ -22,6 +23,13 @@ jobs, divided by static-max's summed JCT:
 A class whose ratio is mostly "queueing" waits for room that no elastic worker above its min could
 give (the planner's reasons say so: the queue's own workers above min cannot bring it under its
 share); "below max" is room the job never got; "lost work" and "penalty" are what restarts cost.
+
+``--min-fraction F,...``: the same sweep over the jobs' own min instead of a queue setting: every job
+of the trace runs elastic with its min raised to ``ceil(F x max)`` (what researchers get by asking
+for a larger ``elasticPolicy.minReplicas``: their gang is admitted larger and they run below max less,
+but they wait longer for it). Static-max and volcano-gang run the trace unchanged, so ``F = 1`` is
+static-max itself (every ratio 1) and ``F = 0`` the trace as it is: the curve between them is the
+trade-off between the per-class target and what elasticity gains.
 Numbers, not pass/fail; seed 1 is the bundled example's trace.
 """
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import time
 from pathlib import Path
@@ -52,6 +61,38 @@ def with_setting(cfg: ElasticConfig, key: str, value: Any) -> ElasticConfig:
     def one(q: QueuePolicy) -> QueuePolicy:
         return dataclasses.replace(q, **{key: value})
     return dataclasses.replace(cfg, defaults=one(cfg.defaults), queues={k: one(v) for k, v in cfg.queues.items()})
+
+
+def with_min_fraction(jobs: list[JobSpec], fraction: float) -> list[JobSpec]:
+    """``jobs`` with every min raised to ``ceil(fraction x max)`` (never above max; the webhook's rules
+    for ``worker_counts`` are kept: a count below the new min is dropped, and the new min joins them)."""
+    out = []
+    for job in jobs:
+        lo = min(job.max_workers, max(job.min_workers, math.ceil(fraction * job.max_workers - 1e-9)))
+        if lo == job.min_workers:
+            out.append(job)
+            continue
+        counts = job.worker_counts
+        if counts and lo == job.max_workers:
+            counts = ()  # rigid now
+        elif counts:
+            counts = tuple(sorted({lo, *(c for c in counts if c > lo)}))
+        out.append(dataclasses.replace(job, min_workers=lo, worker_counts=counts))
+    return out
+
+
+def parse_fractions(text: str) -> list[float]:
+    """``--min-fraction`` values: numbers in [0, 1]; ValueError names the bad one."""
+    out = []
+    for part in text.split(","):
+        try:
+            f = float(part)
+        except ValueError:
+            raise ValueError(f"{part!r} is not a number") from None
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"{part!r} is outside [0, 1]")
+        out.append(f)
+    return out
 
 
 def parse_value(key: str, text: str) -> Any:
@@ -101,6 +142,9 @@ def main() -> int:
     ap.add_argument("--config", default=None)
     ap.add_argument("--checkpoint-interval", type=float, default=1800.0)
     ap.add_argument("--restart-penalty", type=float, default=60.0)
+    ap.add_argument("--min-fraction", default="", metavar="F,...",
+                    help="sweep the jobs' own min instead: every job's min raised to ceil(F x max) under elastic "
+                         "(0: the trace as it is, 1: static-max); not with --set")
     ap.add_argument("--classes", action="store_true", help="print each class's JCT ratio split into its parts")
     args = ap.parse_args()
     root = Path(__file__).resolve().parents[1]
@@ -113,18 +157,27 @@ def main() -> int:
         if key not in {f.name for f in dataclasses.fields(QueuePolicy)} or not text:
             ap.error(f"--set {args.set!r}: expected KEY=V1,V2 with KEY a queue setting")
         values = text.split(",")
+    fractions: list[float | None] = [None]
+    if args.min_fraction:
+        if args.set:
+            ap.error("--min-fraction and --set sweep different things: give one of them")
+        try:
+            fractions = list(parse_fractions(args.min_fraction))
+        except ValueError as e:
+            ap.error(f"--min-fraction {args.min_fraction!r}: {e}")
     print(f"{'setting':<26} {'seed':>4} {'restarts/job':>12} {'avg JCT':>8} {'p99 JCT':>8} {'worst class':>20} "
           f"{'gang avg JCT':>12} {'gang r/job':>10}")
-    for text in values:
+    for text, fraction in ((t, f) for t in values for f in fractions):
         cfg = with_setting(base_cfg, key, parse_value(key, text)) if key else base_cfg
-        label = f"{key}={text}" if key else "(config)"
+        label = f"{key}={text}" if key else f"minFraction={fraction:g}" if fraction is not None else "(config)"
         for seed in (int(s) for s in args.seeds.split(",")):
             t0 = time.perf_counter()
             jobs = generate(cluster, GeneratorOptions(jobs=500, load=1.0, seed=seed))
             specs = {j.name: j for j in jobs}
             static = simulate(jobs, cluster, cfg, "static-max", settings)
             gang = measures(simulate(jobs, cluster, cfg, "volcano-gang", settings), static, specs)
-            result = simulate(jobs, cluster, cfg, "elastic", settings)
+            trace = jobs if fraction is None else with_min_fraction(jobs, fraction)
+            result = simulate(trace, cluster, cfg, "elastic", settings)
             m = measures(result, static, specs)
             ratio, name = m["worstClass"]
             print(f"{label:<26} {seed:>4} {m['restartsPerJob']:>12.2f} {m['avgRatio']:>7.3f}x {m['p99Ratio']:>7.3f}x "
