@@ -231,12 +231,20 @@ def _fed_gang(world: World, job: JobState, target: int, promoted: Mapping[str, i
     return found[0] if found else None
 
 
+def _next_fits(world: World, job: JobState, pod: PodView, cap: Capacity, placed: Mapping[str, dict[str, int]],
+               ) -> bool:
+    """Whether ``job``'s next gated pod would be released now (it fits on a node and in its queue's
+    share): only such a job gets a note for growth held back (not every job of a full cluster)."""
+    return cap.choose_node(pod) is not None and world.model.admits(job.queue, pod.requests, placed)
+
+
 def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_for: Collection[str] = (),
                        ) -> tuple[list[GateRelease], list[str], list[str]]:
     """(releases in decision order, keys of the gangs that block scale-up, notes: growth held back
     and why, one per job at most: in cooldown or snoozed (by job key), then in decision order its
     queue's maxScaleUpPerCycle used up, its checkpoint too old, a growth not worth a restart or to
-    no allowed count, or held below a size a waiting gang would need). Notes change no decision.
+    no allowed count, or held below a size a waiting gang would need; the first three only for a
+    job whose next gated pod fits now). Notes change no decision.
 
     A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
     it, or it waits for room in its queue's share) has that room reserved, and growth goes on
@@ -287,13 +295,14 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
     # groups come in.
     order: list[ScaleUpKey] = []
     first_of: dict[str, bool] = {}
-    resting: list[str] = []  # jobs in cooldown or snoozed, with room to grow: a note each
+    resting: list[str] = []  # jobs in cooldown or snoozed that could grow now: a note each
     for jid, pods in by_job.items():
         job = world.jobs.get(jid)
         if job is None or job.bounds is None:
             continue
         if job.cooling or _snoozed(world, job):
-            if job.current_workers() < job.bounds.max_replicas:
+            if job.current_workers() < job.bounds.max_replicas and _next_fits(
+                    world, job, min(pods, key=scale_up_pod_rank), cap, placed):
                 resting.append(jid)
             continue
         pods.sort(key=scale_up_pod_rank)
@@ -313,7 +322,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         policy = world.policy(job.queue)
         now_workers = job.current_workers()
         if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
-            if now_workers < job.bounds.max_replicas:
+            if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
                 limit = policy.maxScaleUpPerCycle
                 notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: " + (
                     f"queue {job.queue} has maxScaleUpPerCycle 0 (its jobs do not grow)" if limit == 0 else
@@ -325,7 +334,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         window = policy.scaleUpAfterCheckpointSeconds
         if not first and age is not None and window is not None and age > window:
             # a restart now would lose the work since its last checkpoint: wait for the next one
-            if now_workers < job.bounds.max_replicas:
+            if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
                 notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: its last "
                              f"checkpoint was {age:.0f}s ago, older than scaleUpAfterCheckpointSeconds {window}: "
                              "growing now would lose the work since; it waits for its next checkpoint")

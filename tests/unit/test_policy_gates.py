@@ -395,6 +395,16 @@ def test_one_note_per_job_and_none_without_room_to_grow_or_when_nothing_fits() -
     objs = shrunk(60, "up")
     objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(3600))
     assert len(plan_of(node("n0"), *objs).notes) == 1
-    # Running at its max (no gated pod), or nothing fits: nothing to explain beyond "nothing fits".
+    # Running at its max (no gated pod), or nothing fits: nothing to explain beyond "nothing fits",
+    # whether it is in cooldown, past its queue's limit or waiting for a checkpoint (a full cluster
+    # would otherwise get a note for every job).
     assert plan_of(node("n0"), *shrunk(60, "up", running=6)).notes == ()
     assert plan_of(node("n0", gpus=3), *job()).notes == ()
+    assert plan_of(node("n0", gpus=3), *shrunk(60, "up")).notes == ()
+    old = job(min_r=2, max_r=6, running=3)
+    old[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(600))
+    assert plan_of(node("n0", gpus=3), *old).notes == () and len(plan_of(node("n0"), *old).notes) == 1
+    full = [node("n0", gpus=6), *job("a", queue="q", running=3), node("n1", gpus=3),
+            *job("b", queue="q", nodes=["n1"], running=3)]  # a takes n0's room; b's would not fit on n1
+    plan = plan_of(*full, cfg=cfg(maxScaleUpPerCycle=1, minScaleUpGain=0))
+    assert {r.job for r in plan.gate_releases} == {"ns/a"} and plan.notes == ()
