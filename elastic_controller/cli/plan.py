@@ -19,7 +19,7 @@ Make a dump with:
 
 Prints {"starving": [...], "evictions": [...], "gateReleases": [...], "scaleUpBlockedBy": [...],
 "notes": [...]} (or a table): scaleUpBlockedBy names the waiting gangs that hold back every scale-up;
-notes say why a job with gated pods does not grow, or grows less (cooldown, snooze after a shrink,
+notes say why a job whose gated pods fit now does not grow, or grows less (cooldown, snooze after a shrink,
 maxScaleUpPerCycle, a checkpoint older than scaleUpAfterCheckpointSeconds, minScaleUpGain, allowed
 counts, a waiting gang's room): one per job, HOLD lines in the table.
 Exit 0 whatever was decided, 2 on bad input."""
