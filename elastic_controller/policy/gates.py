@@ -3,8 +3,11 @@
 ARCHITECTURE.md, "The agent's cycle", step 5: nothing while a waiting gang could be placed by evicting elastic workers
 (``blocking_gangs`` says which), except that the room of such a gang that fits on free capacity now
 is set aside and growth goes on around it;
-only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only
-where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
+only jobs running their min set, out of cooldown and snooze; a job in its first rendezvous first
+(no restart), then the least fulfilled, then lowest index (``ordering.scale_up_key``); each job to the
+largest allowed size that fits now, in one scale event, when that is worth a restart
+(``minScaleUpGain``, ``scaleUpAfterCheckpointSeconds``); at most ``maxScaleUpPerCycle`` jobs per
+queue; growth held back gets a note that says why.
 """
 
 from __future__ import annotations
@@ -431,6 +434,8 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
             releases.append(GateRelease(
                 pod.key, jid, node, job.queue,
                 f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
-                f"one scale event (the most that fits now, least fulfilled job first), {why}; fits on {node} now",
+                f"one scale event (the most that fits now, "
+                f"{'jobs in their first rendezvous first' if first else 'least fulfilled job first'}), {why}; "
+                f"fits on {node} now",
             ))
     return releases, [], notes

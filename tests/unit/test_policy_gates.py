@@ -151,7 +151,7 @@ def test_least_fulfilled_job_first() -> None:
     assert released(plan_of(*objs)) == ["b-worker-1"]
 
 
-def test_fulfillment_recomputed_as_gates_are_lifted() -> None:
+def test_each_job_grows_to_its_largest_size_least_fulfilled_first() -> None:
     objs = [node("n0"), *job("a", min_r=1, max_r=3, running=1), *job("b", min_r=1, max_r=3, running=1)]
     # Each job grows to its largest size at once, least fulfilled (then lowest index, name) first.
     assert released(plan_of(*objs)) == ["a-worker-1", "a-worker-2", "b-worker-1", "b-worker-2"]
