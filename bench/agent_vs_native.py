@@ -15,7 +15,7 @@ Modes (one fresh box, hack/localbox with 4 kwok nodes x 8 GPUs, per mode, scenar
 Our agent runs the **shipped defaults** (elastic_controller/policy/settings.py, docs/configuration.md)
 with only the time constants shortened for the box, each by 10 (``BOX_TIME``): cooldownSeconds 300
 -> 30, minRuntimeSeconds 120 -> 12, starvationSeconds 30 -> 3, firstRendezvousSeconds 30 -> 3,
-scaleUpAfterCheckpointSeconds 300 -> 30, and agent.intervalSeconds 5 -> 1. Everything else is the
+scaleUpAfterCheckpointSeconds 600 -> 60, and agent.intervalSeconds 5 -> 1. Everything else is the
 default: minScaleUpGain 1 (grow only to at least double), scaleUpSnoozeSeconds = cooldownSeconds,
 preemptDuringCooldown false, maxEvictionsPerCycle 16, maxScaleUpPerCycle 4, noticeSeconds 0.
 (Until 2026-11-25 this bench used the e2e tests' config, minScaleUpGain 0.3, which regrows A
@@ -102,7 +102,7 @@ COALESCE = 5.0  # seconds: changes of A's running set this close are one restart
 JOB_LABEL = "training.kubeflow.org/job-name"
 # The shipped defaults' time constants, each divided by 10 for the box (nothing else changed).
 BOX_TIME = {"cooldownSeconds": 30, "minRuntimeSeconds": 12, "starvationSeconds": 3,
-            "firstRendezvousSeconds": 3, "scaleUpAfterCheckpointSeconds": 30}
+            "firstRendezvousSeconds": 3, "scaleUpAfterCheckpointSeconds": 60}
 AGENT_INTERVAL = 1
 
 

@@ -25,7 +25,7 @@ class QueuePolicy:
     firstRendezvousSeconds: int = 30
     # A job that publishes volcano-elastic.io/last-checkpoint-time grows only within this many
     # seconds after its last checkpoint (a restart then loses little work); None: whenever.
-    scaleUpAfterCheckpointSeconds: int | None = 300
+    scaleUpAfterCheckpointSeconds: int | None = 600
     # A job of this queue is a victim only while it runs at least this many workers (at the cycle's
     # start): one victim then costs it at most a quarter of its speed (default 4), and a small job,
     # which a shrink halves and rarely gets regrown, keeps its workers. 2 or less: any job above min.

@@ -402,7 +402,7 @@ def test_one_note_per_job_and_none_without_room_to_grow_or_when_nothing_fits() -
     assert plan_of(node("n0", gpus=3), *job()).notes == ()
     assert plan_of(node("n0", gpus=3), *shrunk(60, "up")).notes == ()
     old = job(min_r=2, max_r=6, running=3)
-    old[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(600))
+    old[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(3600))  # > the window
     assert plan_of(node("n0", gpus=3), *old).notes == () and len(plan_of(node("n0"), *old).notes) == 1
     full = [node("n0", gpus=6), *job("a", queue="q", running=3), node("n1", gpus=3),
             *job("b", queue="q", nodes=["n1"], running=3)]  # a takes n0's room; b's would not fit on n1
