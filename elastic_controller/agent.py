@@ -221,6 +221,7 @@ class Agent:
         self._preempted: dict[str, tuple[datetime, list[str]]] = {}
         self._preempted_lock = threading.Lock()
         self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
+        self._notes: frozenset[str] = frozenset()  # the last cycle's plan notes (logged when new)
         self.notices = Notices(api, store, cfg, recorder, clock=self.clock)
 
     # ------------------------------------------------------------------ snapshot
@@ -382,6 +383,12 @@ class Agent:
         for g in plan.gate_releases:
             log.info("gate release planned", extra={"pod": g.pod, "job": g.job, "queue": g.queue, "node": g.node,
                                                     "reason": g.reason, "dry_run": self.dry_run})
+        # Growth held back, and why: at INFO when a note is new (a job in cooldown or below
+        # minScaleUpGain keeps its note for many cycles), at DEBUG while it repeats.
+        for note in plan.notes:
+            log.log(logging.DEBUG if note in self._notes else logging.INFO, "scale-up held back",
+                    extra={"note": note, "dry_run": self.dry_run})
+        self._notes = frozenset(plan.notes)
 
     # ------------------------------------------------------------------ writes
     def _fence(self, what: str) -> None:

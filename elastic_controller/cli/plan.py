@@ -17,8 +17,12 @@ EPILOG = """\
 Make a dump with:
   kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json > snapshot.json
 
-Prints {"starving": [...], "evictions": [...], "gateReleases": [...]} (or a table);
-exit 0 whatever was decided, 2 on bad input."""
+Prints {"starving": [...], "evictions": [...], "gateReleases": [...], "scaleUpBlockedBy": [...],
+"notes": [...]} (or a table): scaleUpBlockedBy names the waiting gangs that hold back every scale-up;
+notes say why a job whose gated pods fit now does not grow, or grows less (cooldown, snooze after a shrink,
+maxScaleUpPerCycle, a checkpoint older than scaleUpAfterCheckpointSeconds, minScaleUpGain, allowed
+counts, a waiting gang's room): one per job, HOLD lines in the table.
+Exit 0 whatever was decided, 2 on bad input."""
 
 
 class InputError(ValueError):
@@ -86,8 +90,13 @@ def render_table(plan: dict[str, Any]) -> str:
         lines.append(f"HOLD      {note}")
     if not plan["gateReleases"]:
         blocked = plan.get("scaleUpBlockedBy") or []
-        why = f"held back by waiting gang(s) {', '.join(blocked)}" if blocked else (
-            "nothing gated fits now (on the nodes and in its queue's share)")
+        if blocked:
+            why = f"held back by waiting gang(s) {', '.join(blocked)}"
+        elif plan.get("notes"):  # every job a HOLD line names would grow but for what it says
+            why = ("HOLD says why for the job(s) it names; no other gated pod fits now (on the nodes and in its "
+                   "queue's share)")
+        else:
+            why = "nothing gated fits now (on the nodes and in its queue's share)"
         lines.append(f"RELEASE   none: {why}")
     return "\n".join(lines)
 
@@ -118,9 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(out, indent=2))
     else:
-        out["scaleUpBlockedBy"] = list(plan.scale_up_blocked_by)
         out["waiting"] = list(plan.waiting)
-        out["notes"] = list(plan.notes)  # growth held back, and why
         out["notices"] = [{"pod": p.facts.pod, "for": p.facts.gang, "secondsLeft": round(p.seconds_left)}
                           for p in notices.pending]
         out["withdrawn"] = [{"pod": w.facts.pod, "reason": w.reason} for w in notices.withdrawn]

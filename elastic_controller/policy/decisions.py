@@ -54,11 +54,13 @@ class CyclePlan:
     gate_releases: tuple[GateRelease, ...] = ()
     scale_up_blocked_by: tuple[str, ...] = ()  # waiting gangs that hold back scale-up
     waiting: tuple[str, ...] = ()  # every waiting gang, starving or not
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # growth held back, and why (one per job at most)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "starving": [d.to_json() for d in self.starving],
             "evictions": [e.to_json() for e in self.evictions],
             "gateReleases": [g.to_json() for g in self.gate_releases],
+            "scaleUpBlockedBy": list(self.scale_up_blocked_by),
+            "notes": list(self.notes),
         }

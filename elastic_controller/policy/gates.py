@@ -3,20 +3,26 @@
 ARCHITECTURE.md, "The agent's cycle", step 5: nothing while a waiting gang could be placed by evicting elastic workers
 (``blocking_gangs`` says which), except that the room of such a gang that fits on free capacity now
 is set aside and growth goes on around it;
-only pods of running jobs out of cooldown; least fulfilled job first, then lowest index; only
-where the pod fits now; at most ``maxScaleUpPerCycle`` per queue.
+only jobs running their min set, out of cooldown and snooze; a job in its first rendezvous first
+(no restart), then the least fulfilled, then lowest index (``ordering.scale_up_key``); each job to the
+largest allowed size that fits now, in one scale event, when that is worth a restart
+(``minScaleUpGain``, ``scaleUpAfterCheckpointSeconds``); at most ``maxScaleUpPerCycle`` jobs per
+queue; growth held back gets a note that says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from datetime import timedelta
 
+from .cooldowns import cooldown_remaining
 from .decisions import GateRelease
 from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import LAST_SCALE_DIRECTION, Direction
-from .model import PodView, newest_checkpoint
+from .model import JobView, PodView, newest_checkpoint
 from .ordering import ScaleUpKey, scale_up_key, scale_up_pod_rank
 from .quantity import add, sub
+from .times import format_time
 from .world import Gang, JobState, World, job_id
 
 
@@ -163,6 +169,34 @@ def _snoozed(world: World, job: JobState) -> bool:
     return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds()
 
 
+def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> str:
+    """Why ``job`` (in cooldown or snoozed: ``job.cooling or _snoozed``) is not grown this cycle, with
+    the time it may grow again: the later of its cooldown's end and its snooze's (both when equal,
+    the snooze: it says more). Built only for a job with gated pods below its max. ``views``: the
+    snapshot's PyTorchJobs by key, filled on first use (the cooldown stamp may be on the job)."""
+    assert job.bounds is not None
+    policy = world.policy(job.queue)
+    head = f"job {job.key} stays at {job.current_workers()} of max {job.bounds.max_replicas} workers: "
+    cool_end = snooze_end = None
+    if job.cooling:
+        if not views and world.snapshot.jobs:
+            views.update((v.key, v) for v in world.snapshot.jobs)
+        left = cooldown_remaining(job.pg, policy, world.now, views.get(job.job_ref))
+        cool_end = world.now + timedelta(seconds=left)
+    if _snoozed(world, job):
+        assert job.pg is not None and job.pg.last_scale is not None
+        snooze_end = job.pg.last_scale + timedelta(seconds=policy.snooze_seconds())
+    if snooze_end is not None and (cool_end is None or snooze_end >= cool_end):
+        assert job.pg is not None and job.pg.last_scale is not None
+        unset = "" if policy.scaleUpSnoozeSeconds is not None else " (unset: its queue's cooldownSeconds)"
+        return head + (f"snoozed until {format_time(snooze_end)} (shrunk at {format_time(job.pg.last_scale)}; "
+                       f"scaleUpSnoozeSeconds {policy.snooze_seconds()}{unset}: a job shrunk for a gang is not "
+                       "grown straight back)")
+    assert cool_end is not None
+    return head + (f"in cooldown until {format_time(cool_end)} (cooldownSeconds {policy.cooldownSeconds} after "
+                   "its last scale event)")
+
+
 def _checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
     """Seconds since ``job``'s last published checkpoint (``volcano-elastic.io/last-checkpoint-time``
     on its PodGroup or a pod), or None: none published, or no ``scaleUpAfterCheckpointSeconds``
@@ -200,10 +234,20 @@ def _fed_gang(world: World, job: JobState, target: int, promoted: Mapping[str, i
     return found[0] if found else None
 
 
+def _next_fits(world: World, job: JobState, pod: PodView, cap: Capacity, placed: Mapping[str, dict[str, int]],
+               ) -> bool:
+    """Whether ``job``'s next gated pod would be released now (it fits on a node and in its queue's
+    share): only such a job gets a note for growth held back (not every job of a full cluster)."""
+    return cap.choose_node(pod) is not None and world.model.admits(job.queue, pod.requests, placed)
+
+
 def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_for: Collection[str] = (),
                        ) -> tuple[list[GateRelease], list[str], list[str]]:
     """(releases in decision order, keys of the gangs that block scale-up, notes: growth held back
-    and why).
+    and why, one per job at most: in cooldown or snoozed (by job key), then in decision order its
+    queue's maxScaleUpPerCycle used up, its checkpoint too old, a growth not worth a restart or to
+    no allowed count, or held below a size a waiting gang would need; the first three only for a
+    job whose next gated pod fits now). Notes change no decision.
 
     A blocking gang whose needed pods fit on free capacity now (the scheduler is about to place
     it, or it waits for room in its queue's share) has that room reserved, and growth goes on
@@ -254,9 +298,15 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
     # groups come in.
     order: list[ScaleUpKey] = []
     first_of: dict[str, bool] = {}
+    resting: list[str] = []  # jobs in cooldown or snoozed that could grow now: a note each
     for jid, pods in by_job.items():
         job = world.jobs.get(jid)
-        if job is None or job.bounds is None or job.cooling or _snoozed(world, job):
+        if job is None or job.bounds is None:
+            continue
+        if job.cooling or _snoozed(world, job):
+            if job.current_workers() < job.bounds.max_replicas and _next_fits(
+                    world, job, min(pods, key=scale_up_pod_rank), cap, placed):
+                resting.append(jid)
             continue
         pods.sort(key=scale_up_pod_rank)
         first = first_of[jid] = _first_rendezvous(world, job, group_of[jid])
@@ -266,18 +316,32 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
     releases: list[GateRelease] = []
     spared: list[Gang] | None = None  # waiting gangs not blocking (computed on first use)
     promoted: dict[str, int] = {}  # jobs grown this cycle out of never_victim: their new sizes
+    if resting:  # first, by job key (whatever order the groups come in)
+        views: dict[str, JobView] = {}
+        notes.extend(_resting_note(world, world.jobs[jid], views) for jid in sorted(resting))
     for *_, jid in order:
         job = world.jobs[jid]
         assert job.bounds is not None
         policy = world.policy(job.queue)
+        now_workers = job.current_workers()
         if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
+            if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
+                limit = policy.maxScaleUpPerCycle
+                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: " + (
+                    f"queue {job.queue} has maxScaleUpPerCycle 0 (its jobs do not grow)" if limit == 0 else
+                    f"queue {job.queue} already grew maxScaleUpPerCycle {limit} job(s) this cycle "
+                    "(least fulfilled first); it may grow next cycle"))
             continue
         first = first_of[jid]
         age = _checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
         window = policy.scaleUpAfterCheckpointSeconds
         if not first and age is not None and window is not None and age > window:
-            continue  # a restart now would lose the work since its last checkpoint: wait for the next one
-        now_workers = job.current_workers()
+            # a restart now would lose the work since its last checkpoint: wait for the next one
+            if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
+                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: its last "
+                             f"checkpoint was {age:.0f}s ago, older than scaleUpAfterCheckpointSeconds {window}: "
+                             "growing now would lose the work since; it waits for its next checkpoint")
+            continue
         # The largest size that fits now: lowest indexes first, each where it fits (capacity only
         # shrinks as pods are placed, so the first pod that does not fit ends the job's growth).
         taken: list[tuple[PodView, str]] = []
@@ -334,6 +398,11 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: {target} "
                              f"fit now, but +{gain:.0%} is below minScaleUpGain {policy.minScaleUpGain:g} "
                              f"(not worth a restart); the room goes to the next job")
+            elif taken and allowed is not None:  # some fit, but no allowed count between
+                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: "
+                             f"{now_workers + len(taken)} fit now, but no count from {now_workers + 1} to "
+                             f"{now_workers + len(taken)} is one of its allowed counts ({allowed.describe()}); "
+                             "the room goes to the next job")
             keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
         else:
             keep = target - now_workers
@@ -365,6 +434,8 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
             releases.append(GateRelease(
                 pod.key, jid, node, job.queue,
                 f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
-                f"one scale event (the most that fits now, least fulfilled job first), {why}; fits on {node} now",
+                f"one scale event (the most that fits now, "
+                f"{'jobs in their first rendezvous first' if first else 'least fulfilled job first'}), {why}; "
+                f"fits on {node} now",
             ))
     return releases, [], notes

@@ -1,7 +1,7 @@
 """The ordering rules of the policy, each written once (modelled on kueue's ``preemption/common/ordering.go``).
 
 Every planner site calls these functions; none spells a rule out again. Change a rule here and the
-eviction search, its node index, the own-queue share victims and the scale-up heap all follow.
+eviction search, its node index, the own-queue share victims and the scale-up order all follow.
 
 **Victim sets** (``eviction.search._Score``, issue 19: every worker of a disrupted job restarts from its
 last checkpoint). Among the victim sets that make room for a gang's needed pod on a node, the

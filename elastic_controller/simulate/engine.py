@@ -556,6 +556,7 @@ class Simulator:
             self.alloc.dirty = True
             self.alloc.schedule(now)
             return
+        self._wake_at_checkpoints(now)
         if self.settings.prefilter and not self.noticed and not self._may_act(now):
             self.cycles_skipped += 1
             return
@@ -581,6 +582,22 @@ class Simulator:
             self.request_tick(now + self.interval)
         if self.noticed:  # the next cycle reviews them (a gang placed otherwise, a checkpoint)
             self.request_tick(now + self.interval)
+
+    def _wake_at_checkpoints(self, now: float) -> None:
+        """The real agent plans every ``agent.intervalSeconds``; the simulator only at the times
+        something could change its plan. A job with gated workers that publishes its checkpoints
+        may grow only within its queue's ``scaleUpAfterCheckpointSeconds`` of its last one, so its
+        next checkpoint is such a time: without this cycle, a window with no other event in it went
+        by unseen, and the simulated agent grew jobs less often than the real one."""
+        interval = self.settings.checkpoint_interval
+        if not self.settings.publish_checkpoints or interval <= 0:
+            return
+        for job in self.gated.values():
+            if job.rate <= 0 or job.done or self.cfg.queue_policy(job.queue).scaleUpAfterCheckpointSeconds is None:
+                continue
+            start = max(now, job.resume_at)  # progress resumes after a restart's penalty
+            done = job.since_checkpoint + max(0.0, now - job.resume_at)
+            self.request_tick(start + interval - math.fmod(done, interval))
 
     def _in_cooldown(self, job: SimJob, now: float) -> bool:
         return job.last_scale >= 0 and now - job.last_scale < self.cfg.queue_policy(job.queue).cooldownSeconds
@@ -669,7 +686,10 @@ class Simulator:
             job.last_scale_direction = direction
             job.scale_events.append((now, direction))
             job.pg_view = None
-            self.request_tick(now + self.cfg.queue_policy(job.queue).cooldownSeconds)
+            pol = self.cfg.queue_policy(job.queue)
+            self.request_tick(now + pol.cooldownSeconds)
+            if direction == keys.Direction.DOWN.value and pol.snooze_seconds() != pol.cooldownSeconds:
+                self.request_tick(now + pol.snooze_seconds())  # it may grow again then
         for pod in victims:
             self.workers_changed(pod.job, now)
         for pod in released:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -310,3 +311,24 @@ def test_each_victim_gets_its_event_even_when_the_informer_already_dropped_it() 
     got = sorted((e["involvedObject"]["name"], e["involvedObject"]["uid"]) for e in kube.of(EVENTS)
                  if e["reason"] == "EvictedForGang")
     assert got == [("a-worker-4", uids["a-worker-4"]), ("a-worker-5", uids["a-worker-5"])]
+
+
+def test_plan_notes_are_logged_at_info_when_new(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 19 review: the notes of a plan (growth held back, and why) reach the operator's log: at
+    INFO the cycle a note appears, at DEBUG while it repeats (a held job keeps its note for many cycles)."""
+    _, agent = make(b.node("n1"), b.queue("default"), b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
+                       b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=4))
+    caplog.set_level(logging.DEBUG, logger="elastic_controller.agent")
+
+    def held() -> list[tuple[int, str]]:
+        out = [(r.levelno, r.note) for r in caplog.records  # type: ignore[attr-defined]
+               if r.getMessage() == "scale-up held back"]
+        caplog.clear()
+        return out
+
+    report = agent.run_cycle()
+    (note,) = report.plan.notes
+    assert note.startswith("job team-a/a stays at 4 of max 6 workers: 6 fit now, but +50% is below minScaleUpGain")
+    assert held() == [(logging.INFO, note)]
+    assert report.released == [] and agent.run_cycle().released == []  # a note lifts no gate
+    assert held() == [(logging.DEBUG, note)]

@@ -36,7 +36,8 @@ def test_json_output_shape(capsys: pytest.CaptureFixture[str], snapshot: str) ->
     code, out, err = run(capsys, "--from", snapshot, "--now", ts(NOW), "--output", "json")
     assert code == 0 and err == ""
     doc = json.loads(out)
-    assert set(doc) == {"starving", "evictions", "gateReleases"}
+    assert set(doc) == {"starving", "evictions", "gateReleases", "scaleUpBlockedBy", "notes"}
+    assert doc["scaleUpBlockedBy"] == ["ns/g"] and doc["notes"] == []
     assert doc["starving"] == [{"podGroup": "ns/g", "queue": "default", "decision": "evict",
                                 "reason": doc["starving"][0]["reason"]}]
     assert [e["pod"] for e in doc["evictions"]] == ["ns/v-worker-5", "ns/v-worker-4"]
@@ -251,3 +252,50 @@ def test_table_output_says_why_a_fitting_growth_is_not_worth_a_restart(capsys: p
     holds = [line for line in out.splitlines() if line.startswith("HOLD")]
     assert len(holds) == 1 and "job team-nlp/gpt stays at 3 of max 4 workers: 4 fit now" in holds[0]
     assert "+33% is below minScaleUpGain 1" in holds[0]
+
+
+def _held_example(tmp_path: Path, **annotations: str) -> str:
+    """The bundled scale-up example with resnet's PodGroup annotated: 6 of its workers fit, as there."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan" / "scale-up-into-idle-gpus.json"
+    doc = json.loads(example.read_text())
+    (pg,) = [o for o in doc["items"] if o["kind"] == "PodGroup" and o["metadata"]["name"] == "resnet"]
+    pg["metadata"].setdefault("annotations", {}).update(annotations)
+    return write(tmp_path / "held.json", doc)
+
+
+@pytest.mark.parametrize(("annotations", "why"), [
+    pytest.param({"volcano-elastic.io/last-scale-time": "2026-01-01T12:56:00Z",
+                  "volcano-elastic.io/last-scale-direction": "down"},
+                 "snoozed until 2026-01-01T13:01:00Z", id="shrunk-240s-ago"),
+    pytest.param({"volcano-elastic.io/last-scale-time": "2026-01-01T12:56:00Z",
+                  "volcano-elastic.io/last-scale-direction": "up"},
+                 "in cooldown until 2026-01-01T13:01:00Z", id="grown-240s-ago"),
+    pytest.param({"volcano-elastic.io/last-checkpoint-time": "2026-01-01T12:00:00Z"},
+                 "its last checkpoint was 3600s ago, older than scaleUpAfterCheckpointSeconds 300",
+                 id="old-checkpoint"),
+])
+def test_growth_held_back_is_explained_not_called_unfitting(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                            annotations: dict[str, str], why: str) -> None:
+    """Review of issue 19: resnet's 6 workers fit, yet `plan` said "nothing gated fits now"."""
+    snap = _held_example(tmp_path, **annotations)
+    code, out, _ = run(capsys, "--from", snap, "--now", "2026-01-01T13:00:00Z")
+    lines = out.splitlines()
+    assert code == 0 and not any(line.startswith("RELEASE   team-") for line in lines), out
+    holds = [line for line in lines if line.startswith("HOLD")]
+    assert len(holds) == 2 and holds[0].startswith("HOLD      job team-vision/resnet stays at 2 of max 16 workers: ")
+    assert why in holds[0], holds[0]
+    assert "nothing gated fits now" not in out
+    assert lines[-1] == ("RELEASE   none: HOLD says why for the job(s) it names; no other gated pod fits now "
+                         "(on the nodes and in its queue's share)")
+    code, out, _ = run(capsys, "--from", snap, "--now", "2026-01-01T13:00:00Z", "-o", "json")
+    doc = json.loads(out)
+    assert doc["gateReleases"] == [] and doc["scaleUpBlockedBy"] == []
+    assert ["HOLD      " + n for n in doc["notes"]] == holds
+
+
+def test_nothing_fits_is_said_when_it_is_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    snap = write(tmp_path / "s.json", dump(node("n0", gpus=3), elastic_job("ns", "j", min_r=2, max_r=6,
+                                                                           nodes=["n0"], running=3)))
+    code, out, _ = run(capsys, "--from", snap, "--now", ts(NOW))
+    assert code == 0 and "HOLD" not in out
+    assert out.splitlines()[-1] == "RELEASE   none: nothing gated fits now (on the nodes and in its queue's share)"

@@ -8,7 +8,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, queue, ts
+from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, pytorchjob, queue, ts
 
 GATE = "volcano-elastic.io/scale-up"
 
@@ -151,7 +151,7 @@ def test_least_fulfilled_job_first() -> None:
     assert released(plan_of(*objs)) == ["b-worker-1"]
 
 
-def test_fulfillment_recomputed_as_gates_are_lifted() -> None:
+def test_each_job_grows_to_its_largest_size_least_fulfilled_first() -> None:
     objs = [node("n0"), *job("a", min_r=1, max_r=3, running=1), *job("b", min_r=1, max_r=3, running=1)]
     # Each job grows to its largest size at once, least fulfilled (then lowest index, name) first.
     assert released(plan_of(*objs)) == ["a-worker-1", "a-worker-2", "b-worker-1", "b-worker-2"]
@@ -310,3 +310,101 @@ def test_first_rendezvous_does_not_wait_for_a_checkpoint() -> None:
     objs = job(min_r=2, max_r=6, running=2, scheduled_at=ago(5))
     objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(3600))
     assert len(plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=60)).gate_releases) == 4
+
+
+# Issue 19: `plan` explains every choice. A job with gated pods that the gates pass over gets a note
+# saying why (one per job at most); the notes change no decision.
+
+def notes_of(plan: CyclePlan, job_key: str = "ns/j") -> list[str]:
+    return [n for n in plan.notes if n.startswith(f"job {job_key} ")]
+
+
+def shrunk(since: int, direction: str = "down", **kw: Any) -> list[Any]:
+    objs = job(last_scale=ago(since), **kw)
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-scale-direction"] = direction
+    return objs
+
+
+def test_a_snoozed_job_says_until_when() -> None:
+    # Shrunk 400 s ago (NOW is 13:00:00), snooze 900 s: not before 13:08:20; its cooldown (300 s) is over.
+    plan = plan_of(node("n0"), *shrunk(400), cfg=cfg(scaleUpSnoozeSeconds=900))
+    assert plan.gate_releases == ()
+    (note,) = notes_of(plan)
+    assert note.startswith("job ns/j stays at 3 of max 6 workers: snoozed until 2026-01-01T13:08:20Z "
+                           "(shrunk at 2026-01-01T12:53:20Z; scaleUpSnoozeSeconds 900:"), note
+    # Unset, the snooze is the cooldown (both end at 13:01:40): the snooze is named, and where it comes from.
+    (note,) = notes_of(plan_of(node("n0"), *shrunk(200)))
+    assert "snoozed until 2026-01-01T13:01:40Z" in note
+    assert "scaleUpSnoozeSeconds 300 (unset: its queue's cooldownSeconds)" in note, note
+
+
+def test_a_cooling_job_says_until_when() -> None:
+    plan = plan_of(node("n0"), *shrunk(60, "up"))
+    assert plan.gate_releases == ()
+    assert notes_of(plan) == ["job ns/j stays at 3 of max 6 workers: in cooldown until 2026-01-01T13:04:00Z "
+                              "(cooldownSeconds 300 after its last scale event)"]
+    # A snooze shorter than the cooldown: the cooldown is what holds it, and it is named.
+    (note,) = notes_of(plan_of(node("n0"), *shrunk(60), cfg=cfg(scaleUpSnoozeSeconds=120)))
+    assert "in cooldown until 2026-01-01T13:04:00Z" in note, note
+
+
+def test_a_cooldown_stamped_on_the_job_only_says_until_when() -> None:
+    # The PodGroup was recreated without its stamp; the PyTorchJob's copy (100 s ago) keeps the cooldown.
+    objs = [node("n0"), pytorchjob("ns", "j", workers=6, min_r=2, max_r=6), *job()]
+    objs[1]["metadata"]["annotations"] = {"volcano-elastic.io/last-scale-time": ts(ago(100))}
+    plan = plan_of(*objs)
+    assert plan.gate_releases == ()
+    (note,) = notes_of(plan)
+    assert "in cooldown until 2026-01-01T13:03:20Z" in note, note
+
+
+def test_a_job_held_by_its_queues_scale_up_limit_says_so() -> None:
+    objs = [node("n0"), node("n1"), *job("a", queue="q"), *job("b", queue="q", nodes=["n1"])]
+    plan = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1))
+    assert {r.job for r in plan.gate_releases} == {"ns/a"} and notes_of(plan, "ns/a") == []
+    assert notes_of(plan, "ns/b") == ["job ns/b stays at 3 of max 6 workers: queue q already grew "
+                                      "maxScaleUpPerCycle 1 job(s) this cycle (least fulfilled first); it may "
+                                      "grow next cycle"]
+    off = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=0))
+    assert off.gate_releases == () and [n.split(": ", 1)[1] for n in off.notes] == [
+        "queue q has maxScaleUpPerCycle 0 (its jobs do not grow)"] * 2
+
+
+def test_a_job_waiting_for_its_next_checkpoint_says_so() -> None:
+    objs = job(min_r=2, max_r=6, running=2)
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(600))
+    plan = plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=300))
+    assert plan.gate_releases == ()
+    assert notes_of(plan) == ["job ns/j stays at 2 of max 6 workers: its last checkpoint was 600s ago, older "
+                              "than scaleUpAfterCheckpointSeconds 300: growing now would lose the work since; it "
+                              "waits for its next checkpoint"]
+
+
+def test_a_growth_to_no_allowed_count_says_so() -> None:
+    # At 2 with counts 2,4,8: one more worker fits (3), but 3 is no allowed count and 4 does not fit.
+    objs = job(min_r=2, max_r=8, running=2)
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/worker-counts"] = "2,4,8"
+    plan = plan_of(node("n0", gpus=3), *objs)
+    assert plan.gate_releases == ()
+    assert notes_of(plan) == ["job ns/j stays at 2 of max 8 workers: 3 fit now, but no count from 3 to 3 is one "
+                              "of its allowed counts (2,4,8); the room goes to the next job"]
+
+
+def test_one_note_per_job_and_none_without_room_to_grow_or_when_nothing_fits() -> None:
+    # In cooldown and with an old checkpoint: only the cooldown is said (the checkpoint is not reached).
+    objs = shrunk(60, "up")
+    objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(3600))
+    assert len(plan_of(node("n0"), *objs).notes) == 1
+    # Running at its max (no gated pod), or nothing fits: nothing to explain beyond "nothing fits",
+    # whether it is in cooldown, past its queue's limit or waiting for a checkpoint (a full cluster
+    # would otherwise get a note for every job).
+    assert plan_of(node("n0"), *shrunk(60, "up", running=6)).notes == ()
+    assert plan_of(node("n0", gpus=3), *job()).notes == ()
+    assert plan_of(node("n0", gpus=3), *shrunk(60, "up")).notes == ()
+    old = job(min_r=2, max_r=6, running=3)
+    old[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(600))
+    assert plan_of(node("n0", gpus=3), *old).notes == () and len(plan_of(node("n0"), *old).notes) == 1
+    full = [node("n0", gpus=6), *job("a", queue="q", running=3), node("n1", gpus=3),
+            *job("b", queue="q", nodes=["n1"], running=3)]  # a takes n0's room; b's would not fit on n1
+    plan = plan_of(*full, cfg=cfg(maxScaleUpPerCycle=1, minScaleUpGain=0))
+    assert {r.job for r in plan.gate_releases} == {"ns/a"} and plan.notes == ()

@@ -197,7 +197,7 @@ def _with_checkpoint(objs: list[dict[str, Any]], seconds_ago: int) -> list[dict[
 @pytest.mark.parametrize(
     ("criterion", "a", "b", "a_ckpt", "b_ckpt", "victim"),
     [
-        # Equal fairness: b checkpointed a minute ago, a an hour ago; a's index (7) is higher and its node
+        # Equal fairness: b checkpointed a minute ago, a an hour ago; both offer index 7 and a's node
         # comes later: b gives (less work lost).
         ("checkpoint before index", (1, 8, 1, -2), (1, 8, 1, -2), 3600, 60, "b-worker-7"),
         # Unknown checkpoint counts as the oldest.

@@ -328,3 +328,22 @@ def test_volcano_gang_skipping_unchanged_runs_changes_nothing() -> None:
     skipped, every = trajectories(True), trajectories(False)
     assert skipped == every
     assert sum(t[4] for t in every) > 0  # the trace does exercise the evicting actions
+
+
+def test_a_job_waiting_for_its_checkpoint_window_grows_at_its_next_checkpoint() -> None:
+    """The real agent plans every few seconds, so a job that may grow only within
+    scaleUpAfterCheckpointSeconds of its last checkpoint grows in the first window after room frees,
+    even when nothing else happens then. B (rigid, one node) holds the second node until 1000; A
+    (1..2 workers of 8 GPUs) started at 0 on the first node, checkpoints every 1800 s of progress
+    (its start counts as one). At 1000 its last checkpoint is 1000 s old (> the 300 s window): no
+    growth; its next checkpoint, at 1800, opens the window and it grows then (1800 + the agent's
+    5 s interval at most). Before the simulator woke at checkpoints, no cycle came until A
+    finished, and A never grew."""
+    jobs = [job("b", 0, 1, 1, 8, 8 * 1000), job("a", 1, 1, 2, 8, 8 * 20_000)]
+    cfg = ElasticConfig(defaults=QueuePolicy(scaleUpAfterCheckpointSeconds=300, minScaleUpGain=1))
+    r = simulate(jobs, cluster(nodes=2), cfg, "elastic", dataclasses.replace(LINEAR, checkpoint_interval=1800))
+    a = next(j for j in r.jobs if j.name == "a")
+    ups = [t for t, d in a.scale_events if d == "up"]
+    assert ups, "A never grew"
+    assert 1800 <= ups[0] <= 1810
+    assert a.max_seen == 2
