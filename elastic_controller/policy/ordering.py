@@ -11,7 +11,10 @@ A. the jobs the set disrupts that no victim of this cycle disrupted yet (``Plann
 B. the number of victims;
 C. the victims' keys in order (``sequence_key``, below);
 
-wins; then the least dominant resource left on the node, then the node's name.
+wins; then the least dominant resource left on the node, then the node's name. A gang whose plan by
+A-C leaves no room for a later needed pod, or takes more victims than its queue has evictions left
+where fewer would do, is planned by B-C alone (``eviction.search._assign``, ``Planner.plan_gang``):
+restart cost never makes a gang wait.
 
 **Victims** (``victim_key``: the smallest key is evicted first). Among candidate elastic workers:
 

@@ -3,6 +3,7 @@ queue shares, cooldowns, fewest-then-order, the per-queue cap, and a reason for 
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -324,17 +325,137 @@ def test_fewest_disrupted_jobs_before_fairness() -> None:
     # 0.5 and b (0.75) would be the most fulfilled, but {a-2, b-3} restarts two jobs: {a-2, a-1} one.
     objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
             *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=3)]
-    assert sorted(names(plan_of(*objs, cfg=ANY_SIZE))) == ["a-worker-1", "a-worker-2"]
+    plan = plan_of(*objs, cfg=ANY_SIZE)
+    assert names(plan) == ["a-worker-2", "a-worker-1"]
+    a2, a1 = (e.reason for e in plan.evictions)
+    assert "already disrupted" not in a2 and "least work lost" not in a2  # (a is the most fulfilled: fairness)
+    assert a1.endswith("; job already disrupted for this gang: no extra restart (ns/b, first in victim order, "
+                       "would restart)")
 
 
-def test_fewest_disrupted_jobs_before_fewest_victims() -> None:
-    # 3 GPUs needed on a full 8-GPU node: a's elastic worker (2 GPUs) and one of c's make room with two
-    # victims but restart two jobs; c's three 1-GPU elastic workers restart one job.
-    objs = [node("n0"), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
+def disrupt_fewer_or_evict_fewer() -> list[Any]:
+    """3 GPUs needed on a full 8-GPU node: a's elastic worker (2 GPUs) and one of c's make room with two
+    victims but restart two jobs; c's three 1-GPU elastic workers restart one job. (a runs 2 workers:
+    only ANY_SIZE lets it give.)"""
+    return [node("n0"), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
             *elastic_job("ns", "c", min_r=1, max_r=4, running=4, nodes=["n0"], gpus=1),
             gang("ns", "g", members=1, gpus=3)]
-    plan = plan_of(*objs)
-    assert sorted(names(plan)) == ["c-worker-1", "c-worker-2", "c-worker-3"]
+
+
+@pytest.mark.parametrize("search", ["indexed", "exhaustive"])
+def test_fewest_disrupted_jobs_before_fewest_victims(search: str) -> None:
+    plan = plan_cycle(snapshot_of(*disrupt_fewer_or_evict_fewer(), cfg=ANY_SIZE), ANY_SIZE, NOW,
+                      search=search)  # type: ignore[arg-type]
+    assert names(plan) == ["c-worker-3", "c-worker-2", "c-worker-1"]
+    assert "fewest victims alone" not in decision(plan)[1]
+    # The victims after the first say what decided: a (first in victim order) would restart.
+    first, *rest = (e.reason for e in plan.evictions)
+    assert "already disrupted" not in first
+    assert all(r.endswith("; job already disrupted for this gang: no extra restart (ns/a, first in victim "
+                          "order, would restart)") for r in rest)
+
+
+@pytest.mark.parametrize("search", ["indexed", "exhaustive"])
+def test_restart_awareness_never_makes_a_gang_wait_for_evictions_left(search: str) -> None:
+    """Review of issue 19: the plan disrupting one job needs 3 evictions, the queue has 2 left; the
+    fewest victims (2, disrupting two jobs) fit within them: planned by fewest victims alone, said so."""
+    c = cfg(minWorkersToShrink=0, maxEvictionsPerCycle=2)
+    plan = plan_cycle(snapshot_of(*disrupt_fewer_or_evict_fewer(), cfg=c), c, NOW, search=search)  # type: ignore[arg-type]
+    d, reason = decision(plan)
+    assert d == "evict" and names(plan) == ["c-worker-3", "a-worker-1"]
+    assert reason.endswith("; planned by fewest victims alone: the plan disrupting the fewest jobs needs 3 "
+                           "evictions but queue default has 2 left this cycle")
+    assert not any("already disrupted" in e.reason for e in plan.evictions)
+    # With 3 left the plan disrupting one job stands; with 1 left no plan fits: the fewest victims say how many.
+    c3 = cfg(minWorkersToShrink=0, maxEvictionsPerCycle=3)
+    assert names(plan_cycle(snapshot_of(*disrupt_fewer_or_evict_fewer(), cfg=c3), c3, NOW, search=search)) == [  # type: ignore[arg-type]
+        "c-worker-3", "c-worker-2", "c-worker-1"]
+    c1 = cfg(minWorkersToShrink=0, maxEvictionsPerCycle=1)
+    plan = plan_cycle(snapshot_of(*disrupt_fewer_or_evict_fewer(), cfg=c1), c1, NOW, search=search)  # type: ignore[arg-type]
+    assert decision(plan) == ("wait", "needs 2 evictions but queue default has 1 left this cycle "
+                                      "(maxEvictionsPerCycle)")
+
+
+@pytest.mark.parametrize("search", ["indexed", "exhaustive"])
+def test_restart_aware_pick_that_blocks_a_later_pod_is_planned_again_by_fewest_victims(search: str) -> None:
+    """Greedy per needed pod, largest first: for g-0 (3 GPUs) c's three workers on n1 disrupt one job
+    where a-1 and b-1 on n0 disrupt two; then g-1 (2 GPUs, n1 only) finds one c worker left above c's
+    min. The gang is planned again by fewest victims alone: g-0 on n0, g-1 on n1."""
+    since = ago(600)
+    objs = [node("n0"), node("n1", labels={"zone": "z1"}),
+            *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
+            *elastic_job("ns", "b", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=1),
+            pod("ns", "filler", gpus=2, node_name="n0"),
+            *elastic_job("ns", "c", min_r=4, max_r=8, running=8, nodes=["n1"], gpus=1),
+            podgroup("ns", "g", 2, "default", created=since),
+            pod("ns", "g-0", group="g", gpus=3, created=since, unschedulable_since=since),
+            pod("ns", "g-1", group="g", gpus=2, created=since, unschedulable_since=since,
+                node_selector={"zone": "z1"})]
+    plan = plan_cycle(snapshot_of(*objs, cfg=ANY_SIZE), ANY_SIZE, NOW, search=search)  # type: ignore[arg-type]
+    d, reason = decision(plan)
+    assert d == "evict", reason
+    assert sorted(names(plan)) == ["a-worker-1", "b-worker-1", "c-worker-6", "c-worker-7"]
+    assert reason.endswith("; planned by fewest victims alone: the victims disrupting the fewest jobs for one "
+                           "needed pod left no room for another")
+
+
+def restart_contest(seed: int) -> tuple[list[Any], ElasticConfig]:
+    """A full node or two: a job of 1-GPU workers and jobs of larger ones, a gang of 3-5 GPU pods (and
+    sometimes a younger one), 1-3 evictions left: where disrupting fewer jobs takes more victims."""
+    r = random.Random(seed)
+    free = {f"n{i}": 8 for i in range(r.randint(1, 2))}
+    objs: list[Any] = [node(n) for n in free]
+    for j, gpus in enumerate([1, r.choice([2, 3]), r.choice([1, 2, 3])]):
+        on: list[str] = []
+        for n in sorted(free, key=lambda n: -free[n]):
+            while free[n] >= gpus and len(on) < 8 and r.random() < 0.85:
+                on.append(n)
+                free[n] -= gpus
+        if len(on) >= 2:
+            objs += elastic_job("ns", f"j{j}", min_r=1, max_r=len(on), running=len(on), nodes=on, gpus=gpus)
+    objs += gang("ns", "g", members=r.randint(1, 2), gpus=r.randint(3, 5))
+    if r.random() < 0.3:
+        objs += gang("ns", "h", members=1, gpus=r.randint(1, 4), waiting_since=ago(300))
+    return objs, cfg(minWorkersToShrink=0, maxEvictionsPerCycle=r.randint(1, 3))
+
+
+def test_the_fallback_shortcuts_change_no_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gang whose plan disrupting the fewest jobs takes more victims than its queue has evictions left
+    is planned again by fewest victims alone, but not when no pick shared a restart, and no further than
+    the node search when it picks the same victims: the plans are those of always planning again in full
+    (both searches), on contests where some gangs are planned again."""
+    cases = [restart_contest(seed) for seed in range(300)]
+    plans = [(plan_cycle(snapshot_of(*objs, cfg=c), c, NOW),
+              plan_cycle(snapshot_of(*objs, cfg=c), c, NOW, search="exhaustive")) for objs, c in cases]
+    original = Planner._victims
+
+    def in_full(self: Planner, gang: Any, on_nodes: bool, excess: int,
+                unless: frozenset[str] | None = None) -> Any:
+        found = original(self, gang, on_nodes, excess)
+        self.shared_restart = True
+        return found
+
+    monkeypatch.setattr(Planner, "_victims", in_full)
+    for (objs, c), (fast, slow) in zip(cases, plans, strict=True):
+        assert fast == slow == plan_cycle(snapshot_of(*objs, cfg=c), c, NOW)
+    again = sum(any("fewest victims alone" in d.reason for d in fast.starving) for fast, _ in plans)
+    assert again >= 3  # (5 of these 300)
+
+
+@pytest.mark.parametrize("search", ["indexed", "exhaustive"])
+def test_a_job_disrupted_by_an_earlier_gang_gives_again_and_says_so(search: str) -> None:
+    # v and w alike (v first by UID): g1 takes v-7; for g2 fairness would take w-7 (w is now the more
+    # fulfilled), but v restarts anyway.
+    objs = [node("n0", gpus=16), *elastic_job("ns", "v", min_r=1, max_r=8, nodes=["n0"]),
+            *elastic_job("ns", "w", min_r=1, max_r=8, nodes=["n0"]),
+            *gang("ns", "g1", members=1, gpus=1, waiting_since=ago(900)),
+            *gang("ns", "g2", members=1, gpus=1, waiting_since=ago(600))]
+    plan = plan_cycle(snapshot_of(*objs, cfg=ElasticConfig()), ElasticConfig(), NOW, search=search)  # type: ignore[arg-type]
+    assert [(n, e.for_gang) for n, e in zip(names(plan), plan.evictions, strict=True)] == [
+        ("v-worker-7", "ns/g1"), ("v-worker-6", "ns/g2")]
+    assert "already disrupted" not in plan.evictions[0].reason
+    assert plan.evictions[1].reason.endswith("; job already disrupted this cycle (for ns/g1): no extra restart "
+                                             "(ns/w, first in victim order, would restart)")
 
 
 def test_most_recent_checkpoint_gives_first_among_equals() -> None:
@@ -345,10 +466,14 @@ def test_most_recent_checkpoint_gives_first_among_equals() -> None:
     for name, age in (("a", 900), ("b", 60)):
         pg = next(o for o in objs if o["kind"] == "PodGroup" and o["metadata"]["name"] == name)
         pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(age))
-    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["b-worker-1"]
+    plan = plan_of(*objs, cfg=ANY_SIZE)
+    assert names(plan) == ["b-worker-1"]
+    assert plan.evictions[0].reason.endswith("; least work lost: checkpointed 60s ago (ns/a: 900s ago)")
     # Without a checkpoint time, b's work since an unknown checkpoint counts as the most lost.
     del pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"]
-    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["a-worker-1"]
+    plan = plan_of(*objs, cfg=ANY_SIZE)
+    assert names(plan) == ["a-worker-1"]
+    assert plan.evictions[0].reason.endswith("; least work lost: checkpointed 900s ago (ns/b: no checkpoint time)")
 
 
 def test_fewer_gpus_restarted_among_equals() -> None:
@@ -356,7 +481,9 @@ def test_fewer_gpus_restarted_among_equals() -> None:
     objs = [node("n0", gpus=10), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
             *elastic_job("ns", "b", min_r=2, max_r=3, running=3, nodes=["n0"], gpus=2),
             gang("ns", "g", members=1, gpus=2)]
-    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["a-worker-1"]
+    plan = plan_of(*objs, cfg=ANY_SIZE)
+    assert names(plan) == ["a-worker-1"]
+    assert plan.evictions[0].reason.endswith("; least work lost: restarts 4 nvidia.com/gpu (ns/b would restart 6)")
 
 
 def test_lower_job_priority_first_when_equally_fulfilled() -> None:

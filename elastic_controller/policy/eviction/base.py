@@ -133,6 +133,13 @@ class PlannerBase:
         # False while a gang is planned again by fewest victims alone (see search._assign): disrupted
         # jobs then count 0 in every score.
         self.restart_aware = True
+        # Set while one gang is planned when its plan was made by fewest victims alone, and why (said in
+        # its reason): the plan disrupting the fewest jobs left no room, or took too many victims.
+        self.fell_back = False
+        self.picks: frozenset[str] = frozenset()  # the node search's picks for the gang being planned
+        self.shared_restart = False  # some victim picked for the gang being planned shared its job's restart
+        self.disrupted_for: dict[str, str] = {}  # job -> the gang its first victim this cycle was for
+        self.fell_back_why = ""
         self._job_verdicts: dict[str, str] = {}  # while one gang is planned (see _why_not)
         self._pools: dict[str, list[PodView]] = {}  # while one gang is planned (see _round_up)
         self.used_greedy = False  # the combination budget ran out while planning this gang
@@ -148,6 +155,13 @@ class PlannerBase:
         self._admissible: dict[tuple[str | int, ...], int] = {}  # see _admissible_supply
         self._needs: dict[str, dict[str, int]] = {}  # per gang: its needed pods' requests (_gang_need)
         self._relief: dict[str, tuple[str, ...]] = {}  # per gang queue: see _share_queues
+
+    def _reset_gang_caches(self) -> None:
+        """Forget what depended on the victims picked so far for the gang being planned (job verdicts,
+        allowed-count pools, share refusals): before it is planned again another way."""
+        self._job_verdicts = {}
+        self._pools = {}
+        self._share_refusals = set()
 
     # -- admissibility ------------------------------------------------------------------
     def _dom(self, queue: str, res: dict[str, int] | None = None) -> int:

@@ -14,8 +14,11 @@ first, and the plan is minimized against both conditions.
 
 from __future__ import annotations
 
+import math
+
 from ..decisions import Eviction, GangDecision
 from ..fit import fits_all, place_all, pod_demand
+from ..model import PodView
 from ..ordering import gang_key
 from ..quantity import add, format_resources, sub
 from ..world import Gang, World, job_id
@@ -44,7 +47,11 @@ class Planner(VictimSearch, ShareVictims):
         victim set makes it fit (and, when its queue is above the share Volcano admits, brings the
         queue under with victims of its own queue); or the fewest victims exceed the evictions left.
         Otherwise ``evict``: the victims in victim order, each with its reason. Every ``wait`` and
-        ``evict`` decision carries a reason naming what decided it."""
+        ``evict`` decision carries a reason naming what decided it.
+
+        Victims are chosen by restart cost (``search``); when the plan disrupting the fewest jobs leaves
+        no room for a needed pod or takes more victims than the evictions left, the gang is planned
+        again by fewest victims alone (its reason says so): restart awareness never makes it wait."""
         w = self.w
         needed_keys = tuple(p.key for p in gang.needed)
 
@@ -84,10 +91,8 @@ class Planner(VictimSearch, ShareVictims):
         if left == 0:  # any plan needs a victim: nothing to search for
             return wait(f"needs evictions but queue {gang.queue} has none left this cycle (maxEvictionsPerCycle)")
         self._kinds_ok = {}
-        self.used_greedy = False
-        self._job_verdicts = {}
-        self._pools = {}
-        self._share_refusals = set()
+        self._reset_gang_caches()
+        self.fell_back, self.fell_back_why = False, ""
         if excess:
             # Victims of its own queue must give back ``excess``: when even every one of them above its
             # job's min (or every admissible one) would not, no plan exists; the node search is skipped.
@@ -98,17 +103,26 @@ class Planner(VictimSearch, ShareVictims):
             if self._admissible_supply(gang) < excess:
                 return wait(self._share_wait_reason(gang, excess, fits))
 
-        cap = self.capacity.copy()
-        victims = [] if placement is not None else self._assign(gang, cap)
-        share_failed = False
-        if victims is not None and excess:
-            # Its own queue's elastic workers make room in the queue's share (others' cannot).
-            extra = self._share_victims(gang, excess - self._own_share(gang, victims), victims)
-            share_failed = extra is None
-            victims = None if extra is None else victims + extra
-        for v in self.inflight:  # _assign counted its picks as taken: undo (committed below)
-            self._take(v, -1)
-        self.inflight = []
+        victims, share_failed = self._victims(gang, placement is None, excess)
+        if (placement is None and victims is not None and len(victims) > left and not self.fell_back
+                and self.shared_restart):
+            # Restart awareness never makes a gang wait: the plan disrupting the fewest jobs may take more
+            # victims than its queue has evictions left where fewest victims alone would do. Plan again
+            # that way (as _assign does when its greedy finds no room); the fewer victims win. Only when a
+            # pick shared a restart (else restart cost decided nothing and the plan would be the same), and
+            # no further than the node search when it picks the same victims. (Its own
+            # queue's share victims need no second try: they give back the dominant resource wherever
+            # they are, so whether they can is the same for both plans.)
+            first = f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle"
+            self._reset_gang_caches()
+            self.restart_aware = False
+            try:
+                alt, _ = self._victims(gang, True, excess, unless=self.picks)
+            finally:
+                self.restart_aware = True
+            if alt is not None and len(alt) < len(victims):
+                victims = alt
+                self.fell_back, self.fell_back_why = True, f"the plan disrupting the fewest jobs {first}"
         if victims is None:
             if share_failed:
                 return wait(self._share_wait_reason(gang, excess, "its min set fits on free capacity"
@@ -120,13 +134,6 @@ class Planner(VictimSearch, ShareVictims):
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
                         f"candidates excluded: {excluded}{self._counts_note(gang)}")
-        if excess:
-            self.used_greedy = True  # share victims are chosen greedily: always minimize
-        if len(gang.needed) > 1 or self.used_greedy or self._constrained(victims):
-            # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
-            # its node do not make room, and no other node lost any.
-            victims = self._minimize(gang, victims, excess)
-        victims.sort(key=self.preference)
         if len(victims) > left:
             return wait(f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle "
                         "(maxEvictionsPerCycle)")
@@ -150,6 +157,7 @@ class Planner(VictimSearch, ShareVictims):
             sizes[jid] = (f"job {jid} gives {n} worker{'s' if n > 1 else ''} ({before} -> {before - n}): "
                           f"allowed counts {self.counts[jid].describe()}")
         evictions = []
+        notes = _CostNotes(self, gang, victims)
         for v in victims:
             job = w.jobs[job_id(v)]
             reason = (f"elastic worker (index {v.replica_index}) of {job.key} "
@@ -157,6 +165,8 @@ class Planner(VictimSearch, ShareVictims):
                       f"{gang.key} in queue {gang.queue}")
             if job.key in sizes:
                 reason += f"; {sizes[job.key]}"
+            reason += notes.of(v)
+            self.disrupted_for.setdefault(job.key, gang.key)
             self._take(v, 1)
             self.taken.add(v.key)
             self.alloc[job.queue] = sub(self.alloc.get(job.queue, {}), v.requests)
@@ -169,9 +179,48 @@ class Planner(VictimSearch, ShareVictims):
             why += f" and brings queue {gang.queue} back within its {limit} (before: {share_note})"
         if sizes:
             why += f" ({'; '.join(sizes.values())})"
+        if self.fell_back:
+            why += f"; planned by fewest victims alone: {self.fell_back_why}"
         decision = GangDecision(gang.key, gang.queue, "evict", why, needed_keys, tuple(v.key for v in victims))
         return GangPlan(decision, evictions)
 
+
+    def _victims(self, gang: Gang, on_nodes: bool, excess: int,
+                 unless: frozenset[str] | None = None) -> tuple[list[PodView] | None, bool]:
+        """The victims that let ``gang`` fit (``on_nodes``: its needed pods do not fit on free capacity)
+        and bring its queue within its share (``excess``), minimized, in victim order; or None and
+        whether the share victims failed. None too when the node search picks the victims ``unless``
+        (what the plan is then is known: the rest does not depend on how they were picked). Nothing is
+        committed; ``self.picks`` holds the keys of the node search's picks."""
+        self.used_greedy = False
+        victims = self._assign(gang, self.capacity.copy()) if on_nodes else []
+        self.picks = frozenset(v.key for v in victims) if victims is not None else frozenset()
+        if unless is not None and victims is not None and self.picks == unless:
+            victims = None
+        share_failed = False
+        if victims is not None and excess:
+            # Its own queue's elastic workers make room in the queue's share (others' cannot).
+            extra = self._share_victims(gang, excess - self._own_share(gang, victims), victims)
+            share_failed = extra is None
+            victims = None if extra is None else victims + extra
+        picks = self.inflight
+        for v in picks:  # _assign counted its picks as taken: undo (committed by plan_gang)
+            self._take(v, -1)
+        self.inflight = []
+        # Whether restart cost may have chosen the picks: some pick's job restarts anyway (another pick's
+        # or an earlier plan's). When each disrupts a new job of its own, every smaller set would have
+        # disrupted fewer jobs and won, so fewest victims alone picks the same (see plan_gang).
+        self.shared_restart = self.new_jobs(picks) < len(picks)
+        if victims is None:
+            return None, share_failed
+        if excess:
+            self.used_greedy = True  # share victims are chosen greedily: always minimize
+        if len(gang.needed) > 1 or self.used_greedy or self._constrained(victims):
+            # One needed pod with the fewest victims any node needs is minimal already: fewer victims on
+            # its node do not make room, and no other node lost any.
+            victims = self._minimize(gang, victims, excess)
+        victims.sort(key=self.preference)
+        return victims, False
 
     def _counts_note(self, gang: Gang) -> str:
         """For a gang no victim set helps: the jobs that could give but only whole steps (issue 20), whose
@@ -203,3 +252,70 @@ def starving_gangs(world: World) -> list[Gang]:
     epoch = world.now.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
     out.sort(key=lambda g: gang_key(g, epoch))
     return out
+
+
+class _CostNotes:
+    """What restart cost decided about each victim of a committed plan, said in its reason. A victim is
+    weighed against the workers that could take its place in the plan as it is: on its node, at least as
+    large, of its queue, admissible, of a job the plan leaves alone (jobs with allowed counts neither
+    give nor take a place: rounding, said in their reason, decided). Against the first of them in victim
+    order: when its job was already disrupted (by this plan or an earlier one this cycle) and the rival
+    comes first, the plan disrupting the fewest jobs took it (no extra restart); when both are equal in
+    fulfillment and priority (and, restart cost counting, both disrupt a new job or neither), the least
+    work lost decided (the more recent checkpoint, then fewer GPUs restarted). Computed from the plan
+    alone, so both node searches say the same."""
+
+    def __init__(self, planner: Planner, gang: Gang, victims: list[PodView]) -> None:
+        self.p, self.gang = planner, gang
+        self.plan_jobs = {v.job_id for v in victims}
+        self.chosen = {v.key for v in victims}
+        self.earlier: set[str] = set()  # jobs of this plan's victims already committed
+        self.restart_aware = planner.restart_aware and not planner.fell_back
+        planner._reset_gang_caches()  # verdicts cached while searching counted its picks as taken
+
+    def _rivals(self, v: PodView) -> list[PodView]:
+        p = self.p
+        jobs, counts = p.w.jobs, p.counts
+        if v.job_id in counts:
+            return []
+        queue = jobs[v.job_id].queue
+        need = pod_demand(v)
+        out = []
+        for c in p.candidates_by_node.get(v.node_name, ()):
+            jid = c.job_id
+            if (c.key in self.chosen or jid in self.plan_jobs or jid in counts or jobs[jid].queue != queue
+                    or any(c.requests.get(k, 0) < n for k, n in need.items() if k != "pods")):
+                continue
+            if p._why_not(self.gang, c) is None:
+                out.append(c)
+        return out
+
+    def of(self, v: PodView) -> str:
+        """The note for ``v`` (committed next: its job's ``taken`` not yet counting it)."""
+        p = self.p
+        jobs = p.w.jobs
+        again = jobs[v.job_id].taken > 0  # its job restarts anyway
+        first = v.job_id not in self.earlier
+        self.earlier.add(v.job_id)
+        rivals = self._rivals(v)
+        if not rivals:
+            return ""
+        mine = p.preference(v)
+        keyed = sorted(((p.preference(c), c) for c in rivals), key=lambda kc: kc[0])
+        if again and self.restart_aware:
+            ahead = next((c for key, c in keyed if key < mine and jobs[c.job_id].taken == 0), None)
+            if ahead is not None:
+                by = ("for this gang" if not first else
+                      f"this cycle (for {p.disrupted_for.get(v.job_id, 'an earlier gang')})")
+                return (f"; job already disrupted {by}: no extra restart ({ahead.job_id}, first in victim "
+                        "order, would restart)")
+        tied = next(((key, c) for key, c in keyed if key[:2] == mine[:2] and key[2:4] > mine[2:4]
+                     and (not self.restart_aware or (jobs[c.job_id].taken > 0) == again)), None)
+        if tied is None:
+            return ""
+        key, rival = tied
+        if key[2] != mine[2]:
+            now = p.w.now.timestamp()
+            theirs = "no checkpoint time" if math.isinf(key[2]) else f"{round(now + key[2])}s ago"
+            return f"; least work lost: checkpointed {round(now + mine[2])}s ago ({rival.job_id}: {theirs})"
+        return f"; least work lost: restarts {mine[3]} {p.w.dominant} ({rival.job_id} would restart {key[3]})"

@@ -142,14 +142,17 @@ class VictimSearch(Admissibility, NodeIndex):
         for v in self.inflight:  # the picks of the failed attempt are not victims
             self._take(v, -1)
         self.inflight = []
-        self._job_verdicts = {}  # verdicts and share refusals depended on those picks
-        self._pools = {}
-        self._share_refusals = set()
+        self._reset_gang_caches()  # verdicts and share refusals depended on those picks
         self.restart_aware = False
         try:
-            return self._assign_greedy(gang, self.capacity.copy())  # (``cap`` is not read afterwards)
+            victims = self._assign_greedy(gang, self.capacity.copy())  # (``cap`` is not read afterwards)
         finally:
             self.restart_aware = True
+        if victims is not None:
+            self.fell_back = True
+            self.fell_back_why = ("the victims disrupting the fewest jobs for one needed pod left no room "
+                                  "for another")
+        return victims
 
     def _assign_greedy(self, gang: Gang, cap: Capacity) -> list[PodView] | None:
         victims: list[PodView] = []
