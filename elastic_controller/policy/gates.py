@@ -330,7 +330,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: " + (
                     f"queue {job.queue} has maxScaleUpPerCycle 0 (its jobs do not grow)" if limit == 0 else
                     f"queue {job.queue} already grew maxScaleUpPerCycle {limit} job(s) this cycle "
-                    "(least fulfilled first); it may grow next cycle"))
+                    "(in scale-up order); it is considered again next cycle"))
             continue
         first = first_of[jid]
         age = _checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
@@ -338,8 +338,11 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         if not first and age is not None and window is not None and age > window:
             # a restart now would lose the work since its last checkpoint: wait for the next one
             if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
+                # The checkpoint's time, not its age: the note stays the same from cycle to cycle (the
+                # agent logs a note at INFO only when its text is new).
+                last = format_time(world.now - timedelta(seconds=age))
                 notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: its last "
-                             f"checkpoint was {age:.0f}s ago, older than scaleUpAfterCheckpointSeconds {window}: "
+                             f"checkpoint, at {last}, is older than scaleUpAfterCheckpointSeconds {window}: "
                              "growing now would lose the work since; it waits for its next checkpoint")
             continue
         # The largest size that fits now: lowest indexes first, each where it fits (capacity only

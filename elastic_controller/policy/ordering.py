@@ -14,7 +14,7 @@ C. the victims' keys in order (``sequence_key``, below);
 wins; then the least dominant resource left on the node, then the node's name. A gang whose plan by
 A-C leaves no room for a later needed pod, or takes more victims than its queue has evictions left
 where fewer would do, is planned by B-C alone (``eviction.search._assign``, ``Planner.plan_gang``):
-restart cost never makes a gang wait.
+restart cost never makes a gang wait for want of room on the nodes or of evictions left.
 
 **Victims** (``victim_key``: the smallest key is evicted first). Among candidate elastic workers:
 

@@ -332,3 +332,34 @@ def test_plan_notes_are_logged_at_info_when_new(caplog: pytest.LogCaptureFixture
     assert held() == [(logging.INFO, note)]
     assert report.released == [] and agent.run_cycle().released == []  # a note lifts no gate
     assert held() == [(logging.DEBUG, note)]
+
+
+def test_a_checkpoint_note_is_not_logged_anew_every_cycle(caplog: pytest.LogCaptureFixture) -> None:
+    """Review: the note of a job waiting for its next checkpoint named the checkpoint's age, so its
+    text changed every cycle and it was logged at INFO every 5 s for up to a checkpoint interval. It
+    names the checkpoint's time: INFO once, then DEBUG, as the clock advances."""
+    groups = [b.node("n1"), b.queue("default"), b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
+              b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=2)]
+    kube = FakeKube()
+    for obj in b.items(*groups):
+        if obj["kind"] == "PodGroup":
+            obj["metadata"].setdefault("annotations", {})["volcano-elastic.io/last-checkpoint-time"] = \
+                b.ts(b.ago(3600))
+        kube.add(KINDS[obj["kind"]], obj)
+    now = [b.NOW]
+    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
+    caplog.set_level(logging.DEBUG, logger="elastic_controller.agent")
+
+    def held() -> list[tuple[int, str]]:
+        out = [(r.levelno, r.note) for r in caplog.records  # type: ignore[attr-defined]
+               if r.getMessage() == "scale-up held back"]
+        caplog.clear()
+        return out
+
+    report = agent.run_cycle()
+    (note,) = report.plan.notes
+    assert "its last checkpoint, at " in note and "older than scaleUpAfterCheckpointSeconds 600" in note
+    assert held() == [(logging.INFO, note)] and report.released == []
+    now[0] = b.NOW + timedelta(seconds=5)
+    assert agent.run_cycle().plan.notes == (note,)
+    assert held() == [(logging.DEBUG, note)]

@@ -271,7 +271,7 @@ def _held_example(tmp_path: Path, **annotations: str) -> str:
                   "volcano-elastic.io/last-scale-direction": "up"},
                  "in cooldown until 2026-01-01T13:01:00Z", id="grown-240s-ago"),
     pytest.param({"volcano-elastic.io/last-checkpoint-time": "2026-01-01T12:00:00Z"},
-                 "its last checkpoint was 3600s ago, older than scaleUpAfterCheckpointSeconds 600",
+                 "its last checkpoint, at 2026-01-01T12:00:00Z, is older than scaleUpAfterCheckpointSeconds 600",
                  id="old-checkpoint"),
 ])
 def test_growth_held_back_is_explained_not_called_unfitting(capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -363,8 +363,8 @@ def test_a_job_held_by_its_queues_scale_up_limit_says_so() -> None:
     plan = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=1))
     assert {r.job for r in plan.gate_releases} == {"ns/a"} and notes_of(plan, "ns/a") == []
     assert notes_of(plan, "ns/b") == ["job ns/b stays at 3 of max 6 workers: queue q already grew "
-                                      "maxScaleUpPerCycle 1 job(s) this cycle (least fulfilled first); it may "
-                                      "grow next cycle"]
+                                      "maxScaleUpPerCycle 1 job(s) this cycle (in scale-up order); it is "
+                                      "considered again next cycle"]
     off = plan_of(*objs, cfg=cfg(maxScaleUpPerCycle=0))
     assert off.gate_releases == () and [n.split(": ", 1)[1] for n in off.notes] == [
         "queue q has maxScaleUpPerCycle 0 (its jobs do not grow)"] * 2
@@ -375,9 +375,9 @@ def test_a_job_waiting_for_its_next_checkpoint_says_so() -> None:
     objs[0]["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(600))
     plan = plan_of(node("n0"), *objs, cfg=cfg(scaleUpAfterCheckpointSeconds=300))
     assert plan.gate_releases == ()
-    assert notes_of(plan) == ["job ns/j stays at 2 of max 6 workers: its last checkpoint was 600s ago, older "
-                              "than scaleUpAfterCheckpointSeconds 300: growing now would lose the work since; it "
-                              "waits for its next checkpoint"]
+    assert notes_of(plan) == [f"job ns/j stays at 2 of max 6 workers: its last checkpoint, at {ts(ago(600))}, is "
+                              "older than scaleUpAfterCheckpointSeconds 300: growing now would lose the work since; "
+                              "it waits for its next checkpoint"]
 
 
 def test_a_growth_to_no_allowed_count_says_so() -> None:

@@ -106,8 +106,9 @@ class Planner(VictimSearch, ShareVictims):
         victims, share_failed = self._victims(gang, placement is None, excess)
         if (placement is None and victims is not None and len(victims) > left and not self.fell_back
                 and self.shared_restart):
-            # Restart awareness never makes a gang wait: the plan disrupting the fewest jobs may take more
-            # victims than its queue has evictions left where fewest victims alone would do. Plan again
+            # Restart awareness never makes a gang wait for evictions left: the plan disrupting the fewest
+            # jobs may take more victims than its queue has evictions left where fewest victims alone
+            # would do. Plan again
             # that way (as _assign does when its greedy finds no room); the fewer victims win. Only when a
             # pick shared a restart (else restart cost decided nothing and the plan would be the same), and
             # no further than the node search when it picks the same victims. (Its own
