@@ -88,6 +88,9 @@ class SimSettings:
     prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
     cycle_seconds: float = 0.0  # agent cycle grid (0: the config's agent.intervalSeconds)
     timeline: bool = True
+    # Plan at every agent interval while jobs are active, as the real agent does, not only when
+    # something could change the plan (slow: for the test that the event-driven wake-ups miss none)
+    every_cycle: bool = False
     # Workers that join within this many seconds of the job's start, before any other scale event,
     # join its first rendezvous (torchrun's c10d ``last_call_timeout``, 30 s by default): no restart.
     rendezvous_last_call: float = 30.0
@@ -345,6 +348,8 @@ class Simulator:
                 self.tick_set.discard(now)
                 self.last_tick = now
                 self._agent_cycle(now)
+                if self.settings.every_cycle and self.active:
+                    self.request_tick(now + self.interval)
             if self.settings.timeline and (not self.timeline or self.timeline[-1][1] != self.allocated_gpus):
                 self.timeline.append((now, self.allocated_gpus))
             if self.progress is not None and time.perf_counter() >= next_report:
