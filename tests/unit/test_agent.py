@@ -313,6 +313,14 @@ def test_each_victim_gets_its_event_even_when_the_informer_already_dropped_it() 
     assert got == [("a-worker-4", uids["a-worker-4"]), ("a-worker-5", uids["a-worker-5"])]
 
 
+def held_back_notes(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    """The agent's ``scale-up held back`` log lines since the last call: (level, note)."""
+    out = [(r.levelno, r.note) for r in caplog.records  # type: ignore[attr-defined]
+           if r.getMessage() == "scale-up held back"]
+    caplog.clear()
+    return out
+
+
 def test_plan_notes_are_logged_at_info_when_new(caplog: pytest.LogCaptureFixture) -> None:
     """Issue 19 review: the notes of a plan (growth held back, and why) reach the operator's log: at
     INFO the cycle a note appears, at DEBUG while it repeats (a held job keeps its note for many cycles)."""
@@ -320,18 +328,12 @@ def test_plan_notes_are_logged_at_info_when_new(caplog: pytest.LogCaptureFixture
                        b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=4))
     caplog.set_level(logging.DEBUG, logger="elastic_controller.agent")
 
-    def held() -> list[tuple[int, str]]:
-        out = [(r.levelno, r.note) for r in caplog.records  # type: ignore[attr-defined]
-               if r.getMessage() == "scale-up held back"]
-        caplog.clear()
-        return out
-
     report = agent.run_cycle()
     (note,) = report.plan.notes
     assert note.startswith("job team-a/a stays at 4 of max 6 workers: 6 fit now, but +50% is below minScaleUpGain")
-    assert held() == [(logging.INFO, note)]
+    assert held_back_notes(caplog) == [(logging.INFO, note)]
     assert report.released == [] and agent.run_cycle().released == []  # a note lifts no gate
-    assert held() == [(logging.DEBUG, note)]
+    assert held_back_notes(caplog) == [(logging.DEBUG, note)]
 
 
 def test_a_checkpoint_note_is_not_logged_anew_every_cycle(caplog: pytest.LogCaptureFixture) -> None:
@@ -350,16 +352,10 @@ def test_a_checkpoint_note_is_not_logged_anew_every_cycle(caplog: pytest.LogCapt
     agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="elastic_controller.agent")
 
-    def held() -> list[tuple[int, str]]:
-        out = [(r.levelno, r.note) for r in caplog.records  # type: ignore[attr-defined]
-               if r.getMessage() == "scale-up held back"]
-        caplog.clear()
-        return out
-
     report = agent.run_cycle()
     (note,) = report.plan.notes
     assert "its last checkpoint, at " in note and "older than scaleUpAfterCheckpointSeconds 600" in note
-    assert held() == [(logging.INFO, note)] and report.released == []
+    assert held_back_notes(caplog) == [(logging.INFO, note)] and report.released == []
     now[0] = b.NOW + timedelta(seconds=5)
     assert agent.run_cycle().plan.notes == (note,)
-    assert held() == [(logging.DEBUG, note)]
+    assert held_back_notes(caplog) == [(logging.DEBUG, note)]
