@@ -174,9 +174,8 @@ def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> str
     the time it may grow again: the later of its cooldown's end and its snooze's (both when equal,
     the snooze: it says more). Built only for a job with gated pods below its max. ``views``: the
     snapshot's PyTorchJobs by key, filled on first use (the cooldown stamp may be on the job)."""
-    assert job.bounds is not None
     policy = world.policy(job.queue)
-    head = f"job {job.key} stays at {job.current_workers()} of max {job.bounds.max_replicas} workers: "
+    head = _stays(job, job.current_workers())
     cool_end = snooze_end = None
     if job.cooling:
         if not views and world.snapshot.jobs:
@@ -236,9 +235,18 @@ def _fed_gang(world: World, job: JobState, target: int, promoted: Mapping[str, i
 
 def _next_fits(world: World, job: JobState, pod: PodView, cap: Capacity, placed: Mapping[str, dict[str, int]],
                ) -> bool:
-    """Whether ``job``'s next gated pod would be released now (it fits on a node and in its queue's
-    share): only such a job gets a note for growth held back (not every job of a full cluster)."""
-    return cap.choose_node(pod) is not None and world.model.admits(job.queue, pod.requests, placed)
+    """Whether ``job`` is below its max and its next gated pod ``pod`` would be released now (it fits on
+    a node and in its queue's share): only such a job gets a note for growth held back (not every job
+    of a full cluster)."""
+    assert job.bounds is not None
+    return (job.current_workers() < job.bounds.max_replicas and cap.choose_node(pod) is not None
+            and world.model.admits(job.queue, pod.requests, placed))
+
+
+def _stays(job: JobState, now_workers: int) -> str:
+    """The head of a note for ``job``, held at ``now_workers``."""
+    assert job.bounds is not None
+    return f"job {job.key} stays at {now_workers} of max {job.bounds.max_replicas} workers: "
 
 
 def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_for: Collection[str] = (),
@@ -304,8 +312,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         if job is None or job.bounds is None:
             continue
         if job.cooling or _snoozed(world, job):
-            if job.current_workers() < job.bounds.max_replicas and _next_fits(
-                    world, job, min(pods, key=scale_up_pod_rank), cap, placed):
+            if _next_fits(world, job, min(pods, key=scale_up_pod_rank), cap, placed):
                 resting.append(jid)
             continue
         pods.sort(key=scale_up_pod_rank)
@@ -325,9 +332,9 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         policy = world.policy(job.queue)
         now_workers = job.current_workers()
         if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
-            if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
+            if _next_fits(world, job, by_job[jid][0], cap, placed):
                 limit = policy.maxScaleUpPerCycle
-                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: " + (
+                notes.append(_stays(job, now_workers) + (
                     f"queue {job.queue} has maxScaleUpPerCycle 0 (its jobs do not grow)" if limit == 0 else
                     f"queue {job.queue} already grew maxScaleUpPerCycle {limit} job(s) this cycle "
                     "(in scale-up order); it is considered again next cycle"))
@@ -337,13 +344,13 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         window = policy.scaleUpAfterCheckpointSeconds
         if not first and age is not None and window is not None and age > window:
             # a restart now would lose the work since its last checkpoint: wait for the next one
-            if now_workers < job.bounds.max_replicas and _next_fits(world, job, by_job[jid][0], cap, placed):
+            if _next_fits(world, job, by_job[jid][0], cap, placed):
                 # The checkpoint's time, not its age: the note stays the same from cycle to cycle (the
                 # agent logs a note at INFO only when its text is new).
                 last = format_time(world.now - timedelta(seconds=age))
-                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: its last "
-                             f"checkpoint, at {last}, is older than scaleUpAfterCheckpointSeconds {window}: "
-                             "growing now would lose the work since; it waits for its next checkpoint")
+                notes.append(_stays(job, now_workers) + (
+                    f"its last checkpoint, at {last}, is older than scaleUpAfterCheckpointSeconds {window}: "
+                    "growing now would lose the work since; it waits for its next checkpoint"))
             continue
         # The largest size that fits now: lowest indexes first, each where it fits (capacity only
         # shrinks as pods are placed, so the first pod that does not fit ends the job's growth).
@@ -398,14 +405,14 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 notes.append(f"job {jid} stays at {now_workers} {hold}" + (
                     "" if target == now_workers else f" ({target} would not be worth a restart)"))
             elif target > now_workers:
-                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: {target} "
-                             f"fit now, but +{gain:.0%} is below minScaleUpGain {policy.minScaleUpGain:g} "
-                             f"(not worth a restart); the room goes to the next job")
+                notes.append(_stays(job, now_workers) + (
+                    f"{target} fit now, but +{gain:.0%} is below minScaleUpGain {policy.minScaleUpGain:g} "
+                    "(not worth a restart); the room goes to the next job"))
             elif taken and allowed is not None:  # some fit, but no allowed count between
-                notes.append(f"job {jid} stays at {now_workers} of max {job.bounds.max_replicas} workers: "
-                             f"{now_workers + len(taken)} fit now, but no count from {now_workers + 1} to "
-                             f"{now_workers + len(taken)} is one of its allowed counts ({allowed.describe()}); "
-                             "the room goes to the next job")
+                notes.append(_stays(job, now_workers) + (
+                    f"{now_workers + len(taken)} fit now, but no count from {now_workers + 1} to "
+                    f"{now_workers + len(taken)} is one of its allowed counts ({allowed.describe()}); "
+                    "the room goes to the next job"))
             keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
         else:
             keep = target - now_workers

@@ -110,13 +110,32 @@ def test_a_job_rank_never_sorts_earlier_as_it_loses_workers(min_r: int, extra: i
     assert job.taken == 0  # job_rank leaves the job as it found it
 
 
+def _priority_classes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[str]]:
+    """PriorityClass objects with values from ``priority_values``, and their names."""
+    values = draw(priority_values())
+    return [priority_class(f"p{i}", v) for i, v in enumerate(values)], [f"p{i}" for i in range(len(values))]
+
+
+def _gangs(draw: st.DrawFn, classes: list[str], *, members: int, gpus: int) -> list[dict[str, Any]]:
+    """One or two gangs of 1..``members`` pods of 1..``gpus`` GPUs, with priorities from ``classes``."""
+    out: list[dict[str, Any]] = []
+    for g in range(draw(st.integers(1, 2))):
+        out += gang("ns", f"g{g}", members=draw(st.integers(1, members)), gpus=draw(st.integers(1, gpus)),
+                    priority_class=draw(st.sampled_from(classes)))
+    return out
+
+
+def assert_indexed_matches_exhaustive(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
+    objs, cfg = cluster
+    fast, slow = plan_fast_and_exhaustive(snapshot_of(objs, cfg=cfg), cfg, NOW)
+    assert fast == slow
+
+
 @st.composite
 def contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
     """Two to four nodes, each filled by one elastic job (random bounds, worker size and priority from
     ``priority_values``), and one or two gangs: victims from different jobs compete on every criterion."""
-    values = draw(priority_values())
-    objs: list[dict[str, Any]] = [priority_class(f"p{i}", v) for i, v in enumerate(values)]
-    classes = [f"p{i}" for i in range(len(values))]
+    objs, classes = _priority_classes(draw)
     for i in range(draw(st.integers(2, 4))):
         gpus = draw(st.sampled_from([1, 1, 2]))
         running = 8 // gpus
@@ -126,9 +145,7 @@ def contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
                           nodes=[f"n{i}"], priority_class=draw(st.sampled_from(classes)))
         job[0]["metadata"]["annotations"].update(draw(worker_sizes(min_r, max_r)))  # issue 20: some have counts
         objs += [node(f"n{i}"), *job]
-    for g in range(draw(st.integers(1, 2))):
-        objs += gang("ns", f"g{g}", members=draw(st.integers(1, 2)), gpus=draw(st.integers(1, 3)),
-                     priority_class=draw(st.sampled_from(classes)))
+    objs += _gangs(draw, classes, members=2, gpus=3)
     return objs, ElasticConfig()
 
 
@@ -136,9 +153,7 @@ def contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfig]:
 @SETTINGS
 def test_indexed_search_matches_the_exhaustive_scan_on_contests(
         cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
-    objs, cfg = cluster
-    fast, slow = plan_fast_and_exhaustive(snapshot_of(objs, cfg=cfg), cfg, NOW)
-    assert fast == slow
+    assert_indexed_matches_exhaustive(cluster)
 
 
 @st.composite
@@ -146,9 +161,7 @@ def spread_contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfi
     """Two or four full nodes shared by as many elastic jobs of 1-GPU workers, each job on every node,
     some with allowed counts (issue 20): rounding a job down takes extra victims on other nodes, which
     the node index must bound (its smallest key) for the indexed search to equal the exhaustive scan."""
-    values = draw(priority_values())
-    objs: list[dict[str, Any]] = [priority_class(f"p{i}", v) for i, v in enumerate(values)]
-    classes = [f"p{i}" for i in range(len(values))]
+    objs, classes = _priority_classes(draw)
     k = draw(st.sampled_from([2, 4]))
     nodes = [f"n{i}" for i in range(k)]
     objs += [node(n) for n in nodes]
@@ -158,9 +171,7 @@ def spread_contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfi
                           priority_class=draw(st.sampled_from(classes)))
         job[0]["metadata"]["annotations"].update(draw(worker_sizes(min_r, 8)))
         objs += job
-    for g in range(draw(st.integers(1, 2))):
-        objs += gang("ns", f"g{g}", members=draw(st.integers(1, 3)), gpus=draw(st.integers(1, 4)),
-                     priority_class=draw(st.sampled_from(classes)))
+    objs += _gangs(draw, classes, members=3, gpus=4)
     return objs, ElasticConfig()
 
 
@@ -168,9 +179,7 @@ def spread_contests(draw: st.DrawFn) -> tuple[list[dict[str, Any]], ElasticConfi
 @SETTINGS
 def test_indexed_search_matches_the_exhaustive_scan_with_allowed_counts_across_nodes(
         cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
-    objs, cfg = cluster
-    fast, slow = plan_fast_and_exhaustive(snapshot_of(objs, cfg=cfg), cfg, NOW)
-    assert fast == slow
+    assert_indexed_matches_exhaustive(cluster)
 
 
 # -- indexed search == exhaustive scan, on wide priorities ------------------------------------------------

@@ -108,12 +108,11 @@ class Planner(VictimSearch, ShareVictims):
                 and self.shared_restart):
             # Restart awareness never makes a gang wait for evictions left: the plan disrupting the fewest
             # jobs may take more victims than its queue has evictions left where fewest victims alone
-            # would do. Plan again
-            # that way (as _assign does when its greedy finds no room); the fewer victims win. Only when a
-            # pick shared a restart (else restart cost decided nothing and the plan would be the same), and
-            # no further than the node search when it picks the same victims. (Its own
-            # queue's share victims need no second try: they give back the dominant resource wherever
-            # they are, so whether they can is the same for both plans.)
+            # would do. Plan again that way (as _assign does when its greedy finds no room); the fewer
+            # victims win. Only when a pick shared a restart (else restart cost decided nothing and the
+            # plan would be the same), and no further than the node search when it picks the same
+            # victims. (Its own queue's share victims need no second try: they give back the dominant
+            # resource wherever they are, so whether they can is the same for both plans.)
             first = f"needs {len(victims)} evictions but queue {gang.queue} has {left} left this cycle"
             self._reset_gang_caches()
             self.restart_aware = False
