@@ -27,6 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--volcano-conf", default="ours",
                     help="NAME of hack/volcano-scheduler-NAME.conf (ours, native, gang-native, capacity, "
                          "capacity-hierarchy) or a file")
+    up.add_argument("--real-nodes", type=int, default=0, metavar="N",
+                    help="also start N real nodes (kubelet + containerd each, pods really run; needs root: "
+                         "hack/install-node-packages.sh installs the runtime); default 0")
+    up.add_argument("--real-node-gpus", type=int, default=4, metavar="G",
+                    help="fake nvidia.com/gpu each real node advertises (default 4)")
+    up.add_argument("--real-node-image", action="append", default=[], metavar="OCI_ARCHIVE",
+                    help="an OCI archive to import into every real node (repeatable; "
+                         "hack/build-image.sh writes ours)")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds per component health wait")
     up.add_argument("--keep-on-failure", action="store_true",
                     default=os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1",
@@ -51,10 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, _terminate)
     try:
         if a.cmd == "up":
-            if a.nodes < 0 or a.gpus_per_node < 0:
-                ap.error("--nodes and --gpus-per-node must be >= 0")
+            if a.nodes < 0 or a.gpus_per_node < 0 or a.real_nodes < 0 or a.real_node_gpus < 0:
+                ap.error("--nodes, --gpus-per-node, --real-nodes and --real-node-gpus must be >= 0")
+            missing_images = [p for p in a.real_node_image if not os.path.isfile(p)]
+            if missing_images:
+                ap.error(f"--real-node-image: no such file: {', '.join(missing_images)}")
             opts = BoxOptions(name=a.name, profile=a.profile, nodes=a.nodes, gpus_per_node=a.gpus_per_node,
                               node_cpu=a.node_cpu, node_memory=a.node_memory, volcano_conf=a.volcano_conf,
+                              real_nodes=a.real_nodes, real_node_gpus=a.real_node_gpus,
+                              real_node_images=list(a.real_node_image),
                               timeout=a.timeout, keep_on_failure=a.keep_on_failure)
             kc = Box(opts).up()
             print(kc)

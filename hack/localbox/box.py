@@ -30,8 +30,10 @@ from typing import Any
 
 import yaml
 
-from . import paths, pki
+from . import paths, pki, realnode
 from .kube import Kube, http_ok
+from .procs import BoxError, Proc, _proc_start_time, free_port, log_tail, proc_alive
+from .realnode import RealNodes
 
 PROFILES = {
     # etcd + kube-apiserver + kube-controller-manager + every CRD (no scheduler, no nodes)
@@ -50,10 +52,8 @@ OPERATOR_FIXED_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 KCM_CONTROLLERS = ("garbage-collector-controller,namespace-controller,serviceaccount-controller,"
                    "disruption-controller,resourcequota-controller")
 VOLCANO_CONTROLLERS = "queue-controller,pg-controller,gc-controller"
-
-
-class BoxError(RuntimeError):
-    pass
+# with real nodes: a stopped kubelet's node goes Unknown, is tainted, and its pods are evicted
+REAL_NODE_KCM_CONTROLLERS = ",node-lifecycle-controller,podgc-controller"
 
 
 @dataclass
@@ -66,58 +66,20 @@ class BoxOptions:
     node_memory: str = "256Gi"
     node_pods: int = 110
     volcano_conf: str = "ours"  # NAME of hack/volcano-scheduler-NAME.conf (ours, native, gang-native, ...) | a file
+    real_nodes: int = 0  # real kubelet nodes beside the kwok ones (hack/localbox/realnode.py)
+    real_node_gpus: int = 4  # fake nvidia.com/gpu each real node advertises
+    real_node_images: list[str] = field(default_factory=list)  # OCI archives imported into every real node
     timeout: float = 90.0  # per component health wait
     keep_on_failure: bool = False
     quiet: bool = False
 
     def compatible(self, other: dict[str, Any]) -> list[str]:
         diffs = []
-        for k in ("profile", "nodes", "gpus_per_node", "node_cpu", "node_memory", "node_pods", "volcano_conf"):
-            if other.get(k) != getattr(self, k):
+        for k in ("profile", "nodes", "gpus_per_node", "node_cpu", "node_memory", "node_pods", "volcano_conf",
+                  "real_nodes", "real_node_gpus"):
+            if other.get(k, BoxOptions.__dataclass_fields__[k].default) != getattr(self, k):
                 diffs.append(f"{k}={other.get(k)!r} (asked {getattr(self, k)!r})")
         return diffs
-
-
-@dataclass
-class Proc:
-    name: str
-    pid: int
-    start_time: str  # /proc/<pid>/stat field 22, guards against pid reuse
-    log: str
-    argv: list[str] = field(default_factory=list)
-
-
-def _proc_start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the comm field may contain spaces; fields after the closing paren are plain
-    rest = stat[stat.rindex(")") + 2:].split()
-    if rest[0] in ("Z", "X"):
-        return None
-    return rest[19]
-
-
-def proc_alive(p: Proc) -> bool:
-    return _proc_start_time(p.pid) == p.start_time
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def log_tail(path: str | Path, lines: int = 30) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            data = f.read().decode("utf-8", "replace").splitlines()
-    except OSError as e:
-        return f"    (no log: {e})"
-    return "\n".join("    " + ln for ln in data[-lines:])
 
 
 def list_boxes() -> list[str]:
@@ -379,7 +341,10 @@ class Box:
             existing.down(quiet=True)
         if self.dir.exists():
             shutil.rmtree(self.dir)
-        missing = paths.missing_binaries(PROFILES[self.opts.profile])
+        missing = paths.missing_binaries(PROFILES[self.opts.profile] +
+                                         (["kubelet", "coredns"] if self.opts.real_nodes else []))
+        if self.opts.real_nodes and self.opts.profile != "full":
+            raise BoxError("--real-nodes needs the full profile (the Volcano scheduler places pods on them)")
         if missing:
             raise BoxError(paths.describe_missing(missing))
         crds = self._crd_files()
@@ -442,9 +407,19 @@ class Box:
                            f"Run: bash hack/build-binaries.sh (it copies them from the module cache)")
         return files
 
+    @property
+    def real(self) -> RealNodes | None:
+        n = self.opts.real_nodes or int(self.state.get("real_nodes", 0) or 0)
+        return RealNodes(self, n, self.opts.real_node_gpus) if n else None
+
     def _up(self, crds: list[Path]) -> None:
         b = paths.binary
         self._make_pki()
+        real = self.real
+        if real is not None:
+            self.state["real_nodes"] = real.count
+            self._save()
+            real.network_up()
 
         # etcd
         etcd_data = self.dir / "etcd"
@@ -464,7 +439,7 @@ class Box:
         self._start("kube-apiserver", lambda: [
             str(b("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            *self._apiserver_network_flags(),
             f"--secure-port={self.ports['apiserver']}",
             f"--tls-cert-file={pk / 'apiserver.crt'}", f"--tls-private-key-file={pk / 'apiserver.key'}",
             f"--client-ca-file={pk / 'ca.crt'}",
@@ -472,10 +447,8 @@ class Box:
             f"--service-account-key-file={pk / 'sa.pub'}",
             f"--service-account-signing-key-file={pk / 'sa.key'}",
             "--service-cluster-ip-range=10.96.0.0/16",
-            "--authorization-mode=RBAC", "--allow-privileged=true",
-            # no kubelet to mount tokens; no node lifecycle controller to lift not-ready taints
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-            f"--cert-dir={pk}", "--profiling=false", "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            f"--cert-dir={pk}", "--profiling=false",
             "--event-ttl=1h", "-v=1",
         ], lambda: self.kube.get("/readyz", timeout=3) == "ok", port_keys=("apiserver",))
         self._write_kubeconfig()
@@ -490,7 +463,8 @@ class Box:
             f"--authorization-kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1", f"--secure-port={self.ports['kcm']}",
             f"--cert-dir={self.dir / 'kcm-certs'}",
-            f"--controllers={KCM_CONTROLLERS}",
+            f"--controllers={KCM_CONTROLLERS}{REAL_NODE_KCM_CONTROLLERS if real else ''}",
+            *(["--node-monitor-period=2s", "--node-monitor-grace-period=20s"] if real else []),
             f"--service-account-private-key-file={pk / 'sa.key'}",
             f"--root-ca-file={pk / 'ca.crt'}",
             "--leader-elect=false", "--use-service-account-credentials=false", "-v=1",
@@ -502,6 +476,28 @@ class Box:
 
         if self.opts.profile == "full":
             self._up_full()
+        if real is not None:
+            real.kubernetes_service_dnat(self.ports["apiserver"])
+            self._save()
+            real.start()
+
+    def _apiserver_network_flags(self) -> list[str]:
+        """Kwok-only boxes: everything on 127.0.0.1, no kubelet, no node lifecycle. With real
+        nodes: the apiserver is reachable from pods (the bridge's gateway), advertises that
+        address for the `kubernetes` Service, talks to kubelets, authorizes them as nodes, mounts
+        service-account tokens, and reaches webhook Services through their endpoints."""
+        pk = self.pki_dir
+        if not self.opts.real_nodes:
+            return ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+                    "--authorization-mode=RBAC",
+                    # no kubelet to mount tokens; no node lifecycle controller to lift not-ready taints
+                    "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"]
+        return ["--bind-address=0.0.0.0", f"--advertise-address={realnode.GATEWAY}",
+                "--endpoint-reconciler-type=lease", "--authorization-mode=Node,RBAC",
+                "--disable-admission-plugins=TaintNodesByCondition", "--enable-aggregator-routing=true",
+                f"--kubelet-client-certificate={pk / 'admin.crt'}", f"--kubelet-client-key={pk / 'admin.key'}",
+                f"--kubelet-certificate-authority={pk / 'ca.crt'}",
+                "--kubelet-preferred-address-types=InternalIP"]
 
     def _up_full(self) -> None:
         b = paths.binary
@@ -588,7 +584,7 @@ class Box:
         ca.write(d / "ca.crt", d / "ca.key")
         pki.issue(ca, "kube-apiserver", dns_names=["localhost", "kubernetes", "kubernetes.default",
                                                    "kubernetes.default.svc"],
-                  ips=["127.0.0.1", "10.96.0.1"]).write(d / "apiserver.crt", d / "apiserver.key")
+                  ips=["127.0.0.1", "10.96.0.1", realnode.GATEWAY]).write(d / "apiserver.crt", d / "apiserver.key")
         pki.issue(ca, "volcano-elastic-admin", orgs=["system:masters"], server=False,
                   client=True).write(d / "admin.crt", d / "admin.key")
         priv, pub = pki.rsa_keypair_pem()
@@ -759,6 +755,11 @@ class Box:
         if not self.procs and self.state_file.exists():
             self.load()
         t = time.monotonic()
+        real = self.real
+        if real is not None:
+            if not quiet:
+                self.say(f"stopping {real.count} real node(s): pods, kubelets, containerd")
+            real.teardown(self.procs, self._kill)
         for name in reversed(list(self.procs)):
             p = self.procs[name]
             if proc_alive(p) and not quiet:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 from pathlib import Path
 
 HACK_DIR = Path(__file__).resolve().parent.parent
@@ -18,6 +19,8 @@ BINARIES: dict[str, tuple[str, str]] = {
     "kube-apiserver": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
     "kube-controller-manager": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
     "kubectl": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+    "kubelet": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+    "coredns": ("github.com/coredns/coredns", "COREDNS_VERSION"),
     "vc-scheduler": ("volcano.sh/volcano", "VOLCANO_VERSION"),
     "vc-controller-manager": ("volcano.sh/volcano", "VOLCANO_VERSION"),
     "kwok": ("sigs.k8s.io/kwok", "KWOK_VERSION"),
@@ -118,3 +121,15 @@ def describe_missing(names: list[str]) -> str:
             f"build log: {log if log.exists() else 'none yet'})"
         )
     return "missing binaries: " + "; ".join(parts) + ". Build them with: bash hack/build-binaries.sh"
+
+
+def gomodcache() -> Path:
+    """Go's module cache (where hack/build-binaries.sh's downloads live)."""
+    env = os.environ.get("GOMODCACHE")
+    if env:
+        return Path(env)
+    try:
+        out = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    return Path(out) if out else Path.home() / "go" / "pkg" / "mod"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install what the box's real nodes run on, from Debian's archive, at the versions pinned in
+# hack/versions.env: containerd, runc, the CNI plugins (bridge, host-local, loopback, portmap;
+# they pull iptables), conntrack, and mmdebstrap (hack/build-image.sh builds our image with it).
+# Idempotent: packages already at their pinned version are left alone. Needs root and apt.
+#
+#   sudo bash hack/install-node-packages.sh [--check]
+#
+# --check installs nothing: exit 0 when everything is there at its pinned version, else 1 and
+# the list of what is missing.
+set -euo pipefail
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+eval "$(grep -E '^(CONTAINERD|RUNC|CNI_PLUGINS)_DEB_VERSION=' "$HACK_DIR/versions.env")"
+WANT=("containerd=$CONTAINERD_DEB_VERSION" "runc=$RUNC_DEB_VERSION"
+      "containernetworking-plugins=$CNI_PLUGINS_DEB_VERSION" conntrack iptables mmdebstrap uidmap)
+need=()
+for w in "${WANT[@]}"; do
+  pkg="${w%%=*}"; ver=""; [[ "$w" == *=* ]] && ver="${w#*=}"
+  have="$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || true)"
+  if [[ "$have" != "install ok installed"* ]] || [[ -n "$ver" && "${have##* }" != "$ver" ]]; then
+    need+=("$w")
+  fi
+done
+if [[ ${#need[@]} -eq 0 ]]; then
+  echo "install-node-packages: all present (${WANT[*]})"; exit 0
+fi
+if [[ "${1:-}" == "--check" ]]; then
+  echo "install-node-packages: missing or at another version: ${need[*]}" >&2; exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-node-packages: needs root to install ${need[*]} (the real-node tier skips without them)" >&2; exit 1
+fi
+echo "install-node-packages: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,311 @@
+"""Container images without Docker or a registry: OCI archives that `ctr images import` loads.
+
+Three images, each cached under <cache>/images/ by a key of everything that goes into it:
+
+    pause               Kubernetes' own build/pause/linux/pause.c (from the module cache), built
+                        static with gcc: the sandbox image of every real node.
+    volcano-elastic     what the Dockerfile builds: Debian bookworm (mmdebstrap, minbase) with
+                        Python 3.11, /opt/venv holding our wheel and requirements-image.txt,
+                        user 65532, ENTRYPOINT ["volcano-elastic"], HOME=/tmp.
+    volcano-elastic-train
+                        the real tier's training image: the same base with Debian's CPU-only
+                        python3-torch and the job kit (jobkit/), when the repository has one.
+
+An OCI archive is a tar of an OCI image layout (oci-layout, index.json, blobs/sha256/...) with
+one uncompressed layer; index.json names the image with `io.containerd.image.name`, which is
+what `ctr images import` tags it as.
+"""
+
+from __future__ import annotations
+
+import gzip  # noqa: F401  (kept for callers that want a compressed layer later)
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from . import paths
+
+PAUSE_REF = "registry.k8s.io/pause:3.10.1"
+IMAGE_REF = "volcano-elastic.local/volcano-elastic:dev"
+TRAIN_REF = "volcano-elastic.local/volcano-elastic-train:dev"
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+IMAGE_USER = "65532:65532"
+
+
+class ImageError(RuntimeError):
+    pass
+
+
+def images_dir() -> Path:
+    d = paths.cache_root() / "images"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha256(p: Path) -> tuple[str, int]:
+    h = hashlib.sha256()
+    n = 0
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    return h.hexdigest(), n
+
+
+def layer_from_dir(root: Path, out: Path, mtime: int = 0) -> None:
+    """A deterministic layer tar of ROOT (sorted, numeric owners kept, mtimes clamped)."""
+    tmp = out.with_suffix(".tmp")
+
+    def walk(d: Path, rel: str) -> Iterable[tuple[Path, str]]:
+        for name in sorted(os.listdir(d)):
+            p = d / name
+            r = f"{rel}{name}"
+            yield p, r
+            if p.is_dir() and not p.is_symlink():
+                yield from walk(p, r + "/")
+
+    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+        for p, rel in walk(root, ""):
+            ti = tar.gettarinfo(str(p), arcname=rel)
+            ti.mtime = min(int(ti.mtime), mtime) if mtime else int(ti.mtime)
+            ti.uname = ti.gname = ""
+            if ti.isreg():
+                with open(p, "rb") as f:
+                    tar.addfile(ti, f)
+            else:
+                tar.addfile(ti)
+    tmp.replace(out)
+
+
+def write_oci_archive(out: Path, layer: Path, ref: str, *, entrypoint: list[str],
+                      cmd: list[str] | None = None, env: list[str] | None = None,
+                      user: str = "", workdir: str = "/", labels: dict[str, str] | None = None) -> str:
+    """Write an OCI archive with one uncompressed LAYER; returns the manifest digest."""
+    layer_digest, layer_size = _file_sha256(layer)
+    config: dict[str, Any] = {
+        "architecture": "amd64", "os": "linux",
+        "config": {"Entrypoint": entrypoint, "Cmd": cmd or [], "Env": env or
+                   ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                   "User": user, "WorkingDir": workdir, "Labels": labels or {}},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+        "history": [{"created_by": "hack/localbox/image.py"}],
+    }
+    config_b = json.dumps(config, sort_keys=True).encode()
+    manifest = {
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": f"sha256:{_sha256(config_b)}", "size": len(config_b)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": f"sha256:{layer_digest}", "size": layer_size}],
+    }
+    manifest_b = json.dumps(manifest, sort_keys=True).encode()
+    manifest_digest = _sha256(manifest_b)
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+             "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                            "digest": f"sha256:{manifest_digest}", "size": len(manifest_b),
+                            "platform": {"architecture": "amd64", "os": "linux"},
+                            "annotations": {"io.containerd.image.name": ref,
+                                            "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1]}}]}
+    tmp = out.with_suffix(".tmp")
+
+    def add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        ti.mode = 0o644
+        tar.addfile(ti, io.BytesIO(data))
+
+    with tarfile.open(tmp, "w") as tar:
+        add_bytes(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        add_bytes(tar, "index.json", json.dumps(index, sort_keys=True).encode())
+        add_bytes(tar, f"blobs/sha256/{_sha256(config_b)}", config_b)
+        add_bytes(tar, f"blobs/sha256/{manifest_digest}", manifest_b)
+        tar.add(str(layer), arcname=f"blobs/sha256/{layer_digest}")
+    tmp.replace(out)
+    return f"sha256:{manifest_digest}"
+
+
+def _cached(name: str, key: str, build: Callable[[Path, Path], None], say: Callable[[str], None]) -> Path:
+    """<images>/<name>-<key>.oci.tar, built by BUILD(work_dir, out) unless it exists."""
+    out = images_dir() / f"{name}-{key}.oci.tar"
+    if out.exists():
+        return out
+    work = images_dir() / f".work-{name}-{key}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    t = time.monotonic()
+    say(f"building image {name} ({key}) ...")
+    try:
+        build(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"image {name} built in {time.monotonic() - t:.0f}s: {out} ({out.stat().st_size >> 20} MiB)")
+    return out
+
+
+def pause_source() -> Path:
+    v = paths.versions()["KUBERNETES_VERSION"]
+    src = paths.gomodcache() / f"k8s.io/kubernetes@{v}/build/pause/linux/pause.c"
+    if not src.exists():
+        raise ImageError(f"{src} is missing: run hack/build-binaries.sh (it downloads k8s.io/kubernetes {v})")
+    return src
+
+
+def pause_image(say: Callable[[str], None] = print) -> Path:
+    src = pause_source()
+    key = _sha256(src.read_bytes() + PAUSE_REF.encode())[:12]
+
+    def build(work: Path, out: Path) -> None:
+        root = work / "rootfs"
+        root.mkdir()
+        if shutil.which("gcc") is None:
+            raise ImageError("gcc is needed to build the pause image (apt-get install gcc libc6-dev)")
+        subprocess.run(["gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.10.1-volcano-elastic",
+                        "-o", str(root / "pause"), str(src)], check=True)
+        subprocess.run(["strip", str(root / "pause")], check=False)
+        layer_from_dir(root, work / "layer.tar")
+        write_oci_archive(out, work / "layer.tar", PAUSE_REF, entrypoint=["/pause"], user="65535:65535")
+
+    return _cached("pause", key, build, say)
+
+
+def _repo_root() -> Path:
+    return paths.HACK_DIR.parent
+
+
+def _tree_hash(files: Iterable[Path], extra: bytes = b"") -> str:
+    h = hashlib.sha256(extra)
+    root = _repo_root()
+    for f in sorted(files):
+        if f.is_file() and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def _sources(*dirs: str) -> list[Path]:
+    root = _repo_root()
+    out: list[Path] = []
+    for d in dirs:
+        p = root / d
+        out += [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+    return out
+
+
+def _mmdebstrap(rootfs: Path, include: list[str], hooks: list[str], say: Callable[[str], None]) -> None:
+    if shutil.which("mmdebstrap") is None:
+        raise ImageError("mmdebstrap is missing (sudo bash hack/install-node-packages.sh installs it)")
+    argv = ["mmdebstrap", "--variant=minbase", "--quiet", f"--include={','.join(include)}",
+            "--aptopt=Acquire::Retries \"3\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
+            "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*"]
+    for h in hooks:
+        argv.append(f"--customize-hook={h}")
+    argv += [DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR]
+    say(f"mmdebstrap {DEBIAN_SUITE} with {', '.join(include)} (Debian's archive; a few minutes cold)")
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ImageError(f"mmdebstrap failed ({r.returncode}):\n{r.stderr[-4000:]}")
+
+
+IMAGE_ENV = ["PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp",
+             "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"]
+_USER_HOOK = ('chroot "$1" groupadd --system --gid 65532 volcano-elastic && '
+              'chroot "$1" useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home '
+              '--shell /usr/sbin/nologin volcano-elastic')
+_CLEAN_HOOK = ('rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/tmp/* '
+               '"$1"/var/log/*.log "$1"/var/cache/ldconfig/aux-cache')
+
+
+def operator_image(say: Callable[[str], None] = print) -> Path:
+    """The Dockerfile's image, built with mmdebstrap: our wheel and requirements-image.txt in
+    /opt/venv, user 65532, ENTRYPOINT volcano-elastic, CMD --help."""
+    root = _repo_root()
+    src = _sources("pyproject.toml", "README.md", "requirements-image.txt", "elastic_controller", "webhook", "certs")
+    key = _tree_hash(src, (DEBIAN_SUITE + IMAGE_REF + "v1").encode())
+
+    def build(work: Path, out: Path) -> None:
+        wheels = work / "wheels"
+        r = subprocess.run([os.environ.get("PYTHON", "python3"), "-m", "pip", "wheel", "-q", "--no-deps",
+                            "-w", str(wheels), str(root)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ImageError(f"building our wheel failed:\n{r.stderr[-3000:]}")
+        whl = next(wheels.glob("volcano_elastic-*.whl"))
+        rootfs = work / "rootfs"
+        _mmdebstrap(rootfs, ["python3", "python3-venv", "ca-certificates"], [
+            f'mkdir -p "$1"/tmp/build && cp {root / "requirements-image.txt"} {whl} "$1"/tmp/build/',
+            'chroot "$1" python3 -m venv /opt/venv',
+            'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --only-binary=:all: --no-compile '
+            '-r /tmp/build/requirements-image.txt',
+            f'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-deps --no-compile '
+            f'-c /tmp/build/requirements-image.txt /tmp/build/{whl.name}',
+            'chroot "$1" /opt/venv/bin/pip check',
+            'chroot "$1" /opt/venv/bin/pip uninstall -q -y pip setuptools wheel',
+            'chroot "$1" /opt/venv/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv',
+            _USER_HOOK, _CLEAN_HOOK,
+        ], say)
+        layer_from_dir(rootfs, work / "layer.tar")
+        version = (root / "elastic_controller" / "__init__.py").read_text().split("__version__ = ")[1].split('"')[1]
+        write_oci_archive(out, work / "layer.tar", IMAGE_REF, entrypoint=["volcano-elastic"], cmd=["--help"],
+                          env=IMAGE_ENV, user=IMAGE_USER, workdir="/tmp",
+                          labels={"org.opencontainers.image.title": "volcano-elastic",
+                                  "org.opencontainers.image.version": version})
+
+    return _cached("volcano-elastic", key, build, say)
+
+
+def train_image(say: Callable[[str], None] = print) -> Path:
+    """The real tier's training image: Debian's CPU-only python3-torch and the job kit."""
+    root = _repo_root()
+    kit = root / "jobkit" / "src" / "volcano_elastic_job"
+    src = _sources("jobkit/src") if kit.is_dir() else []
+    key = _tree_hash(src, (DEBIAN_SUITE + TRAIN_REF + "v1").encode())
+
+    def build(work: Path, out: Path) -> None:
+        rootfs = work / "rootfs"
+        hooks = []
+        if kit.is_dir():
+            hooks.append(f'cp -r {kit} "$1"/usr/lib/python3/dist-packages/')
+        hooks += [_USER_HOOK, _CLEAN_HOOK]
+        _mmdebstrap(rootfs, ["python3", "python3-torch", "ca-certificates"], hooks, say)
+        layer_from_dir(rootfs, work / "layer.tar")
+        write_oci_archive(out, work / "layer.tar", TRAIN_REF, entrypoint=[], cmd=["python3"],
+                          env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp",
+                               "PYTHONUNBUFFERED=1"], user=IMAGE_USER, workdir="/tmp")
+
+    return _cached("volcano-elastic-train", key, build, say)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="hack/build-image.sh", description=(
+        "Build an image as an OCI archive without Docker or a registry (cached by content); "
+        "prints the archive's path last."))
+    ap.add_argument("which", choices=["pause", "volcano-elastic", "train"], nargs="?", default="volcano-elastic")
+    a = ap.parse_args(argv)
+
+    def say(msg: str) -> None:
+        print(f"[build-image {time.strftime('%H:%M:%S')}] {msg}", file=__import__("sys").stderr, flush=True)
+
+    try:
+        out = {"pause": pause_image, "volcano-elastic": operator_image, "train": train_image}[a.which](say)
+    except (ImageError, subprocess.CalledProcessError) as e:
+        say(f"ERROR: {e}")
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
