@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export VOLCANO_ELASTIC_CACHE ?= $(HOME)/.cache/volcano-elastic
 
-.PHONY: help venv fmt lint types imports test test-unit test-integration test-e2e binaries demo bench clean
+.PHONY: help venv fmt lint types imports test test-unit test-integration test-e2e test-real node-packages images binaries demo bench clean
 
 help: ## list every target
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -42,7 +42,17 @@ test-integration: venv binaries ## real kube-apiserver + etcd
 test-e2e: venv binaries ## the whole box: Volcano, kwok GPU nodes, training operator
 	$(BIN)/pytest -q -m e2e tests/e2e
 
-test: lint binaries ## everything: lint, types, import rules, unit, integration, e2e
+node-packages: ## containerd, runc, CNI plugins, mmdebstrap at hack/versions.env's pins (root; for real nodes)
+	@bash hack/install-node-packages.sh || echo "WARNING: the real-node packages are not installed: the real-node tier (tests/real) will SKIP" >&2
+
+images: venv ## our image and the training image as OCI archives, without Docker (cached; root)
+	PYTHON=$(BIN)/python bash hack/build-image.sh volcano-elastic
+	PYTHON=$(BIN)/python bash hack/build-image.sh train
+
+test-real: venv binaries node-packages ## the box with real nodes: our image, Helm install, real pods and torchrun
+	$(BIN)/pytest -q -m real tests/real
+
+test: lint binaries node-packages ## everything: lint, types, import rules, unit, integration, e2e, real nodes
 	$(BIN)/pytest -q tests
 
 demo: venv binaries ## local demo of elastic scaling, then plan and simulate on bundled examples

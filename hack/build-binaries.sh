@@ -3,9 +3,9 @@
 #
 #   hack/build-binaries.sh [--force] [--allow-failures] [NAME ...]
 #
-# NAME is any of: etcd kube-apiserver kube-controller-manager kubectl kubelet coredns
+# NAME is any of: etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler coredns
 # vc-scheduler vc-controller-manager kwok training-operator helm, or crds (only the CRDs and
-# kwok stages); kubelet and coredns are for the box's real nodes (hack/local-up.sh --real-nodes);
+# kwok stages); kubelet, kube-scheduler and coredns are for the box's real nodes (hack/local-up.sh --real-nodes);
 # default: all of them.
 #
 # VOLCANO_VERSION=v1.14.1 in the environment builds that Volcano instead of the default pinned
@@ -127,6 +127,7 @@ TARGETS=(
   "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s|-"
   "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s|-"
   "kubelet|kubernetes|k8s.io/kubernetes/cmd/kubelet|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s|-"
+  "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes@$KUBERNETES_VERSION|k8s|-"
   "coredns|coredns|.|github.com/coredns/coredns@$COREDNS_VERSION|plain|-"
   "vc-scheduler|$V|volcano.sh/volcano/cmd/scheduler|volcano.sh/volcano@$VOLCANO_VERSION|volcano|stage_volcano_apis"
   "vc-controller-manager|$V|volcano.sh/volcano/cmd/controller-manager|volcano.sh/volcano@$VOLCANO_VERSION|volcano|stage_volcano_apis"

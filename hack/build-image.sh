@@ -16,4 +16,4 @@ if [[ -n "${PYTHON:-}" ]]; then PY="$PYTHON"
 elif [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"
 else PY=python3; fi
 export PYTHON="$PY"
-exec "$PY" -m hack.localbox.image "$@"
+exec "$PY" -c 'import sys; from hack.localbox.image import main; sys.exit(main(sys.argv[1:]))' "$@"

@@ -80,7 +80,14 @@ def _cleanup_stale_pytest_boxes() -> None:
             b.down(quiet=True)
 
 
-def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None) -> Box:
+def _say_loudly(config: pytest.Config, msg: str) -> None:
+    warnings.warn(msg, stacklevel=2)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(msg, red=True, bold=True)
+
+
+def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None, real_nodes: int = 0) -> Box:
     """The session's box for `profile` (started on first use, stopped at session end). With
     `volcano_conf` (a name of hack/volcano-scheduler-NAME.conf), a box of its own running that
     Volcano scheduler configuration, whatever VOLCANO_ELASTIC_VOLCANO_CONF says."""
@@ -100,6 +107,23 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
             pytest.fail(f"VOLCANO_ELASTIC_TEST_BOX={existing} runs profile {have!r}; this tier needs 'full'")
         return b
     key = profile if volcano_conf is None else f"{profile}-{volcano_conf}"
+    images: list[str] = []
+    if real_nodes:
+        key += "-real"
+        from hack.localbox import image, realnode
+
+        if key not in _BOXES and key not in _FAILED:
+            problems = realnode.host_problems()
+            if problems:
+                msg = f"SKIPPING the real-node tier: this host cannot run real nodes: {'; '.join(problems)}"
+                _say_loudly(config, msg)
+                pytest.skip(msg)
+            try:
+                images = [str(image.operator_image(print)), str(image.train_image(print))]
+            except image.ImageError as e:
+                msg = f"SKIPPING the real-node tier: an image could not be built: {e}"
+                _say_loudly(config, msg)
+                pytest.skip(msg)
     if key in _BOXES:
         return _BOXES[key]
     if key in _FAILED:
@@ -121,7 +145,9 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
     b = Box(BoxOptions(name=name, profile=profile, keep_on_failure=keep,
                        nodes=int(env("VOLCANO_ELASTIC_BOX_NODES", "4")),
                        gpus_per_node=int(env("VOLCANO_ELASTIC_BOX_GPUS_PER_NODE", "8")),
-                       volcano_conf=volcano_conf or env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours")))
+                       volcano_conf=volcano_conf or env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours"),
+                       **({"nodes": 0, "real_nodes": real_nodes, "real_node_images": images, "timeout": 180}
+                          if real_nodes else {})))
     t0 = time.monotonic()
     try:
         b.up()
@@ -146,7 +172,7 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
     return b
 
 
-def box_fixture(profile: str, volcano_conf: str | None = None) -> Any:
+def box_fixture(profile: str, volcano_conf: str | None = None, real_nodes: int = 0) -> Any:
     """Make the session-scoped `box` fixture of a tier: `box = box_fixture("core")` in its
     conftest. VOLCANO_ELASTIC_BOX_PROFILE overrides the profile. A test module that needs another
     Volcano scheduler configuration overrides it: `box = box_fixture("full", "capacity")` (one
@@ -154,7 +180,8 @@ def box_fixture(profile: str, volcano_conf: str | None = None) -> Any:
 
     @pytest.fixture(scope="session")
     def box(request: pytest.FixtureRequest) -> Box:
-        return get_box(os.environ.get("VOLCANO_ELASTIC_BOX_PROFILE") or profile, request.config, volcano_conf)
+        return get_box(os.environ.get("VOLCANO_ELASTIC_BOX_PROFILE") or profile, request.config, volcano_conf,
+                       real_nodes)
 
     return box
 

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -342,7 +341,7 @@ class Box:
         if self.dir.exists():
             shutil.rmtree(self.dir)
         missing = paths.missing_binaries(PROFILES[self.opts.profile] +
-                                         (["kubelet", "coredns"] if self.opts.real_nodes else []))
+                                         (list(realnode.REAL_NODE_BINARIES) if self.opts.real_nodes else []))
         if self.opts.real_nodes and self.opts.profile != "full":
             raise BoxError("--real-nodes needs the full profile (the Volcano scheduler places pods on them)")
         if missing:

@@ -18,7 +18,6 @@ what `ctr images import` tags it as.
 
 from __future__ import annotations
 
-import gzip  # noqa: F401  (kept for callers that want a compressed layer later)
 import hashlib
 import io
 import json
@@ -34,8 +33,12 @@ from typing import Any
 from . import paths
 
 PAUSE_REF = "registry.k8s.io/pause:3.10.1"
-IMAGE_REF = "volcano-elastic.local/volcano-elastic:dev"
-TRAIN_REF = "volcano-elastic.local/volcano-elastic-train:dev"
+# What pods and the manifests say (manifests/overlays/kind uses volcano-elastic:dev with
+# imagePullPolicy Never), and the normalized name containerd stores it under.
+IMAGE = "volcano-elastic:dev"
+IMAGE_REF = f"docker.io/library/{IMAGE}"
+TRAIN_IMAGE = "volcano-elastic-train:dev"
+TRAIN_REF = f"docker.io/library/{TRAIN_IMAGE}"
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 IMAGE_USER = "65532:65532"
@@ -137,21 +140,32 @@ def write_oci_archive(out: Path, layer: Path, ref: str, *, entrypoint: list[str]
     return f"sha256:{manifest_digest}"
 
 
-def _cached(name: str, key: str, build: Callable[[Path, Path], None], say: Callable[[str], None]) -> Path:
-    """<images>/<name>-<key>.oci.tar, built by BUILD(work_dir, out) unless it exists."""
-    out = images_dir() / f"{name}-{key}.oci.tar"
-    if out.exists():
-        return out
-    work = images_dir() / f".work-{name}-{key}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    t = time.monotonic()
-    say(f"building image {name} ({key}) ...")
-    try:
-        build(work, out)
-    finally:
+def _cached(name: str, key: str, build_layer: Callable[[Path, Path], None], write: Callable[[Path, Path], None],
+            say: Callable[[str], None]) -> Path:
+    """<images>/<name>-<key>.oci.tar. The layer (the slow part: a Debian root file system) is
+    cached by KEY, the hash of its inputs, as <name>-<key>.layer.tar; the archive around it
+    (name, entrypoint, user, ...) is rewritten by WRITE(layer, out) when its own inputs change."""
+    d = images_dir()
+    layer = d / f"{name}-{key}.layer.tar"
+    if not layer.exists():
+        work = d / f".work-{name}-{key}-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
-    say(f"image {name} built in {time.monotonic() - t:.0f}s: {out} ({out.stat().st_size >> 20} MiB)")
+        work.mkdir(parents=True)
+        t = time.monotonic()
+        say(f"building image {name} ({key}) ...")
+        try:
+            build_layer(work, layer)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        say(f"image {name} layer built in {time.monotonic() - t:.0f}s ({layer.stat().st_size >> 20} MiB)")
+    probe = d / f".{name}-{key}.probe"
+    write(layer, probe)
+    archive_key = hashlib.sha256(probe.read_bytes()[:65536]).hexdigest()[:8]
+    out = d / f"{name}-{key}-{archive_key}.oci.tar"
+    if out.exists():
+        probe.unlink()
+    else:
+        probe.replace(out)
     return out
 
 
@@ -165,9 +179,9 @@ def pause_source() -> Path:
 
 def pause_image(say: Callable[[str], None] = print) -> Path:
     src = pause_source()
-    key = _sha256(src.read_bytes() + PAUSE_REF.encode())[:12]
+    key = _sha256(src.read_bytes())[:12]
 
-    def build(work: Path, out: Path) -> None:
+    def build(work: Path, layer: Path) -> None:
         root = work / "rootfs"
         root.mkdir()
         if shutil.which("gcc") is None:
@@ -175,10 +189,10 @@ def pause_image(say: Callable[[str], None] = print) -> Path:
         subprocess.run(["gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.10.1-volcano-elastic",
                         "-o", str(root / "pause"), str(src)], check=True)
         subprocess.run(["strip", str(root / "pause")], check=False)
-        layer_from_dir(root, work / "layer.tar")
-        write_oci_archive(out, work / "layer.tar", PAUSE_REF, entrypoint=["/pause"], user="65535:65535")
+        layer_from_dir(root, layer)
 
-    return _cached("pause", key, build, say)
+    return _cached("pause", key, build, lambda layer, out: write_oci_archive(
+        out, layer, PAUSE_REF, entrypoint=["/pause"], user="65535:65535") and None, say)
 
 
 def _repo_root() -> Path:
@@ -232,9 +246,9 @@ def operator_image(say: Callable[[str], None] = print) -> Path:
     /opt/venv, user 65532, ENTRYPOINT volcano-elastic, CMD --help."""
     root = _repo_root()
     src = _sources("pyproject.toml", "README.md", "requirements-image.txt", "elastic_controller", "webhook", "certs")
-    key = _tree_hash(src, (DEBIAN_SUITE + IMAGE_REF + "v1").encode())
+    key = _tree_hash(src, (DEBIAN_SUITE + "v1").encode())
 
-    def build(work: Path, out: Path) -> None:
+    def build(work: Path, layer: Path) -> None:
         wheels = work / "wheels"
         r = subprocess.run([os.environ.get("PYTHON", "python3"), "-m", "pip", "wheel", "-q", "--no-deps",
                             "-w", str(wheels), str(root)], capture_output=True, text=True)
@@ -254,14 +268,17 @@ def operator_image(say: Callable[[str], None] = print) -> Path:
             'chroot "$1" /opt/venv/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv',
             _USER_HOOK, _CLEAN_HOOK,
         ], say)
-        layer_from_dir(rootfs, work / "layer.tar")
-        version = (root / "elastic_controller" / "__init__.py").read_text().split("__version__ = ")[1].split('"')[1]
-        write_oci_archive(out, work / "layer.tar", IMAGE_REF, entrypoint=["volcano-elastic"], cmd=["--help"],
+        layer_from_dir(rootfs, layer)
+
+    version = (root / "elastic_controller" / "__init__.py").read_text().split("__version__ = ")[1].split('"')[1]
+
+    def write(layer: Path, out: Path) -> None:
+        write_oci_archive(out, layer, IMAGE_REF, entrypoint=["volcano-elastic"], cmd=["--help"],
                           env=IMAGE_ENV, user=IMAGE_USER, workdir="/tmp",
                           labels={"org.opencontainers.image.title": "volcano-elastic",
                                   "org.opencontainers.image.version": version})
 
-    return _cached("volcano-elastic", key, build, say)
+    return _cached("volcano-elastic", key, build, write, say)
 
 
 def train_image(say: Callable[[str], None] = print) -> Path:
@@ -269,21 +286,23 @@ def train_image(say: Callable[[str], None] = print) -> Path:
     root = _repo_root()
     kit = root / "jobkit" / "src" / "volcano_elastic_job"
     src = _sources("jobkit/src") if kit.is_dir() else []
-    key = _tree_hash(src, (DEBIAN_SUITE + TRAIN_REF + "v1").encode())
+    key = _tree_hash(src, (DEBIAN_SUITE + "v1").encode())
 
-    def build(work: Path, out: Path) -> None:
+    def build(work: Path, layer: Path) -> None:
         rootfs = work / "rootfs"
         hooks = []
         if kit.is_dir():
             hooks.append(f'cp -r {kit} "$1"/usr/lib/python3/dist-packages/')
         hooks += [_USER_HOOK, _CLEAN_HOOK]
         _mmdebstrap(rootfs, ["python3", "python3-torch", "ca-certificates"], hooks, say)
-        layer_from_dir(rootfs, work / "layer.tar")
-        write_oci_archive(out, work / "layer.tar", TRAIN_REF, entrypoint=[], cmd=["python3"],
+        layer_from_dir(rootfs, layer)
+
+    def write(layer: Path, out: Path) -> None:
+        write_oci_archive(out, layer, TRAIN_REF, entrypoint=[], cmd=["python3"],
                           env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp",
                                "PYTHONUNBUFFERED=1"], user=IMAGE_USER, workdir="/tmp")
 
-    return _cached("volcano-elastic-train", key, build, say)
+    return _cached("volcano-elastic-train", key, build, write, say)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ BINARIES: dict[str, tuple[str, str]] = {
     "kube-controller-manager": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
     "kubectl": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
     "kubelet": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+    "kube-scheduler": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
     "coredns": ("github.com/coredns/coredns", "COREDNS_VERSION"),
     "vc-scheduler": ("volcano.sh/volcano", "VOLCANO_VERSION"),
     "vc-controller-manager": ("volcano.sh/volcano", "VOLCANO_VERSION"),

@@ -29,8 +29,8 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -53,6 +53,9 @@ NODE_LABEL = ("type", "real")
 DNAT_COMMENT = "volcano-elastic box: kubernetes Service"
 HOST_BINARIES = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip")
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+# kube-scheduler: an admin's install (our Deployments, the certgen Job) uses the default
+# scheduler, which a kwok-only box does not need
+REAL_NODE_BINARIES = ("kubelet", "kube-scheduler", "coredns")
 
 
 class RealNodesUnavailable(BoxError):
@@ -80,7 +83,7 @@ def host_problems() -> list[str]:
         probe.rmdir()
     except OSError as e:
         problems.append(f"cgroups are not writable ({probe.parent}: {e})")
-    missing_bins = paths.missing_binaries(["kubelet", "coredns"])
+    missing_bins = paths.missing_binaries(list(REAL_NODE_BINARIES))
     if missing_bins:
         problems.append(paths.describe_missing(missing_bins))
     return problems
@@ -159,6 +162,7 @@ class RealNodes:
         extra = self.box.opts.real_node_images
         imgs += [Path(p) for p in extra]
         self._start_coredns()
+        self._start_kube_scheduler()
         for i in range(self.count):
             self._start_containerd(i)
         for i in range(self.count):
@@ -193,6 +197,14 @@ class RealNodes:
                         lambda: http_ok(f"http://127.0.0.1:{self.box.ports['coredns_ready']}/ready"),
                         port_keys=("coredns_health", "coredns_ready"), wait=False)
         self._coredns_t0 = time.monotonic()
+
+    def _start_kube_scheduler(self) -> None:
+        kc = str(self.box.kubeconfig)
+        self.box._start("kube-scheduler", lambda: [
+            str(paths.binary("kube-scheduler")), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}", "--leader-elect=false", "--bind-address=127.0.0.1",
+            f"--secure-port={self.box.ports['kube_scheduler']}", "-v=1",
+        ], lambda: True, port_keys=("kube_scheduler",), wait=False)
 
     def _containerd_config(self, i: int) -> Path:
         d = self.node_dir(i)
@@ -269,7 +281,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         pki.issue(ca, name, dns_names=[name], ips=[GATEWAY, "127.0.0.1"]).write(d / "serving.crt", d / "serving.key")
         kubeconfig = {
             "apiVersion": "v1", "kind": "Config", "current-context": "box",
-            "clusters": [{"name": "box", "cluster": {"server": box.server, "certificate-authority": str(pk / "ca.crt")}}],
+            "clusters": [{"name": "box", "cluster": {"server": box.server,
+                                                     "certificate-authority": str(pk / "ca.crt")}}],
             "users": [{"name": name, "user": {"client-certificate": str(d / "client.crt"),
                                               "client-key": str(d / "client.key")}}],
             "contexts": [{"name": "box", "context": {"cluster": "box", "user": name}}],

@@ -1,0 +1,230 @@
+"""The admin's install, for real: `helm install` of charts/volcano-elastic (then `kubectl apply -k
+manifests/overlays/kind`) on the box with real nodes, from our image built here. The certgen Job
+writes the serving certificate, two webhook replicas serve behind their Service (the API server
+calls them through it), the controller holds its Lease, and the e2e smoke story runs on real
+pods: job A (elastic) fills the GPUs, gang B arrives in another queue, our in-cluster agent evicts
+A's elastic workers through the Eviction API (each gets SIGTERM and its grace period), B runs and
+finishes, A grows back after its cooldown. `helm uninstall` leaves no gate and no finalizer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from hack.localbox import image
+from tests.real.test_real_nodes import PROBE, records
+from tests.unit.test_chart import CHART, helm_command
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "volcano-elastic-system"
+RELEASE = "volcano-elastic"
+GATE = "volcano-elastic.io/scale-up"
+VC = ("scheduling.volcano.sh", "v1beta1")
+KF = ("kubeflow.org", "v1")
+GPUS_PER_WORKER = 2
+COOLDOWN = 30
+# the e2e tier's shortened time constants (tests/e2e/test_elastic_scaling.py)
+CONFIG_SETS = [
+    "config.agent.intervalSeconds=1", f"config.defaults.cooldownSeconds={COOLDOWN}",
+    "config.defaults.minRuntimeSeconds=5", "config.defaults.starvationSeconds=3",
+    "config.defaults.maxScaleUpPerCycle=8", "config.defaults.minScaleUpGain=0.3",
+    "config.defaults.minWorkersToShrink=2",
+]
+
+
+def helm(box: Any, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    binary, source = helm_command()
+    if binary is None:
+        pytest.fail(f"no helm binary: {source}")
+    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "HELM_CACHE_HOME": "/tmp/helm-cache",
+           "HELM_CONFIG_HOME": "/tmp/helm-config", "HELM_DATA_HOME": "/tmp/helm-data"}
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def diagnose(box: Any) -> str:
+    out = box.kubectl("get", "pods,jobs,events", "-n", NAMESPACE, "-o", "wide", check=False)
+    return out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def wait_installed(box: Any, core: Any) -> None:
+    def ready() -> bool:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app.kubernetes.io/name=volcano-elastic").items
+        webhook = [p for p in pods if "webhook" in p.metadata.name and p.status.phase == "Running"
+                   and all(c.ready for c in p.status.container_statuses or [])]
+        ctrl = [p for p in pods if "controller" in p.metadata.name and p.status.phase == "Running"]
+        return len(webhook) >= 2 and len(ctrl) >= 1
+    try:
+        wait_until("two webhook pods ready and a controller running", ready, 240, interval=1)
+        lease = wait_until("the controller's Lease held", lambda: client.CoordinationV1Api(core.api_client)
+                           .read_namespaced_lease("volcano-elastic-controller", NAMESPACE).spec.holder_identity, 90)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{diagnose(box)}") from None
+    assert lease
+    eps = core.read_namespaced_endpoints("volcano-elastic-webhook", NAMESPACE)
+    assert sum(len(s.addresses or []) for s in eps.subsets or []) == 2  # the Service has both replicas
+
+
+def worker_pods(core: Any, ns: str, job: str) -> list[Any]:
+    return [p for p in core.list_namespaced_pod(ns, label_selector=f"training.kubeflow.org/job-name={job}").items
+            if not p.metadata.deletion_timestamp]
+
+
+def running(core: Any, ns: str, job: str) -> list[Any]:
+    return [p for p in worker_pods(core, ns, job) if p.status.phase == "Running"]
+
+
+def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None, out_dir: Path,
+               command: list[str]) -> dict[str, Any]:
+    template = {"spec": {
+        "terminationGracePeriodSeconds": 8,
+        "containers": [{
+            "name": "pytorch", "image": image.IMAGE, "imagePullPolicy": "Never", "command": command,
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "WORK_AFTER_TERM", "value": "2"}],
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                          "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "memory": "128Mi"}},
+            "volumeMounts": [{"name": "out", "mountPath": "/out"}]}],
+        "volumes": [{"name": "out", "hostPath": {"path": str(out_dir), "type": "Directory"}}],
+    }}
+    spec: dict[str, Any] = {
+        "pytorchReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": template}},
+        "runPolicy": {"schedulingPolicy": {"queue": queue}},
+    }
+    if elastic:
+        spec["elasticPolicy"] = {"minReplicas": elastic[0], "maxReplicas": elastic[1], "rdzvBackend": "c10d",
+                                 "maxRestarts": 100}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+
+
+def smoke_story(box: Any, core: Any, objs: Any, ns: str, out_dir: Path) -> dict[str, float]:
+    """A fills the GPUs, B needs room, our in-cluster agent makes it, A regrows; returns timings."""
+    tag = uuid.uuid4().hex[:5]
+    qa, qb = f"dept-a-{tag}", f"dept-b-{tag}"
+    for q in (qa, qb):
+        objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                                          "kind": "Queue", "metadata": {"name": q},
+                                                          "spec": {"weight": 1, "reclaimable": True}})
+    for q in (qa, qb):
+        wait_until(f"queue {q} Open", lambda q=q: (objs.get_cluster_custom_object(*VC, "queues", q)
+                                                   .get("status") or {}).get("state") == "Open", 60)
+    gpus = box.opts.real_nodes * box.opts.real_node_gpus
+    max_a = gpus // GPUS_PER_WORKER
+    try:
+        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", pytorchjob(
+            "a", qa, max_a, (2, max_a), out_dir, ["python3", "-c", PROBE]))
+        wait_until(f"A runs {max_a} workers", lambda: len(running(core, ns, "a")) >= max_a, 180, interval=1)
+        a0 = {p.metadata.name: p.metadata.uid for p in running(core, ns, "a")}
+        roles = {p.metadata.name: (p.metadata.annotations or {}).get("volcano-elastic.io/role") for p in
+                 worker_pods(core, ns, "a")}
+        assert "elastic" in roles.values(), roles  # our webhook, called through its Service, labelled them
+
+        t_b = time.monotonic()
+        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", pytorchjob(
+            "b", qb, 2, None, out_dir, ["python3", "-c", "import time; time.sleep(20)"]))
+        wait_until("B runs both workers", lambda: len(running(core, ns, "b")) >= 2, 180, interval=0.5)
+        b_running = time.monotonic() - t_b
+        gone = [n for n, uid in a0.items() if uid not in {p.metadata.uid for p in worker_pods(core, ns, "a")}]
+        assert gone, "B ran without any A worker leaving"
+        assert "a-worker-0" not in gone  # the master is never a victim
+        assert len(running(core, ns, "a")) >= 2  # never below min
+        for name in gone:  # each victim got SIGTERM and finished its handler within the grace period
+            rec = wait_until(f"{name} recorded SIGTERM and its exit",
+                             lambda name=name: (r := records(out_dir, name)).get("exit") and r, 30)
+            assert rec["exit"]["t"] - rec["term"]["t"] >= 1.8
+        # the replacements the operator creates wait behind our gate
+        wait_until("A's replacement workers gated", lambda: any(
+            GATE in [g.name for g in p.spec.scheduling_gates or []] for p in worker_pods(core, ns, "a")), 60)
+        t_regrow = time.monotonic()
+        wait_until(f"A grows back to {max_a} after B and the cooldown",
+                   lambda: len(running(core, ns, "a")) >= max_a, COOLDOWN + 150, interval=1)
+        return {"b_running_s": round(b_running, 1), "a_regrow_s": round(time.monotonic() - t_regrow, 1),
+                "victims": float(len(gone))}
+    finally:
+        for job in ("a", "b"):
+            try:
+                objs.delete_namespaced_custom_object(*KF, ns, "pytorchjobs", job)
+            except client.ApiException:
+                pass
+        for q in (qa, qb):
+            try:
+                objs.delete_cluster_custom_object(*VC, "queues", q)
+            except client.ApiException:
+                pass
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "out"
+    d.mkdir()
+    d.chmod(0o777)
+    return d
+
+
+@pytest.fixture
+def install_namespace(box: Any) -> Iterator[str]:
+    box.kubectl("create", "namespace", NAMESPACE, check=False)
+    box.kubectl("label", "--overwrite", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
+    yield NAMESPACE
+
+
+def no_gates_or_finalizers_left(core: Any) -> None:
+    pods = core.list_pod_for_all_namespaces().items
+    gated = [p.metadata.name for p in pods if GATE in [g.name for g in p.spec.scheduling_gates or []]]
+    assert not gated, f"pods left gated after uninstall: {gated}"
+    held = [p.metadata.name for p in pods if any("volcano-elastic" in f for f in p.metadata.finalizers or [])]
+    assert not held, f"pods with our finalizers after uninstall: {held}"
+
+
+def test_helm_install_runs_in_the_cluster_and_shrinks_a_real_job_for_a_gang(
+        box: Any, kube: Any, namespace: str, install_namespace: str, out_dir: Path) -> None:
+    core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)
+    sets = [f"--set={s}" for s in [
+        "image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
+        "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}", *CONFIG_SETS]]
+    t0 = time.monotonic()
+    install = helm(box, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
+                   *sets)
+    assert install.returncode == 0, install.stderr + diagnose(box)
+    wait_installed(box, core)
+    installed_in = time.monotonic() - t0
+    try:
+        timings = smoke_story(box, core, objs, namespace, out_dir)
+        print(f"\n[real] helm install ready in {installed_in:.1f}s; story: {json.dumps(timings)}")
+    finally:
+        un = helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")
+        assert un.returncode == 0, un.stderr
+    no_gates_or_finalizers_left(core)
+
+
+def test_kustomize_overlay_installs_and_its_webhook_mutates_through_the_service(
+        box: Any, kube: Any, namespace: str, install_namespace: str) -> None:
+    core = kube(client.CoreV1Api)
+    overlay = ROOT / "manifests" / "overlays" / "kind"
+    applied = box.kubectl("apply", "-k", str(overlay), check=False, timeout=120)
+    assert applied.returncode == 0, applied.stderr
+    try:
+        wait_installed(box, core)
+        objs = kube(client.CustomObjectsApi)
+        job = pytorchjob("k", "default", 2, (1, 2), Path("/tmp"), ["python3", "-c", "import time; time.sleep(600)"])
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"] = []
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["volumeMounts"] = []
+        objs.create_namespaced_custom_object(*KF, namespace, "pytorchjobs", job)
+        pods = wait_until("the job's pods", lambda: len(worker_pods(core, namespace, "k")) == 2 and
+                          worker_pods(core, namespace, "k"), 60)
+        ann = {p.metadata.name: (p.metadata.annotations or {}) for p in pods}
+        assert all(a.get("scheduling.k8s.io/group-name") == "k" for a in ann.values()), ann
+        assert {a.get("volcano-elastic.io/role") for a in ann.values()} >= {"master"}
+    finally:
+        deleted = box.kubectl("delete", "-k", str(overlay), "--wait=true", "--ignore-not-found", check=False,
+                              timeout=180)
+        assert deleted.returncode == 0, deleted.stderr
