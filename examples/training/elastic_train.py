@@ -1,0 +1,113 @@
+"""A small elastic training job: what volcano-elastic expects of training code, end to end.
+
+torch on CPU with gloo, a tiny model, synthetic data that depends only on the step (so a resumed
+run sees exactly the batches it would have seen), checkpoints on a shared volume every
+``--checkpoint-every`` steps and whenever an eviction notice is pending, the learning rate and
+per-rank batch scaled with the world size. Run it under torchrun (or the job kit's launcher,
+``python -m volcano_elastic_job.run``, which also ends a rendezvous as soon as the size the agent
+announced has joined):
+
+    torchrun --nnodes=2:4 --rdzv-backend=c10d --rdzv-endpoint=HOST:29400 elastic_train.py \\
+        --steps 300 --dir /shared/run-1
+
+Rank 0 appends one JSON line per step to ``DIR/progress.jsonl`` (step, world size, loss, time,
+torchelastic restart count): the real-node tier and ``bench/real_training.py`` read it to find the
+stall of each scale event and the steps redone. The job ends 0 when every step is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import volcano_elastic_job as kit
+from torch.nn.parallel import DistributedDataParallel
+
+GLOBAL_BATCH = 64
+BASE_LR = 0.05
+BASE_WORLD = 2
+
+
+def batch(step: int, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's share of the step's global batch (the same global batch at any world size)."""
+    g = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(GLOBAL_BATCH, 16, generator=g)
+    y = x.sum(dim=1, keepdim=True) * 0.5 + 1.0
+    per = kit.split_batch(GLOBAL_BATCH, world)
+    return x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
+
+
+def save(path: Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, tmp)
+    os.replace(tmp, path)  # atomic: a SIGKILL mid-save never leaves a torn checkpoint
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--dir", required=True, help="shared directory: checkpoint and progress log")
+    ap.add_argument("--checkpoint-every", type=int, default=20)
+    ap.add_argument("--step-seconds", type=float, default=0.2, help="simulated compute per step")
+    ap.add_argument("--notice-every", type=int, default=5, help="steps between looks at the notice")
+    a = ap.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    d = Path(a.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    ckpt = d / "checkpoint.pt"
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=kit.scale_lr(BASE_LR, BASE_WORLD, world))
+    start = 0
+    if ckpt.exists():
+        state = torch.load(ckpt)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        for group in opt.param_groups:  # the saved lr was for the old world size
+            group["lr"] = kit.scale_lr(BASE_LR, BASE_WORLD, world)
+        start = int(state["step"])
+    ddp = DistributedDataParallel(model)
+    watch = kit.NoticeWatch(every=a.notice_every, all_reduce_max=kit.torch_all_reduce_max())
+    log = open(d / "progress.jsonl", "a", buffering=1) if rank == 0 else None  # noqa: SIM115 - the run's log
+    if log:
+        log.write(json.dumps({"event": "start", "from": start, "world": world, "t": time.time(),
+                              "restart": kit.restart_count()}) + "\n")
+
+    def checkpoint(step: int, why: str) -> None:
+        if rank == 0:
+            save(ckpt, step, model, opt)
+        dist.barrier()
+        if kit.local_rank() == 0:
+            kit.record_checkpoint()  # this pod's volcano-elastic.io/last-checkpoint-time
+        if log:
+            log.write(json.dumps({"event": "checkpoint", "step": step, "why": why, "t": time.time()}) + "\n")
+
+    for step in range(start, a.steps):
+        x, y = batch(step, rank, world)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        time.sleep(a.step_seconds)
+        done = step + 1
+        if log:
+            log.write(json.dumps({"step": done, "world": world, "loss": round(float(loss), 6),
+                                  "t": time.time(), "restart": kit.restart_count()}) + "\n")
+        if watch.checkpoint_now(done):
+            checkpoint(done, "notice")
+        elif done % a.checkpoint_every == 0 or done == a.steps:
+            checkpoint(done, "interval")
+    if log:
+        log.write(json.dumps({"event": "done", "steps": a.steps, "t": time.time()}) + "\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
