@@ -93,17 +93,18 @@ def layer_from_dir(root: Path, out: Path, mtime: int = 0) -> None:
     tmp.replace(out)
 
 
-def write_oci_archive(out: Path, layer: Path, ref: str, *, entrypoint: list[str],
+def write_oci_archive(out: Path, layer: Path | list[Path], ref: str, *, entrypoint: list[str],
                       cmd: list[str] | None = None, env: list[str] | None = None,
                       user: str = "", workdir: str = "/", labels: dict[str, str] | None = None) -> str:
-    """Write an OCI archive with one uncompressed LAYER; returns the manifest digest."""
-    layer_digest, layer_size = _file_sha256(layer)
+    """Write an OCI archive of uncompressed LAYER(s), lowest first; returns the manifest digest."""
+    layers = layer if isinstance(layer, list) else [layer]
+    sums = [_file_sha256(p) for p in layers]
     config: dict[str, Any] = {
         "architecture": "amd64", "os": "linux",
         "config": {"Entrypoint": entrypoint, "Cmd": cmd or [], "Env": env or
                    ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
                    "User": user, "WorkingDir": workdir, "Labels": labels or {}},
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d, _ in sums]},
         "history": [{"created_by": "hack/localbox/image.py"}],
     }
     config_b = json.dumps(config, sort_keys=True).encode()
@@ -111,8 +112,8 @@ def write_oci_archive(out: Path, layer: Path, ref: str, *, entrypoint: list[str]
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
                    "digest": f"sha256:{_sha256(config_b)}", "size": len(config_b)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
-                    "digest": f"sha256:{layer_digest}", "size": layer_size}],
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": f"sha256:{d}", "size": n}
+                   for d, n in sums],
     }
     manifest_b = json.dumps(manifest, sort_keys=True).encode()
     manifest_digest = _sha256(manifest_b)
@@ -135,7 +136,8 @@ def write_oci_archive(out: Path, layer: Path, ref: str, *, entrypoint: list[str]
         add_bytes(tar, "index.json", json.dumps(index, sort_keys=True).encode())
         add_bytes(tar, f"blobs/sha256/{_sha256(config_b)}", config_b)
         add_bytes(tar, f"blobs/sha256/{manifest_digest}", manifest_b)
-        tar.add(str(layer), arcname=f"blobs/sha256/{layer_digest}")
+        for p, (d, _) in zip(layers, sums, strict=True):
+            tar.add(str(p), arcname=f"blobs/sha256/{d}")
     tmp.replace(out)
     return f"sha256:{manifest_digest}"
 
@@ -255,14 +257,23 @@ def operator_image(say: Callable[[str], None] = print) -> Path:
         if r.returncode != 0:
             raise ImageError(f"building our wheel failed:\n{r.stderr[-3000:]}")
         whl = next(wheels.glob("volcano_elastic-*.whl"))
+        # the dependencies are downloaded here, where pip is configured for this network (a proxy's
+        # CA, an index mirror), and installed in the root file system from these files only
+        r = subprocess.run([os.environ.get("PYTHON", "python3"), "-m", "pip", "download", "-q",
+                            "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
+                            "--platform", "manylinux_2_28_x86_64", "--platform", "linux_x86_64",
+                            "-d", str(wheels), "-r", str(root / "requirements-image.txt")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ImageError(f"downloading requirements-image.txt failed:\n{r.stderr[-3000:]}")
         rootfs = work / "rootfs"
         _mmdebstrap(rootfs, ["python3", "python3-venv", "ca-certificates"], [
-            f'mkdir -p "$1"/tmp/build && cp {root / "requirements-image.txt"} {whl} "$1"/tmp/build/',
+            f'mkdir -p "$1"/tmp/build && cp -r {root / "requirements-image.txt"} {wheels} "$1"/tmp/build/',
             'chroot "$1" python3 -m venv /opt/venv',
-            'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --only-binary=:all: --no-compile '
-            '-r /tmp/build/requirements-image.txt',
-            f'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-deps --no-compile '
-            f'-c /tmp/build/requirements-image.txt /tmp/build/{whl.name}',
+            'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-index --find-links /tmp/build/wheels '
+            '--only-binary=:all: --no-compile -r /tmp/build/requirements-image.txt',
+            f'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-index --no-deps --no-compile '
+            f'-c /tmp/build/requirements-image.txt /tmp/build/wheels/{whl.name}',
             'chroot "$1" /opt/venv/bin/pip check',
             'chroot "$1" /opt/venv/bin/pip uninstall -q -y pip setuptools wheel',
             'chroot "$1" /opt/venv/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv',
@@ -282,25 +293,33 @@ def operator_image(say: Callable[[str], None] = print) -> Path:
 
 
 def train_image(say: Callable[[str], None] = print) -> Path:
-    """The real tier's training image: Debian's CPU-only python3-torch and the job kit."""
+    """The real tier's training image: Debian's CPU-only python3-torch (a cached layer), and the
+    job kit from jobkit/src on top (a small layer, rebuilt with the kit)."""
     root = _repo_root()
     kit = root / "jobkit" / "src" / "volcano_elastic_job"
-    src = _sources("jobkit/src") if kit.is_dir() else []
-    key = _tree_hash(src, (DEBIAN_SUITE + "v1").encode())
+    key = _tree_hash([], (DEBIAN_SUITE + "v1").encode())
 
     def build(work: Path, layer: Path) -> None:
         rootfs = work / "rootfs"
-        hooks = []
-        if kit.is_dir():
-            hooks.append(f'cp -r {kit} "$1"/usr/lib/python3/dist-packages/')
-        hooks += [_USER_HOOK, _CLEAN_HOOK]
-        _mmdebstrap(rootfs, ["python3", "python3-torch", "ca-certificates"], hooks, say)
+        _mmdebstrap(rootfs, ["python3", "python3-torch", "ca-certificates"], [_USER_HOOK, _CLEAN_HOOK], say)
         layer_from_dir(rootfs, layer)
 
     def write(layer: Path, out: Path) -> None:
-        write_oci_archive(out, layer, TRAIN_REF, entrypoint=[], cmd=["python3"],
-                          env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp",
-                               "PYTHONUNBUFFERED=1"], user=IMAGE_USER, workdir="/tmp")
+        layers = [layer]
+        if kit.is_dir():
+            kit_root = out.with_suffix(".kit")
+            shutil.rmtree(kit_root, ignore_errors=True)
+            dst = kit_root / "usr" / "lib" / "python3" / "dist-packages" / "volcano_elastic_job"
+            shutil.copytree(kit, dst, ignore=shutil.ignore_patterns("__pycache__"))
+            layer_from_dir(kit_root, out.with_suffix(".kit.tar"), mtime=1)
+            shutil.rmtree(kit_root, ignore_errors=True)
+            layers.append(out.with_suffix(".kit.tar"))
+        try:
+            write_oci_archive(out, layers, TRAIN_REF, entrypoint=[], cmd=["python3"],
+                              env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp",
+                                   "PYTHONUNBUFFERED=1"], user=IMAGE_USER, workdir="/tmp")
+        finally:
+            out.with_suffix(".kit.tar").unlink(missing_ok=True)
 
     return _cached("volcano-elastic-train", key, build, write, say)
 
