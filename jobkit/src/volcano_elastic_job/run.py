@@ -1,0 +1,43 @@
+"""``python -m volcano_elastic_job.run [torchrun arguments]``: torchrun with volcano-elastic's
+rendezvous (see :mod:`volcano_elastic_job.rendezvous`).
+
+Every torchrun argument and ``PET_*`` variable works as with ``torchrun``; the c10d rendezvous
+(``--rdzv-backend=c10d``, what the training operator sets) completes a round as soon as the worker
+count volcano-elastic announced has joined, and an agent stopped by SIGTERM leaves the rendezvous
+on its way out. ``VOLCANO_ELASTIC_RDZV=off`` runs plain torchrun.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+from . import rendezvous
+
+log = logging.getLogger("volcano_elastic_job")
+
+
+def main(argv: list[str] | None = None) -> None:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] in ("-h", "--help") and os.environ.get("VOLCANO_ELASTIC_RDZV") != "off":
+        print(__doc__.strip() + "\n\ntorchrun's own help follows.\n")
+    torchrun: Any = importlib.import_module("torch.distributed.run")
+    if os.environ.get("VOLCANO_ELASTIC_RDZV") == "off":
+        torchrun.main(argv)
+        return
+    rendezvous.register(replace_c10d=True)
+    multiprocessing: Any = importlib.import_module("torch.distributed.elastic.multiprocessing")
+    try:
+        torchrun.main(argv)
+    except (multiprocessing.SignalException, KeyboardInterrupt):
+        if rendezvous.leave():
+            log.warning("volcano-elastic: stopped by a signal; left the rendezvous")
+        raise
+
+
+if __name__ == "__main__":
+    main()
