@@ -65,8 +65,8 @@ def record_checkpoint(when: datetime | None = None, *, pod: str | None = None, n
     try:
         base = api_url or api_server()
         if base is None:
-            log.warning("volcano-elastic: not recording the checkpoint time: not in a pod "
-                        "(KUBERNETES_SERVICE_HOST is not set)")
+            log.warning("volcano-elastic: checkpoint time %s not recorded: not in a pod "
+                        "(KUBERNETES_SERVICE_HOST is not set)", stamp)
             return False
         token = _read(os.path.join(sa_dir, "token"))  # re-read each time: the kubelet rotates it
         ns = namespace or os.environ.get("POD_NAMESPACE") or _read(os.path.join(sa_dir, "namespace"))

@@ -12,12 +12,32 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
 import sys
 from typing import Any
 
 from . import rendezvous
 
 log = logging.getLogger("volcano_elastic_job")
+
+
+def fix_std_from_str(std: Any) -> bool:
+    """torch < 2.1 on Python >= 3.11 reads ``--redirects``/``--tee`` "0" (their default) and "3" as
+    None (``Std.from_str`` looks the value up by iterating the IntFlag, which since 3.11 yields only
+    single-bit members) and the agent fails in ``start_processes``. Read them as ``Std(n)``. True
+    when it had to."""
+    if std.from_str("0") is not None:
+        return False
+
+    def from_str(vm: str) -> Any:
+        if re.fullmatch(r"[0-3]", vm):
+            return std(int(vm))
+        if re.fullmatch(r"(\d:[0-3],)*\d:[0-3]", vm):
+            return {int(i): std(int(v)) for i, v in (m.split(":") for m in vm.split(","))}
+        raise ValueError(f"{vm} does not match: [0-3] or <rank>:[0-3],...")
+
+    std.from_str = from_str
+    return True
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     rendezvous.register(replace_c10d=True)
     multiprocessing: Any = importlib.import_module("torch.distributed.elastic.multiprocessing")
+    fix_std_from_str(multiprocessing.Std)
     try:
         torchrun.main(argv)
     except (multiprocessing.SignalException, KeyboardInterrupt):
