@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .checkpoint_access import CheckpointAccess
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
 from .kube.client import retry_on_conflict
@@ -157,6 +158,7 @@ class Controller:
         self._pods_by_job: dict[str, set[str]] | None = None
         self._index_lock = threading.Lock()
         self._warned_once: set[tuple[str, str]] = set()  # (object uid, reason) warned about once
+        self.access = CheckpointAccess(api)  # elastic jobs' ServiceAccounts may annotate their own pods
 
     # ------------------------------------------------------------------ events
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
@@ -232,6 +234,7 @@ class Controller:
                             "evictions and scale-up only see nodes and ignore HyperNode topology, so the room it "
                             "makes may be in another HyperNode (docs/compatibility.md)")
         if raw is None:
+            self.access.forget(key)
             return Outcome("gone", "job deleted; its PodGroup goes with it (owner reference)")
         try:
             job = parse_job(raw)
@@ -259,6 +262,8 @@ class Controller:
         except JobSpecError as exc:
             self._warn(raw, "InvalidElasticPolicy", f"no PodGroup for this job: {exc}")
             return Outcome("invalid", str(exc))
+        if plan.bounds.elastic:
+            self._grant_checkpoint_access(raw)
         if self.store.has(QUEUES) and \
                 self.store.get(QUEUES, plan.queue) is None:
             self._warn(raw, "QueueNotFound",
@@ -280,6 +285,16 @@ class Controller:
         if patch is None:
             return Outcome("unchanged")
         return self._patch(want, patch)
+
+    def _grant_checkpoint_access(self, raw: dict[str, Any]) -> None:
+        """The job's ServiceAccount may patch exactly its own pods (checkpoint_access.py). A failure
+        never holds back the PodGroup: it is logged and tried again at the next reconcile."""
+        try:
+            self.access.ensure(raw)
+        except KubeError as exc:
+            meta = raw.get("metadata") or {}
+            log.warning("checkpoint access not granted; retrying at the next reconcile",
+                        extra={"job": f"{meta.get('namespace')}/{meta.get('name')}", "error": str(exc)})
 
     def _create(self, want: dict[str, Any], job: JobView) -> Outcome:
         meta = want["metadata"]

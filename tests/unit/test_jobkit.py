@@ -5,9 +5,11 @@ downward-API files; the rendezvous hook against fake rendezvous states (torch is
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -337,3 +339,26 @@ def test_the_kit_imports_only_the_standard_library() -> None:
                 found.add(node.module.split(".")[0])
     assert found, "no imports found: wrong directory?"
     assert {m for m in found if m not in sys.stdlib_module_names and m != "__future__"} == set()
+
+
+@pytest.mark.parametrize(("default", "argv", "env", "want"), [
+    (5, [], None, "1.0"),  # torch < 2.4: 5 s -> 1 s
+    (0.1, [], None, None),  # torch 2.4+: already faster, left alone
+    (5, ["--monitor_interval=3"], None, None),  # the user said so
+    (5, ["--monitor-interval", "3"], None, None),
+    (5, [], "2", "2"),
+])
+def test_launcher_looks_at_workers_every_second_where_torch_looks_every_five(
+        default: float, argv: list[str], env: str | None, want: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from volcano_elastic_job.run import faster_monitor
+    monkeypatch.setenv("PET_MONITOR_INTERVAL", env or "")  # recorded: restored after the test
+    if env is None:
+        monkeypatch.delenv("PET_MONITOR_INTERVAL")
+
+    def get_args_parser() -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser()
+        p.add_argument("--monitor_interval", type=float, default=default)
+        return p
+
+    assert faster_monitor(SimpleNamespace(get_args_parser=get_args_parser), argv) == (want == "1.0")
+    assert os.environ.get("PET_MONITOR_INTERVAL") == want
