@@ -159,6 +159,7 @@ class Controller:
         self._index_lock = threading.Lock()
         self._warned_once: set[tuple[str, str]] = set()  # (object uid, reason) warned about once
         self.access = CheckpointAccess(api)  # elastic jobs' ServiceAccounts may annotate their own pods
+        self._coming: dict[str, bool] = {}  # ns/pod -> counted in its job's target-workers at the last event
 
     # ------------------------------------------------------------------ events
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
@@ -177,7 +178,14 @@ class Controller:
             job_name = labels.get(keys.JOB_NAME_LABEL)
             if job_name and labels.get(keys.OPERATOR_NAME_LABEL):
                 self._index(f"{ns}/{job_name}", name, present=kind != "DELETED")
-                if kind == "ADDED":
+                coming = kind != "DELETED" and self.coming(obj)
+                with self._index_lock:
+                    changed = self._coming.get(f"{ns}/{name}") != coming
+                    if kind == "DELETED":
+                        self._coming.pop(f"{ns}/{name}", None)
+                    else:
+                        self._coming[f"{ns}/{name}"] = coming
+                if kind == "ADDED" or changed:  # a gate lifted, an eviction: the job's size changes
                     self.queue.add(f"{ns}/{job_name}")
 
     def _index(self, job: str, pod: str, present: bool) -> None:
@@ -264,6 +272,7 @@ class Controller:
             return Outcome("invalid", str(exc))
         if plan.bounds.elastic:
             self._grant_checkpoint_access(raw)
+            self._announce_target(job)
         if self.store.has(QUEUES) and \
                 self.store.get(QUEUES, plan.queue) is None:
             self._warn(raw, "QueueNotFound",
@@ -285,6 +294,35 @@ class Controller:
         if patch is None:
             return Outcome("unchanged")
         return self._patch(want, patch)
+
+    def coming(self, pod: Mapping[str, Any]) -> bool:
+        """Will this pod run torchrun after the decisions made so far: not gated by us, not
+        leaving (evicted, deleted), not finished."""
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return False
+        gate = self.cfg.gating.gateName
+        return all(g.get("name") != gate for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+    def _announce_target(self, job: JobView) -> None:
+        """Write the job's size to come (``target-workers``) on each of its pods that will run
+        torchrun, where it differs: the job kit's rendezvous stops waiting once that many joined."""
+        pods = [p for p in self.job_pods(job) if self.coming(p)]
+        target = str(len(pods))
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(keys.TARGET_WORKERS) == target:
+                continue
+            try:
+                out = self.api.patch(PODS, meta["name"], {"metadata": {"annotations": {keys.TARGET_WORKERS: target}}},
+                                     job.namespace)
+            except NotFoundError:
+                continue
+            except KubeError as exc:
+                log.warning("target-workers not written; retrying at the next reconcile",
+                            extra={"job": job.key, "pod": meta["name"], "error": str(exc)})
+                continue
+            self.store.put(PODS, out)
 
     def _grant_checkpoint_access(self, raw: dict[str, Any]) -> None:
         """The job's ServiceAccount may patch exactly its own pods (checkpoint_access.py). A failure
