@@ -2,6 +2,7 @@
 
     python3 bench/rendezvous_stall.py --out FILE [--python PY] [--options baseline,last-call-5,kit]
         [--reps 3] [--events up2,up3,down4,down3] [--monitor-interval S]
+    python3 bench/rendezvous_stall.py --table FILE      # the markdown table of an earlier run
 
 Plain local torchrun processes, no cluster: one torchrun agent per "node" on 127.0.0.1 (``--nnodes
 2:4``, c10d rendezvous, gloo, a tiny model on synthetic data, one worker per node, a checkpoint on
@@ -274,9 +275,33 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+EVENT_NAMES = {"up2": "scale-up 2 -> 3 (max 4)", "up3": "scale-up 3 -> 4 (reaches max)",
+               "down4": "scale-down 4 -> 3 (SIGTERM)", "down3": "scale-down 3 -> 2 (SIGTERM)"}
+
+
+def table(result: dict[str, Any]) -> str:
+    """A markdown table: stall min / median / max per event and option, and each option's median
+    against the baseline's (the ratio side by side, from the same run)."""
+    summary = result.get("summary") or {}
+    options = list(summary)
+    head = "| event | " + " | ".join(f"{o} stall (s)" for o in options) + " | " + \
+        " | ".join(f"{o} / baseline" for o in options if o != "baseline") + " |"
+    lines = [head, "|" + "---|" * (1 + len(options) + sum(o != "baseline" for o in options))]
+    for ev in result.get("events") or []:
+        cells, ratios = [], []
+        base = (summary.get("baseline", {}).get(ev) or {}).get("stall")
+        for o in options:
+            st = (summary[o].get(ev) or {}).get("stall")
+            cells.append(f"{st['min']:.1f} / {st['median']:.1f} / {st['max']:.1f}" if st else "-")
+            if o != "baseline":
+                ratios.append(f"{st['median'] / base['median']:.2f}" if st and base else "-")
+        lines.append(f"| {EVENT_NAMES.get(ev, ev)} | " + " | ".join(cells + ratios) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--out", help="the JSON file to write (required unless --table)")
     p.add_argument("--python", default=str(DEFAULT_PYTHON), help="an interpreter with torch and the kit")
     p.add_argument("--options", default="baseline,last-call-5,kit",
                    help="comma-separated: baseline, last-call-N, kit (default: %(default)s)")
@@ -284,11 +309,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", default="up2,up3,down4,down3", help=f"from {','.join(EVENTS)}")
     p.add_argument("--monitor-interval", type=float, default=None,
                    help="torchrun --monitor_interval for every option (default: torchrun's)")
+    p.add_argument("--table", metavar="FILE", help="print the markdown table of a FILE this script wrote, and exit")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return 0
     options = [o for o in args.options.split(",") if o]
     for o in options:
         if o not in ("baseline", "kit") and not (o.startswith("last-call-") and o[10:].isdigit()):
             p.error(f"unknown option {o!r}")
+    if not args.out:
+        p.error("--out is required")
     events = [e for e in args.events.split(",") if e]
     if any(e not in EVENTS for e in events):
         p.error(f"--events: choose from {','.join(EVENTS)}")
@@ -310,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             result["runs"].append(run)
             result["summary"] = summarize(result["runs"])
             Path(args.out).write_text(json.dumps(result, indent=1))  # after every run: nothing lost
-    print(json.dumps(result["summary"], indent=1))
+    print(table(result))
     return 0
 
 
