@@ -10,10 +10,10 @@ export VOLCANO_ELASTIC_CACHE ?= $(HOME)/.cache/volcano-elastic
 help: ## list every target
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml jobkit/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,plot]'
+	$(BIN)/python -m pip install -q -e '.[dev,plot]' -e ./jobkit
 	@touch $@
 
 venv: $(BIN)/.installed ## create the virtualenv with every dependency
@@ -21,7 +21,7 @@ venv: $(BIN)/.installed ## create the virtualenv with every dependency
 fmt: venv ## apply ruff's fixes (import order, modern syntax) in place
 	$(BIN)/ruff check --fix .
 
-types: venv ## mypy --strict over elastic_controller, webhook, certs
+types: venv ## mypy --strict over elastic_controller, webhook, certs and the job kit
 	$(BIN)/mypy
 
 imports: venv ## import-linter contracts (layers, independence; see ARCHITECTURE.md)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .checkpoint_access import CheckpointAccess
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
 from .kube.client import retry_on_conflict
@@ -157,6 +158,8 @@ class Controller:
         self._pods_by_job: dict[str, set[str]] | None = None
         self._index_lock = threading.Lock()
         self._warned_once: set[tuple[str, str]] = set()  # (object uid, reason) warned about once
+        self.access = CheckpointAccess(api)  # elastic jobs' ServiceAccounts may annotate their own pods
+        self._coming: dict[str, bool] = {}  # ns/pod -> counted in its job's target-workers at the last event
 
     # ------------------------------------------------------------------ events
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
@@ -175,7 +178,14 @@ class Controller:
             job_name = labels.get(keys.JOB_NAME_LABEL)
             if job_name and labels.get(keys.OPERATOR_NAME_LABEL):
                 self._index(f"{ns}/{job_name}", name, present=kind != "DELETED")
-                if kind == "ADDED":
+                coming = kind != "DELETED" and self.coming(obj)
+                with self._index_lock:
+                    changed = self._coming.get(f"{ns}/{name}") != coming
+                    if kind == "DELETED":
+                        self._coming.pop(f"{ns}/{name}", None)
+                    else:
+                        self._coming[f"{ns}/{name}"] = coming
+                if kind == "ADDED" or changed:  # a gate lifted, an eviction: the job's size changes
                     self.queue.add(f"{ns}/{job_name}")
 
     def _index(self, job: str, pod: str, present: bool) -> None:
@@ -232,6 +242,7 @@ class Controller:
                             "evictions and scale-up only see nodes and ignore HyperNode topology, so the room it "
                             "makes may be in another HyperNode (docs/compatibility.md)")
         if raw is None:
+            self.access.forget(key)
             return Outcome("gone", "job deleted; its PodGroup goes with it (owner reference)")
         try:
             job = parse_job(raw)
@@ -259,6 +270,9 @@ class Controller:
         except JobSpecError as exc:
             self._warn(raw, "InvalidElasticPolicy", f"no PodGroup for this job: {exc}")
             return Outcome("invalid", str(exc))
+        if plan.bounds.elastic:
+            self._grant_checkpoint_access(raw)
+            self._announce_target(job)
         if self.store.has(QUEUES) and \
                 self.store.get(QUEUES, plan.queue) is None:
             self._warn(raw, "QueueNotFound",
@@ -280,6 +294,45 @@ class Controller:
         if patch is None:
             return Outcome("unchanged")
         return self._patch(want, patch)
+
+    def coming(self, pod: Mapping[str, Any]) -> bool:
+        """Will this pod run torchrun after the decisions made so far: not gated by us, not
+        leaving (evicted, deleted), not finished."""
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return False
+        gate = self.cfg.gating.gateName
+        return all(g.get("name") != gate for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+    def _announce_target(self, job: JobView) -> None:
+        """Write the job's size to come (``target-workers``) on each of its pods that will run
+        torchrun, where it differs: the job kit's rendezvous stops waiting once that many joined."""
+        pods = [p for p in self.job_pods(job) if self.coming(p)]
+        target = str(len(pods))
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(keys.TARGET_WORKERS) == target:
+                continue
+            try:
+                out = self.api.patch(PODS, meta["name"], {"metadata": {"annotations": {keys.TARGET_WORKERS: target}}},
+                                     job.namespace)
+            except NotFoundError:
+                continue
+            except KubeError as exc:
+                log.warning("target-workers not written; retrying at the next reconcile",
+                            extra={"job": job.key, "pod": meta["name"], "error": str(exc)})
+                continue
+            self.store.put(PODS, out)
+
+    def _grant_checkpoint_access(self, raw: dict[str, Any]) -> None:
+        """The job's ServiceAccount may patch exactly its own pods (checkpoint_access.py). A failure
+        never holds back the PodGroup: it is logged and tried again at the next reconcile."""
+        try:
+            self.access.ensure(raw)
+        except KubeError as exc:
+            meta = raw.get("metadata") or {}
+            log.warning("checkpoint access not granted; retrying at the next reconcile",
+                        extra={"job": f"{meta.get('namespace')}/{meta.get('name')}", "error": str(exc)})
 
     def _create(self, want: dict[str, Any], job: JobView) -> Outcome:
         meta = want["metadata"]

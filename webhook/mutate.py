@@ -23,6 +23,15 @@ from .envelope import BadReviewError
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
+# What torchrun needs on an elastic job's pods (docs/checkpointing.md, "What the webhook sets"):
+# torch >= 2.x reuses the rendezvous' TCPStore for the workers by default, and a node that joins
+# after the first rendezvous then waits for a MASTER_ADDR key nobody writes: every agent exits ~90 s
+# later. Setting this makes each round start its own store; torch versions without the switch ignore it.
+DISABLE_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+# The training operator writes PET_STANDALONE="" for elasticPolicy.standalone; torchrun parses the
+# flag with int() and fails at start (1.13 and 2.x). "1" is what the operator means.
+PET_STANDALONE = "PET_STANDALONE"
+
 
 @dataclass(frozen=True, slots=True)
 class PodPatch:
@@ -89,6 +98,34 @@ def _bounds(spec: Mapping[str, Any], warnings: list[str]) -> tuple[ElasticBounds
     return bounds, False
 
 
+def env_ops(spec: Mapping[str, Any], elastic: bool, warnings: list[str]) -> list[dict[str, Any]]:
+    """The pytorch container's environment: the shared-store switch on elastic jobs' pods (unless the
+    user set it), and the operator's empty PET_STANDALONE read as "1"."""
+    ops: list[dict[str, Any]] = []
+    for i, container in enumerate(spec.get("containers") or []):
+        if container.get("name") != keys.PYTORCH_CONTAINER:
+            continue
+        env = container.get("env") or []
+        names = {e.get("name"): e for e in env}
+        for j, e in enumerate(env):
+            if e.get("name") == PET_STANDALONE and e.get("value") == "" and "valueFrom" not in e:
+                ops.append({"op": "replace", "path": f"/spec/containers/{i}/env/{j}/value", "value": "1"})
+        if not elastic:
+            break
+        if DISABLE_SHARED_STORE not in names:
+            var = {"name": DISABLE_SHARED_STORE, "value": "1"}
+            if container.get("env") is None:
+                ops.append({"op": "add", "path": f"/spec/containers/{i}/env", "value": [var]})
+            else:
+                ops.append({"op": "add", "path": f"/spec/containers/{i}/env/-", "value": var})
+        elif str(names[DISABLE_SHARED_STORE].get("value")) != "1":
+            warnings.append(f"volcano-elastic: {DISABLE_SHARED_STORE} is set to "
+                            f"{names[DISABLE_SHARED_STORE].get('value')!r} and kept; with torch 2.x a worker "
+                            "added after the job started can make every torchrun agent exit (docs/checkpointing.md)")
+        break
+    return ops
+
+
 def wanted_annotations(plan: RolePlan, job: str, cfg: ElasticConfig) -> dict[str, str]:
     want = {
         keys.ROLE: plan.role.value,
@@ -152,5 +189,7 @@ def plan_pod_patch(pod: Mapping[str, Any], cfg: ElasticConfig) -> PodPatch:
             ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": gate}]})
         elif all(g.get("name") != gate for g in gates):
             ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": gate}})
+
+    ops += env_ops(spec, bounds is not None and bounds.elastic, warnings)
 
     return PodPatch(ops=ops, warnings=warnings, role=plan.role, job=job, kept=kept, bounds_unknown=unknown)

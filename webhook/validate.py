@@ -197,14 +197,28 @@ def _elastic_rules(obj: Mapping[str, Any], cfg: ElasticConfig) -> JobVerdict:
         )
     if bounds.elastic and (job.max_restarts is None or job.max_restarts < MIN_MAX_RESTARTS):
         shown = "unset (torchrun's default is 0)" if job.max_restarts is None else str(job.max_restarts)
+        end = ("with 0 the first eviction ends the job" if not job.max_restarts
+               else f"the job fails at scale-down number {job.max_restarts + 1}")
         warnings.append(
-            f"elasticPolicy.maxRestarts is {shown}: every scale-down by volcano-elastic is a torchrun "
-            f"restart; set it to at least {MIN_MAX_RESTARTS} (more for long jobs)"
+            f"elasticPolicy.maxRestarts is {shown}: each scale-down uses one torchrun restart on every "
+            f"surviving worker; {end}; set it to at least {MIN_MAX_RESTARTS} (more for long jobs)"
+        )
+    if bounds.elastic and _standalone(obj):
+        errors.append(
+            "elasticPolicy.standalone is true: torchrun then runs its rendezvous on localhost in each pod, so "
+            "the workers never form one job; remove standalone (the operator sets the c10d rendezvous on "
+            "worker-0)"
         )
     contract = contract_verdict(obj, job, plan, cfg)
     errors += contract.errors
     warnings += contract.warnings
     return JobVerdict(errors=tuple(errors), warnings=tuple(warnings))
+
+
+def _standalone(obj: Mapping[str, Any]) -> bool:
+    spec = obj.get("spec")
+    elastic = spec.get("elasticPolicy") if isinstance(spec, Mapping) else None
+    return isinstance(elastic, Mapping) and elastic.get("standalone") is True
 
 
 def contract_verdict(obj: Mapping[str, Any], job: JobView, plan: PodGroupPlan, cfg: ElasticConfig) -> JobVerdict:

@@ -44,3 +44,7 @@ CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")  # only Volcano's sch
 
 # Everything the agent's snapshot is built from, in the order ``parse_objects`` likes.
 SNAPSHOT_RESOURCES = (NODES, PODS, PODGROUPS, QUEUES, PRIORITY_CLASSES, PYTORCHJOBS, NAMESPACES)
+# The Role and RoleBinding that let an elastic job's ServiceAccount annotate exactly its own pods
+# (record_checkpoint(); elastic_controller/checkpoint_access.py).
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")

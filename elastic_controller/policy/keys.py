@@ -12,6 +12,9 @@ MIN_REPLICAS = f"{PREFIX}/min-replicas"
 MAX_REPLICAS = f"{PREFIX}/max-replicas"
 EVICTED_FOR = f"{PREFIX}/evicted-for"
 EVICT_AFTER = f"{PREFIX}/evict-after"  # RFC 3339: a victim under notice is evicted then
+# "N": how many of the job's pods will run torchrun after the last scale decision (ungated, not
+# leaving), on every such pod; the job kit's rendezvous completes a round once N nodes joined.
+TARGET_WORKERS = f"{PREFIX}/target-workers"
 
 # The job contract (issue 20): written by the job's owner on the PyTorchJob; the controller copies
 # the first two to the job's PodGroup. LAST_CHECKPOINT_TIME is written by the training code on the

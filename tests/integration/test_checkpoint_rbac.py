@@ -1,7 +1,8 @@
-"""docs/checkpointing.md tried on a real kube-apiserver: the example's ServiceAccount, Role and
-RoleBinding, a real token of that ServiceAccount (TokenRequest), and the doc's own
-``record_checkpoint`` snippet run as a standalone program the way a pod runs it (token, namespace
-and CA files, KUBERNETES_SERVICE_HOST/PORT, POD_NAME).
+"""The checkpoint grant tried on a real kube-apiserver: the controller's Role and RoleBinding for
+the example job (elastic_controller/checkpoint_access.py), a real token of the job's ServiceAccount
+(TokenRequest), and the job kit's ``record_checkpoint`` run as a standalone program the way a pod
+runs it (only the kit on its path; token, namespace and CA files, KUBERNETES_SERVICE_HOST/PORT,
+POD_NAME).
 
 It may annotate the job's own pods and gets 403 for another job's pod in the same namespace.
 """
@@ -12,18 +13,21 @@ import copy
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from elastic_controller.checkpoint_access import CheckpointAccess
+from elastic_controller.kube.client import KubeClient
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_time
-from tests.unit.test_checkpointing_doc import EXAMPLE, snippet
+from tests.unit.test_checkpointing_doc import EXAMPLE
 from tests.unit.test_manifests import _example, example_job
 
 pytestmark = pytest.mark.integration
+KIT_SRC = Path(__file__).resolve().parents[2] / "jobkit" / "src"
 
 
 def in_namespace(obj: dict[str, Any], ns: str) -> dict[str, Any]:
@@ -42,41 +46,50 @@ def plain_pod(ns: str, name: str, service_account: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def job_rbac(kube: Callable[[type], Any], namespace: str) -> dict[str, Any]:
-    """The example's ServiceAccount, Role and RoleBinding in this test's namespace, a pod of the job
+def kc(kubeconfig: str) -> Iterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(kubeconfig)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def job_rbac(kube: Callable[[type], Any], kc: KubeClient, namespace: str) -> dict[str, Any]:
+    """The example's ServiceAccount, the controller's grant for the example job, a pod of the job
     and a pod of another job, and a one-hour token of the ServiceAccount."""
     from kubernetes import client
 
-    core, rbac = kube(client.CoreV1Api), kube(client.RbacAuthorizationV1Api)
-    objs = {d["kind"]: in_namespace(d, namespace) for d in _example(EXAMPLE) if d["kind"] != "PyTorchJob"}
-    core.create_namespaced_service_account(namespace, objs["ServiceAccount"])
-    rbac.create_namespaced_role(namespace, objs["Role"])
-    rbac.create_namespaced_role_binding(namespace, objs["RoleBinding"])
-    sa = objs["ServiceAccount"]["metadata"]["name"]
-    job = example_job(EXAMPLE)["metadata"]["name"]
-    for name in (f"{job}-worker-0", f"{job}-worker-1", "other-job-worker-0"):
-        core.create_namespaced_pod(namespace, plain_pod(namespace, name, sa))
+    core = kube(client.CoreV1Api)
+    sa_obj = in_namespace(next(d for d in _example(EXAMPLE) if d["kind"] == "ServiceAccount"), namespace)
+    core.create_namespaced_service_account(namespace, sa_obj)
+    job = in_namespace(example_job(EXAMPLE), namespace)
+    job["metadata"]["uid"] = "00000000-0000-0000-0000-000000000029"  # an owner that does not exist: GC may
+    assert CheckpointAccess(kc).ensure(job) == "applied"              # collect it, but not within this test
+    sa = sa_obj["metadata"]["name"]
+    name = job["metadata"]["name"]
+    for pod in (f"{name}-worker-0", f"{name}-worker-1", "other-job-worker-0"):
+        core.create_namespaced_pod(namespace, plain_pod(namespace, pod, sa))
     token = core.create_namespaced_service_account_token(sa, namespace, {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": 3600}}).status.token
-    return {"job": job, "token": token, "core": core}
+    return {"job": name, "token": token, "core": core}
 
 
-def run_snippet(box: Any, tmp_path: Path, namespace: str, token: str, pod: str) -> subprocess.CompletedProcess[str]:
-    """The doc's snippet in a fresh interpreter, with only what a pod has."""
+def run_kit(box: Any, tmp_path: Path, namespace: str, token: str, pod: str) -> subprocess.CompletedProcess[str]:
+    """The kit's record_checkpoint in a fresh interpreter, with only what a pod has."""
     sa_dir = tmp_path / "serviceaccount"
     sa_dir.mkdir(exist_ok=True)
     (sa_dir / "token").write_text(token)
     (sa_dir / "namespace").write_text(namespace)
     (sa_dir / "ca.crt").write_bytes(Path(box.ca_file).read_bytes())
-    (tmp_path / "record_checkpoint.py").write_text(snippet("record_checkpoint.py"))
     url = urllib.parse.urlsplit(box.server)
     env = {"PATH": "/usr/bin:/bin", "KUBERNETES_SERVICE_HOST": str(url.hostname),
            "KUBERNETES_SERVICE_PORT": str(url.port), "POD_NAME": pod}
     return subprocess.run(
         [sys.executable, "-I", "-c",
-         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import record_checkpoint; "
-         f"print(record_checkpoint.record_checkpoint({str(sa_dir)!r}))"],
+         f"import sys, logging; sys.path.insert(0, {str(KIT_SRC)!r}); logging.basicConfig(); "
+         "import volcano_elastic_job as kit; from datetime import datetime, timezone; "
+         "now = datetime.now(timezone.utc).replace(microsecond=0); "
+         f"print(kit.record_checkpoint(now, sa_dir={str(sa_dir)!r}), now.isoformat())"],
         capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -89,19 +102,17 @@ def annotation(core: Any, namespace: str, pod: str) -> str | None:
 def test_the_job_records_checkpoints_on_its_own_pods_only(box: Any, namespace: str, job_rbac: dict[str, Any],
                                                            tmp_path: Path) -> None:
     core, job, token = job_rbac["core"], job_rbac["job"], job_rbac["token"]
-    own = f"{job}-worker-1"
-    done = run_snippet(box, tmp_path, namespace, token, own)
-    assert done.returncode == 0, done.stderr
-    written = done.stdout.strip()
-    assert parse_time(written) is not None
-    assert annotation(core, namespace, own) == written
-    # the Role lists every pod of the job: rank 0 may run in any of them
-    done = run_snippet(box, tmp_path, namespace, token, f"{job}-worker-0")
-    assert done.returncode == 0, done.stderr
-    assert annotation(core, namespace, f"{job}-worker-0") == done.stdout.strip()
-    # another job's pod in the same namespace: forbidden, and left untouched
-    refused = run_snippet(box, tmp_path, namespace, token, "other-job-worker-0")
-    assert refused.returncode != 0 and "HTTP Error 403" in refused.stderr, refused.stderr
+    for own in (f"{job}-worker-1", f"{job}-worker-0"):  # rank 0 may run in any pod of the job
+        done = run_kit(box, tmp_path, namespace, token, own)
+        assert done.returncode == 0, done.stderr
+        ok, when = done.stdout.split()
+        assert ok == "True", done.stderr
+        written = annotation(core, namespace, own)
+        assert written is not None and parse_time(written) == parse_time(when)
+    # another job's pod in the same namespace: forbidden, logged (never raised), and left untouched
+    refused = run_kit(box, tmp_path, namespace, token, "other-job-worker-0")
+    assert refused.returncode == 0 and refused.stdout.startswith("False"), refused.stderr
+    assert "HTTP 403" in refused.stderr
     assert annotation(core, namespace, "other-job-worker-0") is None
 
 

@@ -1,21 +1,22 @@
 """docs/checkpointing.md and the elastic example agree with each other and with the code.
 
-The Python snippets of the doc are executed here (the downward API reader against a file in the
-kubelet's format) and in tests/integration/test_checkpoint_rbac.py (the annotation writer, with a
-real ServiceAccount token bound by the example's Role).
+The doc's training loop uses only the job kit's names; the kit's notice reader is tried on a file
+in the kubelet's format; the example's ServiceAccount gets exactly its pods from the controller's
+grant (tried on a real API server in tests/integration/test_checkpoint_rbac.py).
 """
 
 from __future__ import annotations
 
+import ast
 import re
-import types
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
+import volcano_elastic_job as kit
 import yaml
 
+from elastic_controller.checkpoint_access import wanted
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_job
 from elastic_controller.policy.podgroups import plan_podgroup
@@ -31,17 +32,6 @@ def snippets(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S)
 
 
-def snippet(first_line: str) -> str:
-    (code,) = [c for c in snippets("python") if c.startswith(f"# {first_line}")]
-    return code
-
-
-def load_snippet(first_line: str) -> types.ModuleType:
-    module = types.ModuleType(first_line.split(":")[0])
-    exec(compile(snippet(first_line), str(DOC), "exec"), module.__dict__)
-    return module
-
-
 def go_quote(value: str) -> str:
     """strconv.Quote for the characters the tests use (what the kubelet writes)."""
     out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
@@ -55,34 +45,32 @@ def annotations_file(tmp_path: Path, annotations: dict[str, str]) -> Path:
     return path
 
 
-def test_every_python_snippet_compiles_and_the_names_are_the_contracts() -> None:
-    codes = snippets("python")
-    assert len(codes) == 3
-    for code in codes:
-        compile(code, str(DOC), "exec")
-    assert load_snippet("record_checkpoint.py").ANNOTATION == keys.LAST_CHECKPOINT_TIME
-    assert load_snippet("eviction_notice.py").EVICT_AFTER == keys.EVICT_AFTER
+def test_the_docs_training_loop_uses_the_kit_and_the_kits_names_are_the_contracts() -> None:
+    (code,) = snippets("python")
+    names = {a.name for node in ast.walk(ast.parse(code)) if isinstance(node, ast.ImportFrom)
+             and node.module == "volcano_elastic_job" for a in node.names}
+    assert {"record_checkpoint", "NoticeWatch"} <= names <= set(kit.__all__)
+    assert (kit.LAST_CHECKPOINT_TIME, kit.EVICT_AFTER, kit.TARGET_WORKERS) == \
+        (keys.LAST_CHECKPOINT_TIME, keys.EVICT_AFTER, keys.TARGET_WORKERS)
 
 
 def test_eviction_notice_reads_the_kubelet_file(tmp_path: Path) -> None:
-    read = load_snippet("eviction_notice.py").eviction_notice
-    assert read(str(tmp_path / "missing")) is None
+    assert kit.eviction_notice(str(tmp_path / "missing")) is None
     plain = annotations_file(tmp_path, {"scheduling.k8s.io/group-name": "j", "note": 'a "quoted"\nline\\x'})
-    assert read(str(plain)) is None
+    assert kit.eviction_notice(str(plain)) is None
     noticed = annotations_file(tmp_path, {
         "note": 'tricky: volcano-elastic.io/evict-after="1999-01-01T00:00:00Z"\n',
         keys.EVICTED_FOR: "ns/gang", keys.EVICT_AFTER: "2026-11-25T10:30:00Z",
         "z.io/after": "x=y"})
-    assert read(str(noticed)) == datetime(2026, 11, 25, 10, 30, tzinfo=UTC)
+    assert kit.eviction_notice(str(noticed)) == datetime(2026, 11, 25, 10, 30, tzinfo=UTC)
 
 
-def test_the_docs_rbac_block_is_the_examples() -> None:
-    (block,) = [b for b in snippets("yaml") if "kind: Role\n" in b]
+def test_the_docs_service_account_is_the_examples() -> None:
+    (block,) = [b for b in snippets("yaml") if "kind: ServiceAccount\n" in b]
     doc_objs = [d for d in yaml.safe_load_all(block) if d]
     example = {d["kind"]: d for d in _example(EXAMPLE) if d["kind"] != "PyTorchJob"}
-    assert [d["kind"] for d in doc_objs] == ["ServiceAccount", "Role", "RoleBinding"]
-    for d in doc_objs:
-        assert d == example[d["kind"]], d["kind"]
+    assert [d["kind"] for d in doc_objs] == ["ServiceAccount"]
+    assert doc_objs[0]["metadata"] == {k: example["ServiceAccount"]["metadata"][k] for k in ("name", "namespace")}
 
 
 def worker_template(job: dict[str, Any]) -> dict[str, Any]:
@@ -90,24 +78,24 @@ def worker_template(job: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def test_example_rbac_lets_the_job_patch_exactly_its_own_pods() -> None:
+def test_the_example_writes_no_rbac_and_the_controller_grants_exactly_its_pods() -> None:
     objs = _example(EXAMPLE)
     job = example_job(EXAMPLE)
     by_kind = {d["kind"]: d for d in objs}
-    assert sorted(by_kind) == ["PyTorchJob", "Role", "RoleBinding", "ServiceAccount"]
+    assert sorted(by_kind) == ["PersistentVolumeClaim", "PyTorchJob", "ServiceAccount"]
     ns = job["metadata"]["namespace"]
     assert {d["metadata"]["namespace"] for d in objs} == {ns}
-    sa, role, binding = by_kind["ServiceAccount"], by_kind["Role"], by_kind["RoleBinding"]
-    template = worker_template(job)
-    assert template["serviceAccountName"] == sa["metadata"]["name"]
-    assert template.get("automountServiceAccountToken", True) and sa.get("automountServiceAccountToken", True)
+    sa = by_kind["ServiceAccount"]["metadata"]["name"]
+    assert worker_template(job)["serviceAccountName"] == sa != "default"
+    job["metadata"]["uid"] = "u1"
+    want = wanted(job)
+    assert want is not None
+    role, binding = want
     replicas = job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
     (rule,) = role["rules"]
-    assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"] and rule["verbs"] == ["patch"]
-    assert rule["resourceNames"] == [f"{job['metadata']['name']}-worker-{i}" for i in range(replicas)]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": ns}]
+    assert rule == {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"],
+                    "resourceNames": [f"{job['metadata']['name']}-worker-{i}" for i in range(replicas)]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
 
 
 def test_example_pods_know_their_name_and_see_their_annotations_live() -> None:
@@ -115,14 +103,25 @@ def test_example_pods_know_their_name_and_see_their_annotations_live() -> None:
     (container,) = [c for c in template["containers"] if c["name"] == keys.PYTORCH_CONTAINER]
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    assert "POD_NAME" in snippet("record_checkpoint.py")
     volumes = {v["name"]: v for v in template["volumes"]}
     (mount,) = [m for m in container["volumeMounts"] if "downwardAPI" in volumes[m["name"]]]
     assert "subPath" not in mount, "a subPath mount of a downward API volume never updates"
     (item,) = volumes[mount["name"]]["downwardAPI"]["items"]
     assert item["fieldRef"] == {"fieldPath": "metadata.annotations"}
-    reader = load_snippet("eviction_notice.py")
-    assert f"{mount['mountPath']}/{item['path']}" == reader.ANNOTATIONS_FILE
+    assert f"{mount['mountPath']}/{item['path']}" == kit.ANNOTATIONS_FILE
+
+
+def test_example_checkpoints_to_a_shared_volume_and_runs_the_kits_launcher() -> None:
+    objs = {d["kind"]: d for d in _example(EXAMPLE)}
+    template = worker_template(example_job(EXAMPLE))
+    (container,) = [c for c in template["containers"] if c["name"] == keys.PYTORCH_CONTAINER]
+    assert container["command"][:3] == ["python", "-m", "volcano_elastic_job.run"]
+    (flag,) = [a for a in container["command"] if a.startswith("--checkpoint-dir=")]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == flag.split("=", 1)[1]]
+    (volume,) = [v for v in template["volumes"] if v["name"] == mount["name"]]
+    claim = objs["PersistentVolumeClaim"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # every worker, on any node
 
 
 def test_example_job_uses_the_contract_and_passes_validation() -> None:
@@ -136,7 +135,7 @@ def test_example_job_uses_the_contract_and_passes_validation() -> None:
     allowed = view.worker_sizes.allowed(plan.bounds.min_replicas, plan.bounds.max_replicas)
     assert allowed.as_tuple() == (2, 4)
     rdzv = {c["key"]: c["value"] for c in job["spec"]["elasticPolicy"]["rdzvConf"]}
-    assert int(rdzv["last_call_timeout"]) < 30 and int(rdzv["join_timeout"]) >= 600
+    assert "last_call_timeout" not in rdzv and int(rdzv["join_timeout"]) >= 600  # the kit's rendezvous
     grace = worker_template(job)["terminationGracePeriodSeconds"]
     base = load_config_file(ROOT / "manifests" / "base" / "config.yaml")
     job["metadata"]["uid"] = "0000"
@@ -144,10 +143,3 @@ def test_example_job_uses_the_contract_and_passes_validation() -> None:
     # a queue whose notice is longer than the example's grace period: the owner hears about it
     long_notice = parse_config({"defaults": {"noticeSeconds": grace + 1}})
     assert any("terminationGracePeriodSeconds" in w for w in validate_job(job, long_notice).warnings)
-
-
-@pytest.mark.parametrize("name", ["record_checkpoint.py", "eviction_notice.py"])
-def test_snippets_need_only_the_standard_library(name: str) -> None:
-    imports = re.findall(r"^import (\w+)|^from (\w+) import", snippet(name), re.M)
-    modules = {a or b for a, b in imports}
-    assert modules <= {"ast", "datetime", "json", "os", "ssl", "urllib"}, modules

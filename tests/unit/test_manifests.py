@@ -52,6 +52,8 @@ CONTROLLER_NEEDS: tuple[tuple[str, str, str, str | None], ...] = (
     *(("kubeflow.org", "pytorchjobs", v, None) for v in ("get", "list", "watch", "patch")),
     ("kubeflow.org", "pytorchjobs/finalizers", "update", None),
     ("", "events", "create", None),
+    # each elastic job's Role + RoleBinding: its ServiceAccount may patch its own pods (checkpoint_access.py)
+    *(("rbac.authorization.k8s.io", r, v, None) for r in ("roles", "rolebindings") for v in ("create", "patch")),
 )
 LEASE_NAME = "volcano-elastic-controller"
 CONTROLLER_NAMESPACED_NEEDS: tuple[tuple[str, str, str, str | None], ...] = (

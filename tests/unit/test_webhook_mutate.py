@@ -67,8 +67,13 @@ def test_roles_annotations_gate(pod_: dict[str, Any], role: str, prio: str, pree
     assert after["spec"]["schedulerName"] == "volcano"
     assert gates(after) == ([GATE] if gated else [])
     assert "warnings" not in resp
-    # Nothing else changed.
+    # An elastic job's torchrun gets its own store per round (webhook/mutate.py DISABLE_SHARED_STORE).
     stripped = copy.deepcopy(after)
+    env = next(c for c in stripped["spec"]["containers"] if c["name"] == "pytorch")["env"]
+    added = [e for e in env if e["name"] == "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]
+    assert added == ([{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}] if bounds[0] != bounds[1] else [])
+    env[:] = [e for e in env if e not in added]
+    # Nothing else changed.
     del stripped["metadata"]["annotations"]
     del stripped["spec"]["schedulerName"]
     stripped["spec"].pop("schedulingGates", None)
@@ -240,3 +245,39 @@ def test_malformed_pod_is_a_bad_review(breakage: Any) -> None:
     breakage(p)
     with pytest.raises(BadReviewError):
         review_pod(review(p), CFG)
+
+
+# ------------------------------------------------------------------ what torchrun needs (issue 29)
+def _env(p: dict[str, Any], container: str = "pytorch") -> dict[str, str]:
+    c = next(c for c in p["spec"]["containers"] if c["name"] == container)
+    return {e["name"]: e.get("value", "") for e in c.get("env") or []}
+
+
+@pytest.mark.parametrize(("nnodes", "want"), [("2:4", "1"), ("4", None), ("4:4", None)])
+def test_elastic_pods_get_a_rendezvous_store_per_round(nnodes: str, want: str | None) -> None:
+    after, resp = mutate(pod(index=3, nnodes=nnodes))
+    assert _env(after).get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == want
+    assert "env" not in after["spec"]["containers"][0]  # the sidecar is not torchrun
+    assert "warnings" not in resp
+    again, _ = mutate(after)
+    assert again == after  # reinvoked: nothing added twice
+
+
+def test_a_users_shared_store_setting_is_kept_with_a_warning() -> None:
+    p = pod(index=2)
+    p["spec"]["containers"][1]["env"].append({"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"})
+    after, resp = mutate(p)
+    assert _env(after)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
+    assert any("TORCH_DISABLE_SHARE_RDZV_TCP_STORE is set to '0' and kept" in w for w in resp["warnings"])
+
+
+@pytest.mark.parametrize("nnodes", ["2:4", "1"])
+def test_the_operators_empty_pet_standalone_becomes_1(nnodes: str) -> None:
+    p = pod(index=0, nnodes=nnodes, master_label=True)
+    p["spec"]["containers"][1]["env"].insert(0, {"name": "PET_STANDALONE", "value": ""})
+    after, _ = mutate(p)
+    assert _env(after)["PET_STANDALONE"] == "1"
+    assert [e["name"] for e in after["spec"]["containers"][1]["env"]][:3] == \
+        ["PET_STANDALONE", "PET_RDZV_ENDPOINT", "PET_NNODES"]  # replaced in place
+    again, _ = mutate(after)
+    assert again == after

@@ -37,6 +37,8 @@ DENIED = [
                                                              "resources": {"limits": {"cpu": "lots"}}}]}}}}}},
      "Worker: not a quantity: 'lots'"),
     ("unreadable spec", {**job(), "spec": {"pytorchReplicaSpecs": ["Worker"]}}, "malformed"),
+    ("standalone on an elastic job", {**job(), "spec": {**job()["spec"], "elasticPolicy": {
+        **job()["spec"]["elasticPolicy"], "standalone": True}}}, "never form one job"),
 ]
 
 
@@ -53,8 +55,11 @@ WARNED = [
     ("replicas below max", job(workers=3), ["never grows beyond 3", "set replicas to 4"]),
     ("metrics", job(metrics=True), ["elasticPolicy.metrics"]),
     ("master with elasticPolicy", job(master=True), ["Master replica"]),
-    ("maxRestarts unset", job(max_restarts=None), ["maxRestarts is unset"]),
-    ("maxRestarts low", job(max_restarts=MIN_MAX_RESTARTS - 1), [f"maxRestarts is {MIN_MAX_RESTARTS - 1}"]),
+    ("maxRestarts unset", job(max_restarts=None), ["maxRestarts is unset", "the first eviction ends the job"]),
+    ("maxRestarts 0", job(max_restarts=0), ["maxRestarts is 0", "the first eviction ends the job"]),
+    ("maxRestarts low", job(max_restarts=MIN_MAX_RESTARTS - 1),
+     [f"maxRestarts is {MIN_MAX_RESTARTS - 1}", f"fails at scale-down number {MIN_MAX_RESTARTS}",
+      "every surviving worker"]),
 ]
 
 
@@ -77,6 +82,8 @@ CLEAN = [
     ("non-elastic job with Never", job(elastic=False, restart_policy="Never")),
     ("min == max with Never", job(workers=3, min_replicas=3, max_replicas=3, restart_policy="Never")),
     ("maxRestarts at threshold", job(max_restarts=MIN_MAX_RESTARTS)),
+    ("standalone on a job of fixed size", {**job(elastic=False), "spec": {
+        **job(elastic=False)["spec"], "elasticPolicy": {"standalone": True}}}),
 ]
 
 

@@ -1,0 +1,97 @@
+"""What volcano-elastic tells this pod, read from the downward-API annotations file.
+
+The pod mounts ``metadata.annotations`` as a file (docs/checkpointing.md); the kubelet rewrites it
+when the annotations change, one ``key="value"`` line each, the value quoted as Go quotes strings.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+from datetime import datetime, timezone
+
+log = logging.getLogger("volcano_elastic_job")
+
+PREFIX = "volcano-elastic.io"
+EVICT_AFTER = f"{PREFIX}/evict-after"  # RFC 3339: this pod is evicted then (the eviction notice)
+LAST_CHECKPOINT_TIME = f"{PREFIX}/last-checkpoint-time"  # RFC 3339: written by record_checkpoint()
+TARGET_WORKERS = f"{PREFIX}/target-workers"  # "N": the job's worker count after the agent's last decision
+
+ANNOTATIONS_FILE = "/etc/podinfo/annotations"
+ANNOTATIONS_ENV = "VOLCANO_ELASTIC_PODINFO"  # another path for the file (tests, other mount points)
+
+
+def annotations_path(path: str | None = None) -> str:
+    return path or os.environ.get(ANNOTATIONS_ENV) or ANNOTATIONS_FILE
+
+
+def _unquote(quoted: str) -> str | None:
+    try:
+        value = ast.literal_eval(quoted)  # a Go-quoted string is a Python string literal (\a, \x, \u ...)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def read_annotations(path: str | None = None) -> dict[str, str]:
+    """This pod's annotations from the downward-API file; {} when there is no such file.
+
+    A line that cannot be read is skipped (the kubelet writes the file atomically, so a reader
+    never sees half of it)."""
+    try:
+        with open(annotations_path(path), encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        log.warning("volcano-elastic: cannot read the annotations file: %s", exc)
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, quoted = line.partition("=")
+        if not sep:
+            continue
+        value = _unquote(quoted.strip())
+        if value is not None:
+            out[key.strip()] = value
+    return out
+
+
+def parse_time(value: str) -> datetime | None:
+    """An RFC 3339 time (``Z`` or an offset) as an aware UTC datetime; None when unreadable."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc)
+
+
+def eviction_notice(path: str | None = None) -> datetime | None:
+    """When volcano-elastic evicts this pod (the pending ``evict-after``), or None: no notice.
+
+    Only a victim's pod carries a notice; use :class:`NoticeWatch` so that every rank learns of it."""
+    value = read_annotations(path).get(EVICT_AFTER)
+    if value is None:
+        return None
+    when = parse_time(value)
+    if when is None:
+        log.warning("volcano-elastic: unreadable %s %r ignored", EVICT_AFTER, value)
+    return when
+
+
+def target_workers(path: str | None = None) -> int | None:
+    """The job's worker count after volcano-elastic's last decision (``target-workers``), or None."""
+    value = read_annotations(path).get(TARGET_WORKERS)
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        return None
+    return n if n >= 1 else None

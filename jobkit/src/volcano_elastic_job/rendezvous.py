@@ -1,0 +1,125 @@
+"""A torchrun rendezvous that stops waiting for workers that will not come.
+
+torchrun's c10d rendezvous, once ``min`` nodes have joined a round, waits ``last_call_timeout``
+(30 s by default) for more, up to ``max``. volcano-elastic knows how many workers the job will have
+after each of its decisions and writes it on every pod of the job
+(``volcano-elastic.io/target-workers``, read here from the downward-API annotations file). This
+backend is torch's own c10d rendezvous with one change: a round completes as soon as that many
+nodes have joined. Without a target (no annotation, a job outside volcano-elastic) it is exactly
+c10d. With a target that never arrives (a pod failed to start) it waits the usual last call, so it
+is never slower than c10d.
+
+And one more thing on the way out: an agent stopped by a signal (an eviction's SIGTERM) leaves the
+rendezvous (:func:`leave`, called by ``python -m volcano_elastic_job.run``), so the survivors do not
+wait for its keep-alive to expire (3 x 5 s) before their next round.
+
+It wraps whatever handler torch's c10d creator returns and touches three private names of
+``torch.distributed.elastic.rendezvous.dynamic_rendezvous`` (the handler's ``_state_holder``,
+``_op_executor`` and ``_RendezvousExitOp``), the same in torch 1.13 and 2.x; where they are missing
+it logs once and runs plain c10d.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .podinfo import target_workers
+
+log = logging.getLogger("volcano_elastic_job")
+
+BACKEND = "volcano-c10d"
+_handlers: list[Any] = []  # the handlers this process made (for leave())
+
+
+def round_target(target: int | None, min_nodes: int, max_nodes: int) -> int | None:
+    """The number of nodes at which a round may complete: the announced target within
+    [min, max]; None without a target."""
+    if target is None:
+        return None
+    return max(min_nodes, min(target, max_nodes))
+
+
+def complete_at_target(state: Any, min_nodes: int, max_nodes: int, target: int | None) -> bool:
+    """Move a round's last-call deadline to now when ``target`` nodes have joined it, so that
+    torch's own join step completes the round at its next look. True when it did."""
+    want = round_target(target, min_nodes, max_nodes)
+    deadline = getattr(state, "deadline", None)
+    if want is None or deadline is None or state.complete or state.closed:
+        return False
+    if len(state.participants) < want:
+        return False
+    now = datetime.now(timezone.utc)
+    if deadline.tzinfo is None:  # torch < 2.4 keeps naive UTC times
+        now = now.replace(tzinfo=None)
+    if deadline <= now:
+        return False
+    state.deadline = now - timedelta(milliseconds=1)
+    return True
+
+
+def wrap(handler: Any, read_target: Callable[[], int | None] = target_workers) -> Any:
+    """Make ``handler`` (a c10d DynamicRendezvousHandler) complete rounds at the target."""
+    holder = getattr(handler, "_state_holder", None)
+    settings = getattr(handler, "_settings", None)
+    if holder is None or settings is None or not hasattr(holder, "sync"):
+        log.warning("volcano-elastic: this torch's rendezvous handler (%s) has no state holder; "
+                    "running plain c10d", type(handler).__name__)
+        return handler
+    sync = holder.sync
+    min_nodes, max_nodes = int(settings.min_nodes), int(settings.max_nodes)
+
+    def sync_then_check() -> Any:
+        result = sync()
+        target = read_target()
+        if complete_at_target(holder.state, min_nodes, max_nodes, target):
+            log.info("volcano-elastic: %d of %d nodes joined, the announced target: completing the round now",
+                     len(holder.state.participants), target)
+        return result
+
+    holder.sync = sync_then_check
+    _handlers.append(handler)
+    return handler
+
+
+def create_handler(params: Any) -> Any:
+    """A rendezvous handler creator for torch's registry (``RendezvousParameters`` -> handler)."""
+    registry: Any = importlib.import_module("torch.distributed.elastic.rendezvous.registry")
+    return wrap(registry._create_c10d_handler(params))
+
+
+def register(replace_c10d: bool = True) -> None:
+    """Register ``volcano-c10d`` in torch's rendezvous registry and, with ``replace_c10d``, make
+    ``c10d`` (what the training operator sets) use it too, in this process only."""
+    api: Any = importlib.import_module("torch.distributed.elastic.rendezvous")
+    registry = api.rendezvous_handler_registry
+    creators = getattr(registry, "_registry", None)
+    if isinstance(creators, dict):
+        creators[BACKEND] = create_handler
+        if replace_c10d:
+            creators["c10d"] = create_handler
+    else:
+        registry.register(BACKEND, create_handler)
+        log.warning("volcano-elastic: cannot replace this torch's c10d rendezvous; use --rdzv-backend=%s",
+                    BACKEND)
+
+
+def leave(timeout: float = 5.0) -> int:
+    """Remove this process's nodes from their rendezvous (an agent stopped by a signal), so that
+    the others go on without waiting for its keep-alive to expire. Returns how many it left."""
+    if not _handlers:
+        return 0
+    dyn: Any = importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
+    left = 0
+    for handler in _handlers:
+        try:
+            handler._stop_heartbeats()
+            handler._op_executor.run(dyn._RendezvousExitOp(), time.monotonic() + timeout)
+            left += 1
+        except Exception as exc:  # the store host may be gone already: its keep-alive expires instead
+            log.warning("volcano-elastic: could not leave the rendezvous: %r", exc)
+    return left
