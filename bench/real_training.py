@@ -1,0 +1,285 @@
+"""A real elastic training job through volcano-elastic, on the box's real nodes, measured.
+
+    python bench/real_training.py --out FILE [--baseline] [--gangs K] [--steps N] [--max-restarts R]
+                                  [--notice-seconds S] [--box NAME]
+
+Brings up what it needs (a box with two real nodes x 4 fake GPUs, our image and the training image
+built here, our chart installed in the cluster by Helm with the e2e tier's short time constants),
+then runs examples/training/elastic_train.py (torch on CPU, gloo, a tiny model, synthetic data,
+checkpoints on a shared host directory) as a PyTorchJob with 2..4 workers of 2 GPUs under the
+job kit's launcher. It starts at min and takes its elastic workers in its first rendezvous; K
+gangs (2 workers x 2 GPUs, another queue, 15 s of work) arrive one after another, each is given
+room by our agent (real evictions: SIGTERM, the grace period), and the job grows back after each.
+`--baseline` runs the same with the job's torchrun as it is today (no kit: plain torchrun's
+rendezvous, VOLCANO_ELASTIC_RDZV=off).
+
+FILE gets JSON: succeeded, stepsTarget, stepsDone, torch (version), events[] with kind (grow |
+shrink), fromWorkers, toWorkers, stallSeconds (last step at the old size to the first at the new),
+stepsRedone (steps done again after resuming from the checkpoint) and restartBudgetUsed (the
+surviving agents' TORCHELASTIC_RESTART_COUNT after the event); plus the progress log itself.
+tests/real/test_training.py runs it (one gang) and checks the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kubernetes import client, config  # noqa: E402
+
+from hack.localbox import Box, BoxOptions, image, realnode  # noqa: E402
+from tests.real.test_install import (  # noqa: E402
+    CHART,
+    CONFIG_SETS,
+    GATE,
+    KF,
+    NAMESPACE,
+    RELEASE,
+    VC,
+    diagnose,
+    helm,
+    running,
+    wait_installed,
+    worker_pods,
+)
+from tests.waiting import wait_until  # noqa: E402
+
+GPUS_PER_WORKER = 2
+SCRIPT = ROOT / "examples" / "training" / "elastic_train.py"
+
+
+def say(msg: str) -> None:
+    print(f"[real-training {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- the box and our stack
+def bring_up(name: str | None) -> tuple[Box, bool]:
+    """A running box NAME, or a new one with two real nodes; (box, started_here)."""
+    if name:
+        b = Box(name=name)
+        if not b.load():
+            raise SystemExit(f"no box named {name!r}")
+        return b, False
+    problems = realnode.host_problems()
+    if problems:
+        raise SystemExit("this host cannot run real nodes: " + "; ".join(problems))
+    images = [str(image.operator_image(say)), str(image.train_image(say))]
+    b = Box(BoxOptions(name=f"real-training-{os.getpid()}", nodes=0, real_nodes=2, real_node_images=images,
+                       timeout=180))
+    b.up()
+    return b, True
+
+
+def install(b: Box, notice_seconds: int, queue_b: str) -> None:
+    b.kubectl("create", "namespace", NAMESPACE, check=False)
+    sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
+                                   "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}", *CONFIG_SETS]]
+    if notice_seconds:
+        sets.append(f"--set=config.defaults.noticeSeconds={notice_seconds}")
+    r = helm(b, "install", RELEASE, str(ROOT / CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
+             *sets)
+    if r.returncode != 0:
+        raise SystemExit(f"helm install failed: {r.stderr}\n{diagnose(b)}")
+
+
+# ---------------------------------------------------------------------------- the job
+def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: Path, baseline: bool) -> dict[str, Any]:
+    env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    if baseline:
+        env.append({"name": "VOLCANO_ELASTIC_RDZV", "value": "off"})
+    template = {"spec": {
+        "serviceAccountName": name,
+        "terminationGracePeriodSeconds": 15,
+        "containers": [{
+            "name": "pytorch", "image": image.TRAIN_IMAGE, "imagePullPolicy": "Never",
+            "command": ["python3", "-m", "volcano_elastic_job.run", "/scripts/elastic_train.py",
+                        "--steps", str(steps), "--dir", f"/shared/{name}", "--step-seconds", "0.1"],
+            "env": env,
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                          "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "memory": "2Gi"}},
+            "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"},
+                             {"name": "shared", "mountPath": "/shared"},
+                             {"name": "podinfo", "mountPath": "/etc/podinfo", "readOnly": True}]}],
+        "volumes": [{"name": "scripts", "configMap": {"name": f"{name}-script"}},
+                    {"name": "shared", "hostPath": {"path": str(shared), "type": "Directory"}},
+                    {"name": "podinfo", "downwardAPI": {"items": [
+                        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}],
+    }}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": {
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d", "maxRestarts": max_restarts},
+        "nprocPerNode": "1",
+        "runPolicy": {"schedulingPolicy": {"queue": queue}, "cleanPodPolicy": "None"},
+        "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": template}},
+    }}
+
+
+def gang_job(name: str, queue: str) -> dict[str, Any]:
+    template = {"spec": {"containers": [{
+        "name": "pytorch", "image": image.IMAGE, "imagePullPolicy": "Never",
+        "command": ["python3", "-c", "import time; time.sleep(15)"],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                      "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "memory": "128Mi"}}}]}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": {
+        "runPolicy": {"schedulingPolicy": {"queue": queue}},
+        "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template}}}}
+
+
+def job_state(objs: Any, ns: str, name: str) -> str:
+    conds = (objs.get_namespaced_custom_object(*KF, ns, "pytorchjobs", name).get("status") or {}).get("conditions")
+    return next((c["type"] for c in reversed(conds or []) if c.get("status") == "True"), "")
+
+
+# ---------------------------------------------------------------------------- the log
+def progress(shared: Path, job: str) -> list[dict[str, Any]]:
+    f = shared / job / "progress.jsonl"
+    if not f.exists():
+        return []
+    out = []
+    for line in f.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass  # a line being written
+    return out
+
+
+def current_world(log: list[dict[str, Any]]) -> int:
+    steps = [r for r in log if "step" in r and "event" not in r]
+    return int(steps[-1]["world"]) if steps else 0
+
+
+def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each change of world size between two training steps: the stall (last step at the old size
+    to the first at the new), the steps done again, the restart count after it."""
+    events: list[dict[str, Any]] = []
+    last: dict[str, Any] | None = None
+    resumed_from: int | None = None
+    for r in log:
+        if r.get("event") == "start":
+            resumed_from = int(r["from"])
+            continue
+        if "step" not in r or "event" in r:
+            continue
+        if last is not None and r["world"] != last["world"]:
+            events.append({
+                "kind": "grow" if r["world"] > last["world"] else "shrink",
+                "fromWorkers": last["world"], "toWorkers": r["world"],
+                "stallSeconds": round(r["t"] - last["t"], 2),
+                "stepsRedone": max(0, int(last["step"]) - (resumed_from if resumed_from is not None else last["step"])),
+                "restartBudgetUsed": int(r.get("restart", 0)),
+            })
+        last = r
+    return events
+
+
+# ---------------------------------------------------------------------------- the story
+def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: int, baseline: bool,
+        shared_root: Path) -> dict[str, Any]:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
+    api = client.ApiClient(cfg)
+    core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    tag = uuid.uuid4().hex[:5]
+    ns, qa, qb = f"train-{tag}", f"train-a-{tag}", f"train-b-{tag}"
+    shared = shared_root / tag
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for q in (qa, qb):
+        objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                                          "kind": "Queue", "metadata": {"name": q},
+                                                          "spec": {"weight": 1, "reclaimable": True}})
+    job = "train"
+    core.create_namespaced_service_account(ns, {"metadata": {"name": job}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": f"{job}-script"},
+                                           "data": {"elastic_train.py": SCRIPT.read_text()}})
+    wait_until("the queues Open", lambda: all((objs.get_cluster_custom_object(*VC, "queues", q).get("status") or {})
+                                              .get("state") == "Open" for q in (qa, qb)), 60)
+    t0 = time.monotonic()
+    objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
+                                         training_job(job, qa, steps, max_restarts, shared, baseline))
+    say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, "
+        f"{'plain torchrun (baseline)' if baseline else 'the kit'}")
+    wait_until("the job trains at 4 workers", lambda: current_world(progress(shared, job)) == 4, 300, interval=1)
+    say(f"4 workers training after {time.monotonic() - t0:.0f}s")
+    for k in range(gangs):
+        g = f"gang-{k}"
+        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
+        wait_until(f"{g} runs", lambda g=g: len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded",
+                   240, interval=1)
+        say(f"{g} runs; the job trains at {current_world(progress(shared, job))}")
+        wait_until(f"{g} succeeded", lambda g=g: job_state(objs, ns, g) == "Succeeded", 120, interval=1)
+        if job_state(objs, ns, job) == "Succeeded":
+            break
+        wait_until("the job back at 4 workers", lambda: current_world(progress(shared, job)) == 4
+                   or job_state(objs, ns, job) in ("Succeeded", "Failed"), 300, interval=1)
+        say(f"back at {current_world(progress(shared, job))} workers")
+    state = wait_until("the job finished", lambda: job_state(objs, ns, job) in ("Succeeded", "Failed")
+                       and job_state(objs, ns, job), steps * 2 + 300, interval=2)
+    log = progress(shared, job)
+    done = max((int(r["step"]) for r in log if "step" in r and "event" not in r), default=0)
+    gated_left = [p.metadata.name for p in worker_pods(core, ns, job)
+                  if GATE in [g.name for g in p.spec.scheduling_gates or []]]
+    result = {
+        "succeeded": state == "Succeeded", "state": state, "stepsTarget": steps, "stepsDone": done,
+        "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts, "noticeSeconds": notice_seconds,
+        "torch": "Debian bookworm python3-torch 1.13.1 (CPU)", "seconds": round(time.monotonic() - t0, 1),
+        "events": scale_events(log), "gatedLeft": gated_left, "log": log,
+    }
+    for q in (qa, qb):
+        try:
+            objs.delete_cluster_custom_object(*VC, "queues", q)
+        except client.ApiException:
+            pass
+    core.delete_namespace(ns)
+    api.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="JSON result file")
+    ap.add_argument("--baseline", action="store_true", help="plain torchrun (no kit rendezvous)")
+    ap.add_argument("--gangs", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--max-restarts", type=int, default=10)
+    ap.add_argument("--notice-seconds", type=int, default=0, help="every queue's noticeSeconds")
+    ap.add_argument("--box", help="use this running box (with real nodes and our chart installed)")
+    ap.add_argument("--keep-box", action="store_true")
+    a = ap.parse_args(argv)
+    b, started = bring_up(a.box)
+    try:
+        if started or helm(b, "status", RELEASE, "-n", NAMESPACE).returncode != 0:
+            install(b, a.notice_seconds, "")
+            core = client.CoreV1Api(client.ApiClient(_cfg(b)))
+            wait_installed(b, core)
+        result = run(b, steps=a.steps, gangs=a.gangs, max_restarts=a.max_restarts, notice_seconds=a.notice_seconds,
+                     baseline=a.baseline, shared_root=b.dir / "shared")
+    finally:
+        if started and not a.keep_box:
+            b.down(quiet=True)
+    Path(a.out).write_text(json.dumps(result, indent=2))
+    summary = {k: v for k, v in result.items() if k != "log"}
+    print(json.dumps(summary, indent=2))
+    return 0 if result["succeeded"] and result["stepsDone"] == result["stepsTarget"] else 1
+
+
+def _cfg(b: Box) -> client.Configuration:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
+    return cfg
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
