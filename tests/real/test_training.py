@@ -14,7 +14,7 @@ from typing import Any
 from tests.real.test_install import NAMESPACE, RELEASE, helm, wait_installed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import real_training as rt  # noqa: E402
+import real_training as rt
 
 CHECKPOINT_EVERY = 20  # examples/training/elastic_train.py's default
 
