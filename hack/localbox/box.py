@@ -52,8 +52,8 @@ KCM_CONTROLLERS = ("garbage-collector-controller,namespace-controller,serviceacc
                    "disruption-controller,resourcequota-controller")
 VOLCANO_CONTROLLERS = "queue-controller,pg-controller,gc-controller"
 # with real nodes: a stopped kubelet's node goes Unknown, is tainted, and its pods are evicted
-REAL_NODE_KCM_CONTROLLERS = (",node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,"
-                             "endpoints-controller,endpointslice-controller,deployment-controller,replicaset-controller,"
+REAL_NODE_KCM_CONTROLLERS = (",node-lifecycle-controller,pod-garbage-collector-controller,"
+                             "root-ca-certificate-publisher-controller,endpoints-controller,endpointslice-controller,deployment-controller,replicaset-controller,"
                              "job-controller,cronjob-controller,ttl-after-finished-controller")
 
 

@@ -30,6 +30,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,8 +168,11 @@ class RealNodes:
             self._start_containerd(i)
         for i in range(self.count):
             self._wait_containerd(i)
-            for img in imgs:
-                self.import_image(i, img)
+        t = time.monotonic()
+        with ThreadPoolExecutor(max_workers=self.count) as pool:  # each node unpacks its own copy
+            list(pool.map(lambda i: [self.import_image(i, img) for img in imgs], range(self.count)))
+        self.box.say(f"{len(imgs)} image(s) imported into {self.count} node(s) in {time.monotonic() - t:.1f}s")
+        for i in range(self.count):
             self._start_kubelet(i)
         self.box.wait_started("coredns", lambda: http_ok(
             f"http://127.0.0.1:{self.box.ports['coredns_ready']}/ready"), self._coredns_t0)
@@ -189,7 +193,7 @@ class RealNodes:
                 f".:53 {{\n    bind {GATEWAY}\n    errors\n    health 127.0.0.1:{self.box.ports['coredns_health']}\n"
                 f"    ready 127.0.0.1:{self.box.ports['coredns_ready']}\n    cache 5\n"
                 f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
-                f"        kubeconfig {self.box.kubeconfig} box\n        pods insecure\n"
+                f"        kubeconfig {self.box.kubeconfig}\n        pods insecure\n"
                 f"        fallthrough in-addr.arpa ip6.arpa\n        ttl 5\n    }}\n}}\n")
             return [str(paths.binary("coredns")), "-conf", str(corefile)]
 
