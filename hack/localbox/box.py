@@ -52,7 +52,7 @@ KCM_CONTROLLERS = ("garbage-collector-controller,namespace-controller,serviceacc
                    "disruption-controller,resourcequota-controller")
 VOLCANO_CONTROLLERS = "queue-controller,pg-controller,gc-controller"
 # with real nodes: a stopped kubelet's node goes Unknown, is tainted, and its pods are evicted
-REAL_NODE_KCM_CONTROLLERS = (",node-lifecycle-controller,pod-garbage-collector-controller,"
+REAL_NODE_KCM_CONTROLLERS = (",node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,"
                              "root-ca-certificate-publisher-controller,endpoints-controller,endpointslice-controller,deployment-controller,replicaset-controller,"
                              "job-controller,cronjob-controller,ttl-after-finished-controller")
 
@@ -171,6 +171,9 @@ class Box:
         except (OSError, ValueError):
             return False
         self.state = st
+        saved = st.get("options") or {}
+        known = {k: v for k, v in saved.items() if k in BoxOptions.__dataclass_fields__ and k not in ("name", "quiet")}
+        self.opts = BoxOptions(**{**asdict(self.opts), **known})
         self.ports = {k: int(v) for k, v in st.get("ports", {}).items()}
         self.procs = {k: Proc(**v) for k, v in st.get("procs", {}).items()}
         self.created_fixed_cert_dir = bool(st.get("created_fixed_cert_dir"))

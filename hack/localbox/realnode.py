@@ -377,6 +377,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return all(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu") == str(self.gpus)
                    for n in self._nodes())
 
+    # ------------------------------------------------------------------ faults (tests)
+    def stop_kubelet(self, i: int) -> None:
+        """Stop node i's kubelet (its pods keep running, as when a node loses its kubelet)."""
+        p = self.box.procs.get(f"kubelet-{i}")
+        if p is not None and proc_alive(p):
+            self.box._kill(p, 5.0)
+
+    def start_kubelet(self, i: int) -> None:
+        """Start node i's kubelet again with the arguments it had (works on a loaded box)."""
+        p = self.box.procs[f"kubelet-{i}"]
+        if not proc_alive(p):
+            self.box._spawn(f"kubelet-{i}", p.argv)
+
     # ------------------------------------------------------------------ stop
     def teardown(self, procs: dict[str, Proc], kill: Callable[[Proc, float], None]) -> None:
         """Stop every real node's pods, kubelet and containerd; unmount what they mounted;

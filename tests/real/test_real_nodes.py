@@ -192,3 +192,40 @@ def test_pods_resolve_services_and_reach_the_api_server_in_cluster(kube: Any, na
     got = json.loads(log.strip().splitlines()[-1])
     assert got["addr"] == ip
     assert got["version"].startswith("v1.")
+
+
+def test_a_lost_node_takes_its_pods_and_keeps_its_gpus_across_a_kubelet_restart(
+        kube: Any, box: Any, namespace: str, out_dir: Path) -> None:
+    """The kubelet of real-1 stops: its node goes NotReady (node-monitor grace 20 s), the pod that
+    tolerates that for 2 s is evicted by the node lifecycle controller; the kubelet comes back:
+    Ready again, and its fake GPUs are still allocatable."""
+    from hack.localbox.realnode import RealNodes
+
+    core = kube(client.CoreV1Api)
+    pod = probe_pod("lost", out_dir, node="real-1")
+    pod["spec"]["tolerations"] = [{"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}
+                                  for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+    core.create_namespaced_pod(namespace, pod)
+    wait_until("the probe on real-1 started", lambda: records(out_dir, "lost").get("start"), 60)
+    nodes = RealNodes(box, box.opts.real_nodes, box.opts.real_node_gpus)
+    t = time.monotonic()
+    nodes.stop_kubelet(1)
+    try:
+        def ready(name: str) -> str:
+            conds = {c.type: c.status for c in core.read_node(name).status.conditions or []}
+            return conds.get("Ready", "")
+
+        wait_until("real-1 NotReady", lambda: ready("real-1") != "True", 60, interval=1)
+        not_ready = time.monotonic() - t
+        wait_until("the lost node's pod marked for deletion", lambda: any(
+            p.metadata.name == "lost" and p.metadata.deletion_timestamp
+            for p in core.list_namespaced_pod(namespace).items), 60, interval=1)
+        evicted = time.monotonic() - t
+    finally:
+        nodes.start_kubelet(1)
+    wait_until("real-1 Ready again", lambda: ready("real-1") == "True", 90, interval=1)
+    wait_until("real-1's GPUs allocatable after the kubelet restart", lambda: core.read_node(
+        "real-1").status.allocatable.get("nvidia.com/gpu") == str(box.opts.real_node_gpus), 30)
+    wait_until("the lost pod gone once its kubelet is back", lambda: not [
+        p for p in core.list_namespaced_pod(namespace).items if p.metadata.name == "lost"], 90, interval=1)
+    print(f"\n[real] kubelet stopped -> node NotReady {not_ready:.1f}s, -> pod evicted {evicted:.1f}s")
