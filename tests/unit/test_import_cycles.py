@@ -12,12 +12,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("elastic_controller", "webhook", "certs")
-# Type-only edges (under ``if TYPE_CHECKING:``) that close a cycle, each with why it stays. Keep empty
-# where possible; a runtime or function-level import may never be listed here.
-TYPE_ONLY_ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    # the victim order's annotations name the world's Gang and JobState (import-linter ignores it too)
-    ("elastic_controller.policy.ordering", "elastic_controller.policy.world"),
-})
 
 
 def module_name(path: Path) -> str:
@@ -115,11 +109,7 @@ def cycles(graph: dict[str, dict[str, bool]]) -> list[list[str]]:
 def test_no_import_cycle_anywhere() -> None:
     graph = import_graph()
     assert len(graph) > 80  # every module was read (a wrong root would find none and pass)
-    allowed = {(a, b) for a, b in TYPE_ONLY_ALLOWED if graph.get(a, {}).get(b) is True}
-    assert allowed == set(TYPE_ONLY_ALLOWED), "an allowed type-only edge is gone or no longer type-only: " \
-        "drop it from TYPE_ONLY_ALLOWED"
-    pruned = {m: {t: ty for t, ty in deps.items() if (m, t) not in allowed} for m, deps in graph.items()}
-    assert cycles(pruned) == []
+    assert cycles(graph) == []  # type-only edges count too: no exemptions
 
 
 def test_function_level_imports_are_edges() -> None:
