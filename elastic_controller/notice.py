@@ -9,23 +9,23 @@ an ``EvictionNotice`` Event on each pod and job. ``Notices.act`` then, every cyc
 victims through the Eviction API (``EvictedForGang``) and withdraws the notices their gang no longer
 needs (annotations removed, ``EvictionNoticeWithdrawn``).
 
-How the agent's cycle uses it (``agent.py``):
+How the agent's cycle uses it (``agent.py`` and ``execute/``):
 
 1. ``review = notices.review(snapshot, now)`` right after the snapshot and recovery, then
-   ``done = notices.act(review)`` (``Agent._act_on_notices``); each evicted ``(pod, uid, gang)`` goes
+   ``done = notices.act(review)`` (``execute.notices.act_on_notices``); each evicted ``(pod, uid, gang)`` goes
    into the in-flight ledger and, if anything was evicted or withdrawn, the (warm) snapshot is taken
    again.
-2. ``_resume_interrupted`` skips pods that carry ``evict-after`` (they are under notice, not an
+2. ``execute.resume.resume_interrupted`` skips pods that carry ``evict-after`` (they are under notice, not an
    interrupted plan): only ``evicted-for`` without ``evict-after`` is resumed.
 3. The plan is made on ``policy.notices.in_flight(snapshot, review)`` (a due or pending victim counts
    as leaving for its gang, like a terminating one: no further victims for that gang, never picked
    again) and told with ``with_notices`` (a gang with a pending notice waits, the notice its reason).
-4. Executing one gang's evictions (``Agent._give_notice``): when a victim's queue has
+4. Executing one gang's evictions (``execute.notices.give_notice``): when a victim's queue has
    ``noticeSeconds`` > 0, the victims' PodGroups are stamped (the cooldown starts with the notice),
    then ``notices.give(gang, victims, now)`` instead of the ``evicted-for`` stamp + evictions; the
    PodGroup stamps are taken back when ``give`` fails. A gang whose victims are all in queues without
    a notice keeps the immediate path. Dry-run mode gives no notice. The agent checks its Lease
-   (``_fence``) before calling ``give`` and ``act``.
+   (``Executor.fence``) before calling ``give`` and ``act``.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def select(pods: list[dict[str, Any]], jobs: list[dict[str, Any]], gate: str, na
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..agent import lift_gate
+    from ..execute.gates import lift_gate
     from ..kube.client import KubeClient
     from ..kube.errors import KubeError, NotFoundError
     from ..kube.resources import PODS, PYTORCHJOBS

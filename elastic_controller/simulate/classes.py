@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .durations import duration
 from .engine import JobResult, SimResult
 
 OVER = 1.2
@@ -52,8 +53,6 @@ def per_class(result: SimResult, reference: SimResult | None) -> list[dict[str, 
 
 def class_table(results: Sequence[SimResult], summaries: dict[str, dict[str, Any]]) -> str:
     """The per-class view: one row per class and policy."""
-    from .report import duration
-
     head = ("class", "policy", "jobs", "avg JCT", "avg queue", "restarts/job", "JCT vs static-max",
             ">1.2x static-max")
     rows = [head]

@@ -567,7 +567,7 @@ class Simulator:
             return
         assert self.planner is not None
         snapshot = self.snapshot()
-        # The agent's cycle (agent.py run_cycle): review the notices, evict the due victims and withdraw
+        # The agent's cycle (Agent.run_cycle): review the notices, evict the due victims and withdraw
         # the notices no longer needed, then plan with the victims under notice in flight for their gang.
         review = NoticeReview()
         noticed = False
@@ -646,7 +646,7 @@ class Simulator:
     def _apply(self, plan: CyclePlan, now: float) -> bool:
         scaled: dict[int, str] = {}
         victims: list[SimPod] = []
-        # A gang's victims get a notice when any of their queues gives one (Agent._execute_evictions).
+        # A gang's victims get a notice when any of their queues gives one (execute.evictions.execute_evictions).
         notice_gangs = {ev.for_gang for ev in plan.evictions if self.cfg.queue_policy(ev.queue).noticeSeconds > 0}
         for ev in plan.evictions:
             pod = self.pods_by_key.get(ev.pod)

@@ -31,13 +31,37 @@ ancestor's; queues in the capacity plugin's order. ``overcommit`` decides as bef
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from .cluster import ClusterSpec
+from .quota import CapacityQuota
 from .state import SimJob
 
-if TYPE_CHECKING:
-    from .volcano import Allocator
+
+class AdmissionSim(Protocol):
+    """What admission reads of the simulator (``engine.Simulator``, through ``volcano.Host``)."""
+
+    @property
+    def jobs(self) -> Sequence[SimJob]: ...
+    @property
+    def active(self) -> Mapping[int, SimJob]: ...
+    @property
+    def allocated_gpus(self) -> int: ...
+
+
+class AdmissionHost(Protocol):
+    """What admission needs of the allocator that owns it (``volcano.Allocator``): passed in, so
+    this module does not import ``volcano`` (which imports it)."""
+
+    @property
+    def sim(self) -> AdmissionSim: ...
+    @property
+    def quota(self) -> CapacityQuota | None: ...
+
+    def queue_order(self, queues: Iterable[str]) -> list[str]: ...
+    def job_admitted(self, job: SimJob) -> None: ...
+    def mark_unschedulable(self, job: SimJob, now: float) -> None: ...
 
 
 def reservation(job: SimJob) -> int:
@@ -59,7 +83,7 @@ def _add(acc: dict[str, dict[str, float]], queue: str, request: dict[str, int], 
 
 
 class Admission:
-    def __init__(self, alloc: Allocator, cluster: ClusterSpec, factor: float, enabled: bool = True) -> None:
+    def __init__(self, alloc: AdmissionHost, cluster: ClusterSpec, factor: float, enabled: bool = True) -> None:
         self.alloc = alloc
         self.factor = factor
         self.enabled = enabled

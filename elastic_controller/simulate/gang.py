@@ -39,13 +39,51 @@ filtered by the plugin either way (capacity.go:609).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from functools import cmp_to_key
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .cluster import ClusterSpec
+from .nodes import NodeTable
 from .state import SimJob, SimPod
+from .volcano import Allocator
 
-if TYPE_CHECKING:
-    from .engine import Simulator
+
+class GangSettings(Protocol):
+    """The settings the evicting actions read (``engine.SimSettings``)."""
+
+    @property
+    def pod_cooldown(self) -> float: ...
+    @property
+    def capacity_first_tier(self) -> bool: ...
+    @property
+    def allow_whole_bundle(self) -> bool: ...
+
+
+class GangHost(Protocol):
+    """What the evicting actions need of the simulator that runs them (``engine.Simulator``): passed
+    in, so this module does not import the engine (which imports it)."""
+
+    @property
+    def cluster(self) -> ClusterSpec: ...
+    @property
+    def settings(self) -> GangSettings: ...
+    @property
+    def alloc(self) -> Allocator: ...
+    @property
+    def nodes(self) -> NodeTable: ...
+    @property
+    def active(self) -> Mapping[int, SimJob]: ...
+    @property
+    def pod_changes(self) -> int: ...
+    @property
+    def evictions(self) -> int: ...
+    @property
+    def terminating_gpus(self) -> int: ...
+
+    def request_tick(self, t: float) -> None: ...
+    def evict(self, pod: SimPod, now: float, for_gang: str) -> None: ...
+    def workers_changed(self, job: SimJob, now: float) -> None: ...
 
 SAFE, WHOLE = 0, 1
 
@@ -56,7 +94,7 @@ def _uid_order(name: str) -> int:
 
 
 class GangActions:
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: GangHost) -> None:
         self.sim = sim
         self.reclaimable = {q.name: q.reclaimable for q in sim.cluster.queues}
         self.queue_order = {q.name: i for i, q in enumerate(sim.cluster.queues)}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from .trace import (
+from .tracerows import (
     ImportOptions,
     JobSpec,
     TraceError,

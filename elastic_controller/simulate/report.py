@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .classes import per_class
+from .durations import duration
 from .engine import SimResult
 
 SUMMARY_KEYS = ("gpuAllocation", "avgJctSeconds", "p50JctSeconds", "p99JctSeconds", "avgQueueingSeconds",
@@ -27,8 +29,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def summarize(result: SimResult, reference: SimResult | None = None) -> dict[str, Any]:
     """summary.json's entry of one policy (``reference``: static-max's run, for ``perClass``)."""
-    from .classes import per_class
-
     done = [j for j in result.jobs if j.finished]
     jcts = [j.jct for j in done]
     queueing = [j.queueing for j in result.jobs if j.start >= 0]
@@ -59,15 +59,6 @@ def summarize(result: SimResult, reference: SimResult | None = None) -> dict[str
         "workerCountViolations": result.count_violations,
         "perClass": per_class(result, reference),
     }
-
-
-def duration(seconds: float) -> str:
-    s = round(seconds)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s / 60:.1f}m"
-    return f"{s / 3600:.2f}h"
 
 
 def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any]]) -> str:

@@ -37,7 +37,7 @@ SA_CONTROLLER = "volcano-elastic-controller"
 SA_WEBHOOK = "volcano-elastic-webhook"
 SA_CERTGEN = "volcano-elastic-certgen"
 
-# Every call the controller + agent make (elastic_controller/kube, controller.py, agent.py,
+# Every call the controller + agent make (elastic_controller/kube, controller.py, agent.py, execute/,
 # kube/leader.py, kube/events.py): (apiGroup, resource, verb, namespace or None for cluster-wide).
 # The ClusterRole must grant exactly these, and the integration test asks the API server
 # `kubectl auth can-i` for each one as the ServiceAccount.
@@ -697,7 +697,9 @@ def test_operations_doc_lists_every_metric_and_event() -> None:
         metrics.append(m if m.endswith("_seconds") else f"{m}_total")
     assert len(metrics) >= 10
     missing = [m for m in metrics if f"`{m}`" not in doc]
-    sources = "".join((ROOT / "elastic_controller" / f).read_text() for f in ("agent.py", "controller.py"))
+    files = [ROOT / "elastic_controller" / f for f in ("agent.py", "controller.py")]
+    files += sorted((ROOT / "elastic_controller" / "execute").glob("*.py"))  # the agent's writes
+    sources = "".join(f.read_text() for f in files)
     reasons = set(re.findall(r'emit\([^,]+, "(?:Normal|Warning)", "(\w+)"', sources))
     reasons |= set(re.findall(r'_warn\(raw, "(\w+)"', sources))
     assert len(reasons) >= 8

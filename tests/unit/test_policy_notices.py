@@ -88,7 +88,7 @@ CASES = [
     ("evicted-for removed", {"evicted_for": None}, "withdrawn", "evicted-for is gone"),
     ("withdrawal wins over due", {"gang_placed": 2, "evict_after": ts(ago(600))}, "withdrawn", "placed"),
     ("victim already terminating", {"victim_deleting": True}, "none", ""),
-    ("no notice (an interrupted plan: agent.py resumes those)", {"evict_after": None}, "none", ""),
+    ("no notice (an interrupted plan: execute/resume.py resumes those)", {"evict_after": None}, "none", ""),
 ]
 
 

@@ -1,0 +1,81 @@
+"""A starving gang's evictions, the immediate path (docs/failure-model.md): stamp the victims
+(``evicted-for``: the plan's record), dry-run every eviction, stamp the victims' job PodGroups
+(cooldown state, written before acting), then evict through the Eviction API. A failure undoes the
+stamps, each only if it is still the one we wrote, and leaves the gang to the next cycle's plan: no
+victim is ever substituted, nothing is deleted. A victim's queue with ``noticeSeconds`` > 0 gives
+notice instead (``notices.give_notice``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..kube.errors import KubeError, TooManyRequestsError
+from ..policy import keys
+from ..policy.decisions import Eviction
+from ..policy.parse import format_time
+from .executor import CycleReport, Executor, down_decision, log
+from .notices import give_notice
+
+
+def execute_evictions(ex: Executor, gang: str, evictions: list[Eviction], now: datetime,
+                      report: CycleReport) -> None:
+    """Carry out one gang's planned evictions (all of them, or none beyond those done before a race)."""
+    if ex.dry_run:
+        return
+    stamp = format_time(now)
+    jobs = sorted({e.job for e in evictions})
+    before = {j: ex.pg_annotations(j) for j in jobs}
+    stamped_jobs: dict[str, dict[str, str]] = {}  # job -> the stamp we wrote
+    stamped_pods: list[str] = []
+    if any(ex.notices.notice_seconds(e.queue) > 0 for e in evictions):
+        give_notice(ex, gang, evictions, now, before, report)
+        return
+    try:
+        # 1. The plan's record: each victim names the gang. Recovery finds an interrupted plan here.
+        for e in evictions:
+            ex.patch_pod_annotations(e.pod, {keys.EVICTED_FOR: gang})
+            stamped_pods.append(e.pod)
+        for e in evictions:
+            try:
+                ex.evict(e.pod, e.uid, dry_run=True)
+            except TooManyRequestsError:
+                ex.refused_by_pdb(e.pod, gang, now)
+                raise
+        ex.fault("victims-stamped")
+        # 2. Cooldown state, before acting: a job is never scaled without its stamp.
+        for j in jobs:
+            n = sum(1 for e in evictions if e.job == j)
+            ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
+                    keys.LAST_DECISION: down_decision(stamp, n, gang)}
+            ex.stamp(j, ours)
+            stamped_jobs[j] = ours
+        ex.fault("jobs-stamped")
+    except KubeError as exc:
+        why = "pdb" if isinstance(exc, TooManyRequestsError) else "conflict" if exc.status == 409 else "error"
+        report.failed[gang] = f"{why}: {exc}"
+        for e in evictions:
+            ex.metrics.eviction_failed(e.queue, why)
+        log.warning("eviction plan not executed; re-planning next cycle",
+                    extra={"podgroup": gang, "reason": why, "error": str(exc)})
+        ex.undo(gang, before, stamped_jobs, stamped_pods)
+        return
+    done: list[Eviction] = []
+    for e in evictions:
+        try:
+            ex.evict(e.pod, e.uid)
+        except KubeError as exc:
+            # Dry-run passed but the real call did not (a race): stop, keep what is done.
+            if isinstance(exc, TooManyRequestsError):
+                ex.refused_by_pdb(e.pod, gang, now)
+            report.failed[gang] = f"error after {len(done)} eviction(s): {exc}"
+            ex.metrics.eviction_failed(e.queue, "race")
+            log.warning("eviction failed after dry-run passed", extra={"pod": e.pod, "podgroup": gang,
+                                                                      "error": str(exc)})
+            rest = [x.pod for x in evictions if x not in done]
+            untouched = [j for j in jobs if not any(x.job == j for x in done)]
+            ex.undo(gang, before, {j: stamped_jobs[j] for j in untouched}, rest)
+            break
+        done.append(e)
+        ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False)
+        ex.fault("evicted-one")
+    ex.scaled_down(gang, [(e.job, e.pod) for e in done])

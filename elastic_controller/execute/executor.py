@@ -1,0 +1,352 @@
+"""The executor's core: every write the agent makes goes through ``Executor``, fenced by the Lease.
+
+``fence`` first checks ``may_write`` (the Lease is held and was renewed within the renew deadline):
+a leader that was paused past its Lease stops (``NotLeaderError``) before its next write. The write
+helpers here (patch a PodGroup, stamp a scale event, stamp/unstamp a victim, evict, restore a stamp
+only while it is still ours) are what the write paths (``evictions``, ``notices``, ``gates``,
+``resume``, ``stamps``) are made of; the books (ledger of evictions in flight, PDB refusals, the
+cycle's report) are kept here too, so a path is read and tested on its own with one ``Executor``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from ..kube.api import KubeAPI, evicted_pod_ref, owner_ref
+from ..kube.caches import Store
+from ..kube.errors import ConflictError, InvalidError, KubeError, NotFoundError
+from ..kube.events import EventRecorder
+from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS
+from ..notice import Notices
+from ..policy import keys
+from ..policy.decisions import CyclePlan
+from ..policy.notices import NoticeReview
+from ..policy.settings import ElasticConfig
+
+# One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
+# the executor had modules of its own).
+log = logging.getLogger("elastic_controller.agent")
+LEDGER_TTL = 600.0  # seconds an eviction stays "in flight" in memory without the cache confirming it
+FAULT_ENV = "VOLCANO_ELASTIC_FAULT"  # test hook: "STEP=sleep:SECONDS", "STEP=raise" or "STEP=exit" (comma-separated)
+FAULT_STEPS = ("victims-stamped", "jobs-stamped", "evicted-one", "gates-stamped", "gate-lifted-one")
+# How long a pod whose eviction a PodDisruptionBudget refused (429, dry-run or real) is no victim:
+# the planner excludes it ("PDB refused eviction") so the next cycles plan other victims instead of
+# the same refused plan forever. Long enough for many cycles (default interval 5 s), short enough that
+# a PDB relaxed meanwhile (a replica ready again, the budget edited) is seen within a minute.
+PDB_REFUSAL_SECONDS = 60.0
+SCALE_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.LAST_DECISION)
+
+
+class NotLeaderError(Exception):
+    """This replica may not write: it does not hold the Lease (or has not renewed it in time)."""
+
+
+class InjectedFault(BaseException):
+    """Raised at a named step by the ``VOLCANO_ELASTIC_FAULT`` test hook (a crash: nothing catches it)."""
+
+
+def parse_faults(text: str | None) -> dict[str, str]:
+    """``victims-stamped=exit,evicted-one=sleep:20`` -> {step: action}; unknown steps are an error."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        step, _, action = part.strip().partition("=")
+        if step not in FAULT_STEPS or not (action in ("raise", "exit") or action.startswith("sleep:")):
+            raise ValueError(f"{FAULT_ENV}: bad entry {part!r} (steps: {', '.join(FAULT_STEPS)}; "
+                             "actions: raise, exit, sleep:SECONDS)")
+        out[step] = action
+    return out
+
+
+class AgentMetrics(Protocol):
+    """Hooks the process exports (see ``main.PrometheusMetrics``)."""
+
+    def eviction(self, queue: str, reason: str) -> None: ...
+
+    def eviction_failed(self, queue: str, reason: str) -> None: ...
+
+    def write_refused(self, reason: str) -> None: ...
+
+    def skipped(self, by_kind: dict[str, int]) -> None: ...
+
+    def gate_release(self, queue: str, reason: str) -> None: ...
+
+    def starving(self, by_queue: dict[str, int]) -> None: ...
+
+    def cycle(self, seconds: float) -> None: ...
+
+
+class NoMetrics:
+    def eviction(self, queue: str, reason: str) -> None:
+        return None
+
+    def eviction_failed(self, queue: str, reason: str) -> None:
+        return None
+
+    def write_refused(self, reason: str) -> None:
+        return None
+
+    def skipped(self, by_kind: dict[str, int]) -> None:
+        return None
+
+    def gate_release(self, queue: str, reason: str) -> None:
+        return None
+
+    def starving(self, by_queue: dict[str, int]) -> None:
+        return None
+
+    def cycle(self, seconds: float) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    pod: str
+    gang: str
+    since: float
+
+
+@dataclass(slots=True)
+class CycleReport:
+    plan: CyclePlan
+    evicted: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # gang -> why its plan was not executed
+    released: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
+    noticed: dict[str, list[str]] = field(default_factory=dict)  # gang -> victims put under notice this cycle
+    withdrawn: list[str] = field(default_factory=list)  # eviction notices withdrawn this cycle
+    notices: NoticeReview = field(default_factory=NoticeReview)  # the notices as this cycle found them
+    not_leader: bool = False  # the cycle stopped before a write: this replica does not lead
+    stale: list[str] = field(default_factory=list)  # caches known stale: the cycle did nothing
+    preemptions: list[str] = field(default_factory=list)  # pods Volcano itself preempted (counted)
+    seconds: float = 0.0
+    plan_seconds: float = 0.0
+    dry_run: bool = False
+
+
+def split(key: str) -> tuple[str, str]:
+    ns, _, name = key.partition("/")
+    return ns, name
+
+
+def down_decision(stamp: str, n: int, gang: str) -> str:
+    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang`` (its ending is
+    what ``policy.resume.plan_stamp_for`` recognises)."""
+    return f"{stamp} down: {n} elastic worker(s) evicted to make room for {gang}"
+
+
+class Executor:
+    """The fenced writes and the books of the agent's execution (one per agent, kept across cycles)."""
+
+    def __init__(self, api: KubeAPI, store: Store, cfg: ElasticConfig, recorder: EventRecorder, *,
+                 metrics: AgentMetrics, notices: Notices, dry_run: bool,
+                 may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None) -> None:
+        self.api = api
+        self.store = store
+        self.cfg = cfg
+        self.recorder = recorder
+        self.metrics = metrics
+        self.notices = notices
+        self.dry_run = dry_run
+        self.may_write = may_write or (lambda: True)
+        self.faults = parse_faults(os.environ.get(FAULT_ENV)) if faults is None else faults
+        self.ledger: dict[str, InFlight] = {}  # pod uid -> eviction in flight
+        self.pdb_refused: dict[str, datetime] = {}  # pod ns/name -> when a PDB last refused its eviction
+
+    # ------------------------------------------------------------------ fencing and faults
+    def fence(self, what: str) -> None:
+        """Every write goes through here first: a replica that does not lead (any more) stops."""
+        if not self.may_write():
+            raise NotLeaderError(what)
+
+    def fault(self, step: str) -> None:
+        """Fault injection for tests (``VOLCANO_ELASTIC_FAULT``): sleep, raise or exit at ``step``."""
+        action = self.faults.get(step)
+        if action is None:
+            return
+        log.warning("fault injected", extra={"step": step, "action": action})
+        if action.startswith("sleep:"):
+            time.sleep(float(action.partition(":")[2]))
+        elif action == "exit":
+            os._exit(137)  # as kill -9: nothing after this runs
+        else:
+            raise InjectedFault(step)
+
+    # ------------------------------------------------------------------ writes
+    def patch_pg(self, key: str, annotations: dict[str, str | None]) -> dict[str, Any]:
+        self.fence(f"patch podgroup {key}")
+        ns, name = split(key)
+        out = self.api.patch(PODGROUPS, name, {"metadata": {"annotations": annotations}}, ns)
+        self.store.put(PODGROUPS, out)
+        return out
+
+    def stamp(self, key: str, ours: dict[str, str]) -> None:
+        """A scale event: the PodGroup's stamp (cooldown state, last-decision), then its copy on the
+        PyTorchJob (time and direction), which a PodGroup deleted by hand does not take along."""
+        self.patch_pg(key, dict(ours))
+        ns, name = split(key)
+        if self.store.get(PYTORCHJOBS, name, ns) is None:
+            return
+        self.fence(f"patch pytorchjob {key}")
+        copy = {k: ours[k] for k in (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION) if k in ours}
+        try:
+            out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": copy}}, ns)
+        except KubeError as exc:  # the PodGroup's stamp is the one that counts first
+            log.warning("cooldown copy not written on the job", extra={"job": key, "error": str(exc)})
+            return
+        self.store.put(PYTORCHJOBS, out)
+
+    def patch_pod_annotations(self, key: str, annotations: dict[str, str | None]) -> None:
+        self.fence(f"patch pod {key}")
+        ns, name = split(key)
+        out = self.api.patch(PODS, name, {"metadata": {"annotations": annotations}}, ns)
+        self.store.put(PODS, out)
+
+    def evict(self, key: str, uid: str | None, *, dry_run: bool = False) -> None:
+        if not dry_run:
+            self.fence(f"evict {key}")
+        ns, name = split(key)
+        self.api.evict(ns, name, uid=uid or None, dry_run=dry_run)
+
+    def unstamp_pod(self, key: str, gang: str) -> None:
+        """Remove ``evicted-for`` only while it still names ``gang`` (a JSON patch ``test``: another
+        writer's value, or a newer plan's, is left alone)."""
+        self.fence(f"unstamp pod {key}")
+        ns, name = split(key)
+        path = "/metadata/annotations/" + keys.EVICTED_FOR.replace("~", "~0").replace("/", "~1")
+        try:
+            out = self.api.patch(PODS, name, [{"op": "test", "path": path, "value": gang},
+                                              {"op": "remove", "path": path}], ns, patch_type="json")
+        except (InvalidError, NotFoundError):
+            return  # not ours any more, or gone
+        self.store.put(PODS, out)
+
+    def restore_pg(self, key: str, ours: dict[str, str], before: dict[str, str]) -> None:
+        """Put the scale stamp back to ``before``, only while the PodGroup still carries ``ours``:
+        read, compare, then write with the read's resourceVersion as a precondition (a 409 means
+        someone wrote in between: read again). A newer stamp (another leader's) is never overwritten."""
+        ns, name = split(key)
+        for _ in range(3):
+            try:
+                live = self.api.get(PODGROUPS, name, ns)
+            except NotFoundError:
+                return
+            ann = (live.get("metadata") or {}).get("annotations") or {}
+            if any(ann.get(k) != ours.get(k) for k in SCALE_KEYS):
+                log.info("cooldown stamp changed since ours; not restored", extra={"job": key})
+                return
+            rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
+            self.fence(f"restore podgroup {key}")
+            try:
+                out = self.api.patch(PODGROUPS, name, {"metadata": {
+                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in SCALE_KEYS}}}, ns)
+            except ConflictError:
+                continue
+            self.store.put(PODGROUPS, out)
+            self._restore_job_copy(key, ours, before)
+            return
+        log.warning("cooldown stamp not restored: the PodGroup keeps changing", extra={"job": key})
+
+    def _restore_job_copy(self, key: str, ours: dict[str, str], before: dict[str, str]) -> None:
+        ns, name = split(key)
+        copy_keys = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION)
+        for _ in range(3):
+            try:
+                live = self.api.get(PYTORCHJOBS, name, ns)
+            except NotFoundError:
+                return
+            ann = (live.get("metadata") or {}).get("annotations") or {}
+            if any(ann.get(k) != ours.get(k) for k in copy_keys):
+                return
+            rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
+            self.fence(f"restore pytorchjob {key}")
+            try:
+                out = self.api.patch(PYTORCHJOBS, name, {"metadata": {
+                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in copy_keys}}}, ns)
+            except ConflictError:
+                continue
+            self.store.put(PYTORCHJOBS, out)
+            return
+
+    def undo(self, gang: str, before: dict[str, dict[str, str]], jobs: dict[str, dict[str, str]],
+             pods: Iterable[str]) -> None:
+        """Take back a plan's stamps, each only if it is still the one we wrote."""
+        for p in pods:
+            try:
+                self.unstamp_pod(p, gang)
+            except KubeError as exc:
+                log.warning("could not clear evicted-for", extra={"pod": p, "error": str(exc)})
+        for j, ours in jobs.items():
+            try:
+                self.restore_pg(j, ours, before.get(j, {}))
+            except KubeError as exc:
+                log.warning("could not restore cooldown stamp", extra={"job": j, "error": str(exc)})
+
+    # ------------------------------------------------------------------ reads (from the caches)
+    def pg_annotations(self, key: str) -> dict[str, str]:
+        ns, name = split(key)
+        pg = self.store.get(PODGROUPS, name, ns) or {}
+        return dict((pg.get("metadata") or {}).get("annotations") or {})
+
+    def ours(self, key: str) -> bool:
+        ns, name = split(key)
+        pg = self.store.get(PODGROUPS, name, ns) or {}
+        return ((pg.get("metadata") or {}).get("labels") or {}).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY
+
+    def job_ref(self, key: str) -> dict[str, Any] | None:
+        ns, name = split(key)
+        job = self.store.get(PYTORCHJOBS, name, ns)
+        if job is not None:
+            return owner_ref(job)
+        pg = self.store.get(PODGROUPS, name, ns)
+        return owner_ref(pg) if pg is not None else None
+
+    def pod_ref(self, key: str) -> dict[str, Any] | None:
+        ns, name = split(key)
+        pod = self.store.get(PODS, name, ns)
+        return owner_ref(pod) if pod is not None else None
+
+    # ------------------------------------------------------------------ the books
+    def recent_pdb_refusals(self, now: datetime) -> frozenset[str]:
+        """Pods a PDB refused to evict within the last PDB_REFUSAL_SECONDS (older refusals forgotten)."""
+        for key in [k for k, t in self.pdb_refused.items()
+                    if not 0 <= (now - t).total_seconds() < PDB_REFUSAL_SECONDS]:
+            del self.pdb_refused[key]
+        return frozenset(self.pdb_refused)
+
+    def refused_by_pdb(self, pod: str, gang: str, now: datetime) -> None:
+        self.pdb_refused[pod] = now
+        log.info("PDB refused eviction; pod is no victim for a while",
+                 extra={"pod": pod, "podgroup": gang, "seconds": PDB_REFUSAL_SECONDS})
+
+    def evicted(self, pod: str, uid: str | None, job: str, queue: str, gang: str, reason: str,
+                report: CycleReport, *, resumed: bool) -> None:
+        """Book one completed eviction: ledger, report, metric, log line and the pod's Event."""
+        self.ledger[uid or pod] = InFlight(pod, gang, time.monotonic())
+        (report.resumed if resumed else report.evicted).append(pod)
+        self.metrics.eviction(queue, "resumed" if resumed else "starving-gang")
+        log.info("evicted (resumed interrupted plan)" if resumed else "evicted",
+                 extra={"pod": pod, "job": job, "queue": queue, "for": gang, "reason": reason})
+        ref = evicted_pod_ref(*split(pod), uid) if uid else self.pod_ref(pod)
+        if ref is not None:
+            how = " (finishing an interrupted plan)" if resumed else ""
+            self.recorder.emit(ref, "Normal", "EvictedForGang",
+                               f"elastic worker evicted by volcano-elastic to make room for gang {gang}{how}")
+
+    def scaled_down(self, gang: str, done: list[tuple[str, str]], *, resumed: bool = False) -> None:
+        for j in sorted({job for job, _ in done}):
+            n = sum(1 for job, _ in done if job == j)
+            ref = self.job_ref(j)
+            if ref is not None:
+                how = " (finishing an interrupted plan)" if resumed else ""
+                self.recorder.emit(ref, "Normal", "ScaledDown",
+                                   f"{n} elastic worker(s) evicted to make room for gang {gang}{how}; "
+                                   f"cooldown starts now")

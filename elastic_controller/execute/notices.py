@@ -1,0 +1,74 @@
+"""Eviction notices, the agent's side of them: give notice for a plan (``give_notice``) and act on the
+notices given before (``act_on_notices``: evict the due victims, withdraw the ones no longer needed).
+The notice writes themselves are ``notice.Notices``; this module stamps the jobs, books the outcome
+and takes the stamps back when a notice is not given."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from ..kube.errors import KubeError
+from ..policy import keys
+from ..policy.decisions import Eviction
+from ..policy.model import Snapshot
+from ..policy.parse import format_time
+from .executor import CycleReport, Executor, InFlight, log
+
+
+def give_notice(ex: Executor, gang: str, evictions: list[Eviction], now: datetime,
+                before: dict[str, dict[str, str]], report: CycleReport) -> None:
+    """The victims' queues give notice: stamp their jobs' PodGroups (the cooldown starts with the
+    notice), then put every victim under notice (``Notices.give``: dry-runs, then ``evict-after`` next
+    to ``evicted-for``, all or none); ``Notices.act`` evicts them in a later cycle. A notice not given
+    takes the PodGroup stamps back."""
+    stamp = format_time(now)
+    stamped_jobs: dict[str, dict[str, str]] = {}
+    ex.fence(f"eviction notice for {gang}")
+    why = ""
+    try:
+        for j in sorted({e.job for e in evictions}):
+            n = sum(1 for e in evictions if e.job == j)
+            ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
+                    keys.LAST_DECISION: f"{stamp} down: eviction notice to {n} elastic worker(s) to make "
+                                        f"room for {gang}"}
+            ex.stamp(j, ours)
+            stamped_jobs[j] = ours
+    except KubeError as exc:
+        why = f"error: {exc}"
+    if not why:
+        ex.fence(f"eviction notice for {gang}")
+        given = ex.notices.give(gang, evictions, now)
+        for pod in given.refused:  # as on the immediate path: no victim for a while
+            ex.refused_by_pdb(pod, gang, now)
+        why = given.failed
+    if why:
+        report.failed[gang] = why
+        for e in evictions:
+            ex.metrics.eviction_failed(e.queue, why.partition(":")[0])
+        log.warning("eviction notice not given; re-planning next cycle", extra={"podgroup": gang, "error": why})
+        ex.undo(gang, before, stamped_jobs, [])
+        return
+    report.noticed[gang] = [e.pod for e in evictions]
+
+
+def act_on_notices(ex: Executor, snapshot: Snapshot, now: datetime, report: CycleReport) -> bool:
+    """Evict the victims whose notice is due, withdraw the notices no longer needed (``Notices.act``);
+    True when anything was written (the caller snapshots again). Sets ``report.notices`` (the review)."""
+    review = report.notices = ex.notices.review(snapshot, now)
+    if ex.dry_run or not (review.due or review.withdrawn):
+        return False
+    ex.fence("act on eviction notices")
+    done = ex.notices.act(review)
+    queues = {d.facts.pod: d.facts.queue for d in review.due}
+    for pod, uid, gang in done.evicted:
+        ex.ledger[uid or pod] = InFlight(pod, gang, time.monotonic())
+        report.evicted.append(pod)
+        ex.metrics.eviction(queues.get(pod, ""), "notice-ended")
+    for pod in done.failed:
+        if pod in queues:
+            ex.metrics.eviction_failed(queues[pod], "notice")
+    for pod, gang in done.refused:  # a PDB refused a due eviction: remembered as on the immediate path
+        ex.refused_by_pdb(pod, gang, now)
+    report.withdrawn.extend(done.withdrawn)
+    return bool(done.evicted or done.withdrawn)
