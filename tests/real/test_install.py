@@ -34,7 +34,7 @@ KF = ("kubeflow.org", "v1")
 GPUS_PER_WORKER = 2
 COOLDOWN = 30
 # the e2e tier's shortened time constants (tests/e2e/test_elastic_scaling.py)
-CONFIG_SETS = [
+CONFIG_SETS = [  # --set-json: `helm --set` would make 0.3 a string, which the config refuses
     "config.agent.intervalSeconds=1", f"config.defaults.cooldownSeconds={COOLDOWN}",
     "config.defaults.minRuntimeSeconds=5", "config.defaults.starvationSeconds=3",
     "config.defaults.maxScaleUpPerCycle=8", "config.defaults.minScaleUpGain=0.3",
@@ -188,9 +188,9 @@ def no_gates_or_finalizers_left(core: Any) -> None:
 def test_helm_install_runs_in_the_cluster_and_shrinks_a_real_job_for_a_gang(
         box: Any, kube: Any, namespace: str, install_namespace: str, out_dir: Path) -> None:
     core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)
-    sets = [f"--set={s}" for s in [
-        "image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
-        "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}", *CONFIG_SETS]]
+    sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
+                                   "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
+    sets += [f"--set-json={s}" for s in CONFIG_SETS]
     t0 = time.monotonic()
     install = helm(box, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
                    *sets)
