@@ -19,7 +19,8 @@ COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_kubeconfig_flag(parser)
     add_config_flag(parser, "the one the controller runs with")
-    parser.add_argument("-n", "--namespace", help="only this namespace")
+    parser.add_argument("-n", "--namespace",
+                        help="show only this namespace's jobs (decisions are planned on the whole cluster)")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
                         metavar="NAMESPACE/NAME",
@@ -173,14 +174,16 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
     return "\n".join(lines)
 
 
-def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
+def list_everything(client: Any) -> list[dict[str, Any]]:
+    """The whole cluster, as the agent sees it: ``-n`` only filters the rows printed (the decision
+    about a gang in one namespace depends on the pods, PodGroups and jobs of every other)."""
     from ..kube.errors import NotFoundError
     from ..kube.resources import SNAPSHOT_RESOURCES
 
     items: list[dict[str, Any]] = []
     for res in SNAPSHOT_RESOURCES:
         try:
-            got, _ = client.list(res, namespace if res.namespaced else None)
+            got, _ = client.list(res)
         except NotFoundError:  # a CRD that is not installed
             continue
         items.extend(got)
@@ -199,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         client = KubeClient.from_kubeconfig(args.kubeconfig)
-        items = list_everything(client, args.namespace)
+        items = list_everything(client)
     except KubeError as exc:
         print(f"volcano-elastic status: {exc}", file=sys.stderr)
         return 1
