@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -67,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `volcano-elastic plan ... | head -2`: the reader has gone, as with any Unix tool. Point stdout at
+        # /dev/null so that the interpreter's final flush does not print a traceback; exit as SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
