@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "controller": "elastic_controller.cli.controller",
     "plan": "elastic_controller.cli.plan",
     "status": "elastic_controller.cli.status",
+    "queues": "elastic_controller.cli.queues",
     "release-gates": "elastic_controller.cli.release_gates",
     "certs": "elastic_controller.cli.certs",
     "simulate": "elastic_controller.cli.simulate",

@@ -136,14 +136,20 @@ def dump_warnings(items: list[Any], snapshot: Any, cfg: Any, now: datetime, now_
     if missing:
         out.append(f"{len(missing)} job(s) have no PodGroup in the dump ({_listed(missing)}): they are planned as "
                    "if they did not exist (include podgroups in the dump; the controller creates one per job)")
+    return out + unknown_queues(snapshot, cfg, "the dump")
+
+
+def unknown_queues(snapshot: Any, cfg: Any, where: str) -> list[str]:
+    """A warning when the config's ``queues`` name a queue that no Queue of ``snapshot`` has (a typo
+    validates, and its policy applies to nothing)."""
     queues = {q.name for q in snapshot.queues}
     unknown = sorted(set(cfg.queues) - queues)
     if unknown and queues:
-        out.append(f"the config's queues {_listed(unknown)} match no Queue in the dump (queues: "
-                   f"{_listed(sorted(queues))}): their policy applies to nothing; a typo?")
-    elif unknown:
-        out.append(f"the config names queues ({_listed(unknown)}) but the dump has no Queues to check them against")
-    return out
+        return [f"the config's queues {_listed(unknown)} match no Queue in {where} (queues: "
+                f"{_listed(sorted(queues))}): their policy applies to nothing; a typo?"]
+    if unknown:
+        return [f"the config names queues ({_listed(unknown)}) but {where} has no Queues to check them against"]
+    return []
 
 
 def note_json(note: Any) -> dict[str, Any]:

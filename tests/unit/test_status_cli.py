@@ -169,7 +169,7 @@ def test_release_gates_of_a_job_that_does_not_exist_fails(monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("argv", [["release-gates"], ["release-gates", "j"], ["status", "--now", "soon"],
-                                  ["plan", "--from", "/nonexistent.json"]])
+                                  ["plan", "--from", "/nonexistent.json"], ["queues", "--from", "/nonexistent.json"]])
 def test_every_command_fails_with_one_prefix(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
