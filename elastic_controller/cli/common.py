@@ -1,20 +1,18 @@
 """What every subcommand shares: the ``--config``, ``--kubeconfig``/``--context`` and ``-o`` flags,
-loading the config (a bad one exits 2 listing every bad path), connecting to the cluster with a
-plain error, printing versioned JSON/YAML, sorting names as people do, and how a command gives up
-(``fail``: one prefix, ``volcano-elastic COMMAND: ``, for every command)."""
+loading the config (a bad one exits 2 listing every bad path), printing versioned JSON/YAML, sorting
+names as people do, and how a command gives up (``fail``: one prefix, ``volcano-elastic COMMAND: ``,
+for every command). Connecting to a cluster is in ``connect.py`` (``plan`` never talks to one)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from ..kube.client import KubeClient
     from ..policy.settings import ElasticConfig
 
 # The version of the JSON/YAML documents that `plan`, `status` and `queues` print: a tool reading
@@ -69,27 +67,6 @@ def load_config_or_exit(args: argparse.Namespace, command: str) -> ElasticConfig
         return load_config_file(args.config)
     except ConfigError as exc:
         fail(command, str(exc))
-
-
-def connect(args: argparse.Namespace, command: str) -> KubeClient:
-    """A client for ``--kubeconfig``/``--context``; exit 1 with a plain sentence when there is none
-    (a kubeconfig that does not exist, no kubeconfig at all, a context it does not have)."""
-    from ..kube.client import KubeClient
-    from ..kube.errors import KubeError
-
-    path = getattr(args, "kubeconfig", None)
-    named = path or os.environ.get("KUBECONFIG") or None
-    if named:
-        missing = [p for p in named.split(os.pathsep) if p and not os.path.exists(p)]
-        if missing and len(missing) == len([p for p in named.split(os.pathsep) if p]):
-            source = "--kubeconfig" if path else "$KUBECONFIG"
-            fail(command, f"kubeconfig {named} ({source}) does not exist", 1)
-    elif not os.path.exists(os.path.expanduser("~/.kube/config")) and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        fail(command, "no kubeconfig: pass --kubeconfig, set $KUBECONFIG or create ~/.kube/config", 1)
-    try:
-        return KubeClient.from_kubeconfig(path, context=getattr(args, "context", None))
-    except KubeError as exc:
-        fail(command, str(exc), 1)
 
 
 def document(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from .common import (
     add_config_flag,
     add_kubeconfig_flag,
     add_output_flag,
-    connect,
     document,
     fail,
     load_config_or_exit,
@@ -124,6 +123,7 @@ def render(body: dict[str, Any], wide: bool = False) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..policy.parse import parse_time
     from ..policy.times import format_time
+    from .connect import connect
     from .plan import InputError, read_items, unknown_queues
 
     cfg = load_config_or_exit(args, "queues")

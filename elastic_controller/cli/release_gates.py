@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_config_flag, add_kubeconfig_flag, connect, fail, load_config_or_exit, natural_sorted
+from .common import add_config_flag, add_kubeconfig_flag, fail, load_config_or_exit, natural_sorted
 
 HELP = "lift the volcano-elastic scale-up gate from elastic pods (all, or one job's)"
 
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from ..agent import lift_gate
     from ..kube.errors import KubeError, NotFoundError
     from ..kube.resources import PODS, PYTORCHJOBS
+    from .connect import connect
 
     if bool(args.all) == bool(args.job):
         fail("release-gates", "give either --all or one JOB")

@@ -14,7 +14,6 @@ from .common import (
     add_kubeconfig_flag,
     add_output_flag,
     clip,
-    connect,
     document,
     fail,
     load_config_or_exit,
@@ -267,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
     from ..kube.errors import KubeError
     from ..policy.parse import parse_time
     from ..policy.times import format_time
+    from .connect import connect
 
     cfg = load_config_or_exit(args, "status")
     now = parse_time(args.now) if args.now else datetime.now(UTC)
