@@ -138,11 +138,13 @@ def run(args: argparse.Namespace) -> int:
         except InputError as exc:
             fail("queues", str(exc))
     else:
-        from ..kube.errors import KubeError
-        from .status import list_everything
+        from ..kube.errors import ForbiddenError, KubeError
+        from .status import FORBIDDEN_HINT, list_everything
 
         try:
             items = list_everything(connect(args, "queues"))
+        except ForbiddenError as exc:
+            fail("queues", f"{exc} ({FORBIDDEN_HINT})", 1)
         except KubeError as exc:
             fail("queues", str(exc), 1)
     from ..policy.parse import parse_objects

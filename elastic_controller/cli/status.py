@@ -36,6 +36,10 @@ The decisions are planned on the whole cluster (the agent's view): -n only filte
 status needs cluster-wide list on nodes, pods, PodGroups, queues, PriorityClasses and PyTorchJobs (the
 chart's volcano-elastic-viewer ClusterRole grants exactly that)."""
 
+# what a 403 on the snapshot means for the person who ran the command
+FORBIDDEN_HINT = ("decisions are planned on the whole cluster, so this needs cluster-wide list on nodes, pods, "
+                  "PodGroups, queues, PriorityClasses and PyTorchJobs: ask for the volcano-elastic-viewer ClusterRole")
+
 COLUMNS = ("JOB", "MIN", "CUR", "MAX", "ELASTIC", "COOLDOWN", "GATED", "WHY GATED", "STARVING", "LAST DECISION")
 
 # Why gated pods stay gated, besides the planner's HoldReason codes (its HOLD notes):
@@ -263,7 +267,7 @@ def list_everything(client: Any) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..kube.errors import KubeError
+    from ..kube.errors import ForbiddenError, KubeError
     from ..policy.parse import parse_time
     from ..policy.times import format_time
     from .connect import connect
@@ -275,6 +279,8 @@ def run(args: argparse.Namespace) -> int:
     client = connect(args, "status")
     try:
         items = list_everything(client)
+    except ForbiddenError as exc:
+        fail("status", f"{exc} ({FORBIDDEN_HINT})", 1)
     except KubeError as exc:
         fail("status", str(exc), 1)
     rows = build_rows(items, cfg, now, args.namespace)

@@ -174,3 +174,24 @@ def test_every_command_fails_with_one_prefix(capsys: pytest.CaptureFixture[str],
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"volcano-elastic {argv[0]}: ") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("command", ["status", "queues"])
+def test_a_namespaced_user_is_told_what_access_is_needed(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], command: str) -> None:
+    from elastic_controller.kube.errors import ForbiddenError
+
+    kube = serve(monkeypatch, *example("scale-down-for-gang"))
+    listed = kube.list
+
+    def namespaced_user(res: Any, namespace: str | None = None, **kw: Any) -> Any:
+        if not namespace:
+            raise ForbiddenError(f"list {res.plural}: 403 Forbidden", 403)
+        return listed(res, namespace, **kw)
+
+    monkeypatch.setattr(kube, "list", namespaced_user)
+    code = main([command, "--now", NOW])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(f"volcano-elastic {command}: list nodes: 403 Forbidden (decisions are planned")
+    assert len(err.splitlines()) == 1
+    assert "volcano-elastic-viewer ClusterRole" in err
