@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_flag(parser, "the one the controller runs with")
     parser.add_argument("-n", "--namespace",
                         help="show only this namespace's jobs (decisions are planned on the whole cluster)")
-    add_output_flag(parser, "whole reasons (LAST DECISION and WHY GATED are cut at 60 characters in the table)")
+    add_output_flag(parser, "whole reasons (the table cuts LAST DECISION at 60 characters, shows WHY GATED as a code)")
     parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
                         metavar="NAMESPACE/NAME",
                         help="the Volcano scheduler's ConfigMap, read when RBAC allows get on it ('' to "
