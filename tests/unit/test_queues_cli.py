@@ -91,7 +91,7 @@ def test_reads_the_cluster_when_no_dump_is_given(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(kube_client.KubeClient, "from_kubeconfig", classmethod(from_kubeconfig))
     config = tmp_path / "kubeconfig"
-    config.write_text("apiVersion: v1\n")
+    config.write_text("apiVersion: v1\ncontexts: [{name: lab}]\n")
     code, out, _ = queues(capsys, "--kubeconfig", str(config), "--context", "lab", "-o", "json")
     offline = json.loads(queues(capsys, "--from", str(EXAMPLES / "scale-down-for-gang.json"), "-o", "json")[1])
     assert code == 0 and seen == ["lab"] and json.loads(out)["queues"] == offline["queues"]

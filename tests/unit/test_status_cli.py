@@ -150,9 +150,12 @@ def test_context_is_passed_to_the_client(monkeypatch: pytest.MonkeyPatch, capsys
 
     monkeypatch.setattr(kube_client.KubeClient, "from_kubeconfig", classmethod(from_kubeconfig))
     config = tmp_path / "kubeconfig"
-    config.write_text("apiVersion: v1\n")
+    config.write_text("apiVersion: v1\ncontexts: [{name: lab}, {name: prod}]\n")
     code, out, _ = status(capsys, "--kubeconfig", str(config), "--context", "prod", "-o", "json")
     assert code == 0 and seen == [(str(config), "prod")] and json.loads(out)["queues"] == {}
+    code, out, err = status(capsys, "--kubeconfig", str(config), "--context", "prd")
+    assert code == 1 and out == "" and seen == [(str(config), "prod")]
+    assert err == f"volcano-elastic status: context 'prd' is not in kubeconfig {config} (it has: lab, prod)\n"
 
 
 def test_release_gates_of_a_job_that_does_not_exist_fails(monkeypatch: pytest.MonkeyPatch,
