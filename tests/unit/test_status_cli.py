@@ -198,3 +198,19 @@ def test_a_namespaced_user_is_told_what_access_is_needed(monkeypatch: pytest.Mon
     assert code == 1 and err.startswith(f"volcano-elastic {command}: list nodes: 403 Forbidden (decisions are planned")
     assert len(err.splitlines()) == 1
     assert "volcano-elastic-viewer ClusterRole" in err
+
+
+@pytest.mark.parametrize(("name", "job", "code"), [
+    ("not-starving-yet-holds-scale-up", "team-vision/resnet", "WaitingGang"),  # a waiting gang holds growth
+    ("own-queue-over-share", "team-vision/resnet", "NoRoom"),  # its queue is over its share
+    ("own-queue-over-share", "team-nlp/gpt", "Growing"),  # nlp grows around the gang's room
+])
+def test_why_gated_on_the_bundled_stories(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                          name: str, job: str, code: str) -> None:
+    serve(monkeypatch, *example(name))
+    expected = json.loads((EXAMPLES / f"{name}.expected.json").read_text())
+    _, out, _ = status(capsys, "-o", "json")
+    row = rows_of(json.loads(out))[job]
+    assert row["gated"] > 0 and row["gatedReason"]["reason"] == code, row
+    assert (code == "WaitingGang") == bool(expected["scaleUpBlockedBy"])
+    assert (code == "Growing") == any(g["job"] == job for g in expected["gateReleases"])
