@@ -62,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._run(args))
+        code = int(args._run(args))
+        sys.stdout.flush()  # here, not at exit: a reader that went away is handled below
+        return code
     except CommandExit as stop:
         if stop.message:
             print(stop.message, file=sys.stderr)
