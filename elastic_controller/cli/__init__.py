@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -20,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "controller": "elastic_controller.cli.controller",
     "plan": "elastic_controller.cli.plan",
     "status": "elastic_controller.cli.status",
+    "queues": "elastic_controller.cli.queues",
     "release-gates": "elastic_controller.cli.release_gates",
     "certs": "elastic_controller.cli.certs",
     "simulate": "elastic_controller.cli.simulate",
@@ -60,13 +62,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._run(args))
+        code = int(args._run(args))
+        sys.stdout.flush()  # here, not at exit: a reader that went away is handled below
+        return code
     except CommandExit as stop:
         if stop.message:
             print(stop.message, file=sys.stderr)
         return stop.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `volcano-elastic plan ... | head -2`: the reader has gone, as with any Unix tool. Point stdout at
+        # /dev/null so that the interpreter's final flush does not print a traceback; exit as SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ BOOTSTRAP_SETTINGS = {
 }
 FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 
+_BOOT = "volcano-elastic certs bootstrap:"  # the prefix of what `certs bootstrap` says on stderr
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="certs_command", metavar="ACTION", required=True)
@@ -140,7 +142,7 @@ def _issue(stored: dict[str, bytes], service: str, namespace: str, days: int, re
             (out / "ca.key").write_bytes(stored["ca.key"])
             (out / "ca.key").chmod(0o600)
         else:
-            print("certgen: creating a new CA (none stored, or it expires soon)", file=sys.stderr)
+            print(f"{_BOOT} creating a new CA (none stored, or it expires soon)", file=sys.stderr)
         generate(out, service, namespace, (), days, now)
         return {name: (out / name).read_bytes() for name in FILES}
 
@@ -176,7 +178,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
         bundle = base64.b64encode(ca).decode()
         patch = {"webhooks": [{"name": w, "clientConfig": {"caBundle": bundle}} for w in names]}
         api.patch(res, args.webhook_configuration, patch, patch_type="strategic")
-        print(f"certgen: caBundle set on {res.kind} {args.webhook_configuration}: {', '.join(names)}",
+        print(f"{_BOOT} caBundle set on {res.kind} {args.webhook_configuration}: {', '.join(names)}",
               file=sys.stderr)
 
     api = KubeClient.from_kubeconfig(args.kubeconfig)
@@ -187,7 +189,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
             existing = None
         stored = {k: base64.b64decode(v) for k, v in ((existing or {}).get("data") or {}).items() if k in FILES}
         if all(stored.get(k) for k in FILES) and not _expires_within(stored["tls.crt"], renew_days, now):
-            print(f"certgen: {namespace}/{name} is valid for more than {renew_days} days: kept", file=sys.stderr)
+            print(f"{_BOOT} {namespace}/{name} is valid for more than {renew_days} days: kept", file=sys.stderr)
             files = stored
         else:
             files = _issue(stored, args.service, namespace, days, renew_days, now)
@@ -206,14 +208,14 @@ def _bootstrap(args: argparse.Namespace) -> int:
             else:
                 body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
                 api.replace(secrets, name, body, namespace)
-            print(f"certgen: {namespace}/{name} written", file=sys.stderr)
+            print(f"{_BOOT} {namespace}/{name} written", file=sys.stderr)
         patch_ca_bundle(mutating, args.mutating_webhooks, files["ca.crt"])
         patch_ca_bundle(validating, args.validating_webhooks, files["ca.crt"])
     except (AlreadyExistsError, ConflictError) as exc:
-        print(f"certgen: someone else wrote the Secret at the same time, retrying: {exc}", file=sys.stderr)
+        print(f"{_BOOT} someone else wrote the Secret at the same time, retrying: {exc}", file=sys.stderr)
         return 1
     except (KubeError, CertsError) as exc:
-        print(f"certgen: {exc}", file=sys.stderr)
+        print(f"{_BOOT} {exc}", file=sys.stderr)
         return 1
     finally:
         api.close()

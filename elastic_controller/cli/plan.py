@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .common import add_config_flag, load_config_or_exit
+from .common import (
+    add_config_flag,
+    add_output_flag,
+    document,
+    fail,
+    load_config_or_exit,
+    natural_sorted,
+    print_document,
+    table,
+    warn,
+)
 
 HELP = "print what the agent would do (evictions, gate releases) for a kubectl JSON dump"
 
@@ -17,11 +28,17 @@ EPILOG = """\
 Make a dump with:
   kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json > snapshot.json
 
-Prints {"starving": [...], "evictions": [...], "gateReleases": [...], "scaleUpBlockedBy": [...],
-"notes": [...]} (or a table): scaleUpBlockedBy names the waiting gangs that hold back every scale-up;
-notes say why a job whose gated pods fit now does not grow, or grows less (cooldown, snooze after a shrink,
-maxScaleUpPerCycle, a checkpoint older than scaleUpAfterCheckpointSeconds, minScaleUpGain, allowed
-counts, a waiting gang's room): one per job, HOLD lines in the table.
+The table has one row per decision, with a header: STARVING (a waiting gang past its queue's
+starvationSeconds, and whether it evicts or waits), EVICT (a victim), NOTICE/WITHDRAW (eviction notices),
+GROW (one row per job grown: from, to and max workers; -o wide adds a row per pod released and where it
+fits), HOLD (why a job whose gated pods fit now does not grow, or grows less: cooldown, snooze after a
+shrink, maxScaleUpPerCycle, a checkpoint older than scaleUpAfterCheckpointSeconds, minScaleUpGain,
+allowed counts, a waiting gang's room; one per job, with its reason code).
+-o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind": "Plan", "now", "starving",
+"evictions", "gateReleases" (one per pod), "scaleUpBlockedBy", "notes": [{"job", "reason", "until",
+"message"}]}.
+Warnings (stderr) say when the dump looks wrong for the question: --now far from every time in it,
+no Nodes, a job without its PodGroup, a --config queue that no Queue has.
 Exit 0 whatever was decided, 2 on bad input."""
 
 
@@ -36,8 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a kubectl JSON dump (a List, or one object); repeat to combine files")
     add_config_flag(parser, metavar="F")
     parser.add_argument("--now", metavar="RFC3339", help="the time to plan at (default: now)")
-    parser.add_argument("--output", "-o", choices=("table", "json"), default="table",
-                        help="table for people (default), json for tools")
+    add_output_flag(parser, "also one row per pod released, under its job's GROW row")
 
 
 def read_items(path: str) -> list[Any]:
@@ -68,43 +84,135 @@ def parse_now(text: str | None) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def render_table(plan: dict[str, Any]) -> str:
-    lines = []
+# --now further than this from every time in the dump is worth a warning (the examples' stories are
+# told in minutes; a dump planned a day later reads every cooldown as over and every gang as starving)
+FAR_SECONDS = 24 * 3600
+_RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+_SHOWN = 5  # names listed in one warning
+
+
+def _times(obj: Any, out: list[datetime]) -> None:
+    """Every RFC 3339 time in ``obj`` (creation times, conditions, our annotations, ...)."""
+    if isinstance(obj, dict):
+        for value in obj.values():
+            _times(value, out)
+    elif isinstance(obj, list):
+        for value in obj:
+            _times(value, out)
+    elif isinstance(obj, str) and _RFC3339.match(obj):
+        try:
+            out.append(parse_now(obj))
+        except InputError:
+            pass
+
+
+def _listed(names: list[str]) -> str:
+    more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    return ", ".join(names[:_SHOWN]) + more
+
+
+def dump_warnings(items: list[Any], snapshot: Any, cfg: Any, now: datetime, now_given: bool) -> list[str]:
+    """What makes a dump tell the wrong story, one sentence each: ``now`` far from every time in it,
+    no Nodes, a job or pods whose PodGroup is missing, a config queue that no Queue has."""
+    from ..policy.times import format_time
+
+    out: list[str] = []
+    times: list[datetime] = []
+    _times(items, times)
+    if times and min(abs((now - t).total_seconds()) for t in times) > FAR_SECONDS:
+        newest, oldest = max(times), min(times)
+        where = (f"{(now - newest).total_seconds() / 86400:.0f} day(s) after the newest" if now > newest else
+                 f"{(oldest - now).total_seconds() / 86400:.0f} day(s) before the oldest")
+        flag = f"--now {format_time(now)}" if now_given else f"now ({format_time(now)}, no --now)"
+        out.append(f"{flag} is {where} time in the dump ({format_time(newest if now > newest else oldest)}): "
+                   "cooldowns, starvation and minimum runtimes are judged from it; pass --now the time the "
+                   "dump was taken")
+    if not snapshot.nodes:
+        out.append("the dump has no Nodes: nothing fits anywhere (dump with kubectl get "
+                   "nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json)")
+    groups = {pg.key for pg in snapshot.podgroups}
+    missing = sorted({j.key for j in snapshot.jobs if not j.finished and j.key not in groups} |
+                     {p.group_key for p in snapshot.pods if p.group_key and p.group_key not in groups})
+    if missing:
+        out.append(f"{len(missing)} job(s) have no PodGroup in the dump ({_listed(missing)}): they are planned as "
+                   "if they did not exist (include podgroups in the dump; the controller creates one per job)")
+    return out + unknown_queues(snapshot, cfg, "the dump")
+
+
+def unknown_queues(snapshot: Any, cfg: Any, where: str) -> list[str]:
+    """A warning when the config's ``queues`` name a queue that no Queue of ``snapshot`` has (a typo
+    validates, and its policy applies to nothing)."""
+    queues = {q.name for q in snapshot.queues}
+    unknown = sorted(set(cfg.queues) - queues)
+    if unknown and queues:
+        return [f"the config's queues {_listed(unknown)} match no Queue in {where} (queues: "
+                f"{_listed(sorted(queues))}): their policy applies to nothing; a typo?"]
+    if unknown:
+        return [f"the config names queues ({_listed(unknown)}) but {where} has no Queues to check them against"]
+    return []
+
+
+def note_json(note: Any) -> dict[str, Any]:
+    """A ``HoldNote`` as the JSON documents print it: ``job``, ``reason`` (a code), ``until``, ``message``."""
+    from ..policy.times import format_time
+
+    until = getattr(note, "until", None)
+    return {"job": getattr(note, "job", ""), "reason": getattr(note, "reason", ""),
+            "until": format_time(until) if until is not None else None, "message": str(note)}
+
+
+def growth(releases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The gate releases grouped by job, in decision order: ``job``, ``reason`` (the job's, without the
+    pod's node) and ``pods`` (naturally sorted, each with its ``node``)."""
+    by_job: dict[str, dict[str, Any]] = {}
+    for g in releases:
+        entry = by_job.setdefault(g["job"], {"job": g["job"], "reason": g["reason"].rpartition("; fits on ")[0]
+                                             or g["reason"], "pods": {}})
+        entry["pods"][g["pod"]] = g["node"]
+    return [{**e, "pods": [{"pod": p, "node": e["pods"][p]} for p in natural_sorted(e["pods"])]}
+            for e in by_job.values()]
+
+
+def render_table(plan: dict[str, Any], wide: bool = False) -> str:
+    rows: list[tuple[str, ...]] = [("ACTION", "OBJECT", "WHERE", "WHY")]
     if not plan["starving"]:
         waiting = plan.get("waiting") or []
-        lines.append(f"STARVING  none: {len(waiting)} waiting gang(s) ({', '.join(waiting)}) younger than their "
-                     "queue's starvationSeconds" if waiting else "STARVING  none: no gang is waiting")
+        rows.append(("STARVING", "none", "", f"{len(waiting)} waiting gang(s) ({', '.join(waiting)}) younger than "
+                     "their queue's starvationSeconds" if waiting else "no gang is waiting"))
     for s in plan["starving"]:
-        lines.append(f"STARVING  {s['podGroup']:<32} queue={s['queue']:<12} {s['decision'].upper():<5} "
-                     f"{s['reason']}")
+        rows.append(("STARVING", s["podGroup"], f"queue={s['queue']}", f"{s['decision'].upper()}: {s['reason']}"))
     for e in plan["evictions"]:
-        lines.append(f"EVICT     {e['pod']:<32} node={e['node']:<12} for={e['for']}  {e['reason']}")
+        rows.append(("EVICT", e["pod"], f"node={e['node']}", f"for {e['for']}: {e['reason']}"))
     for n in plan.get("notices") or []:
-        lines.append(f"NOTICE    {n['pod']:<32} for={n['for']}  evicted in {n['secondsLeft']}s, or at once after "
-                     "its job records a checkpoint")
+        rows.append(("NOTICE", n["pod"], f"for={n['for']}", f"evicted in {n['secondsLeft']}s, or at once after its "
+                     "job records a checkpoint"))
     for w in plan.get("withdrawn") or []:
-        lines.append(f"WITHDRAW  {w['pod']:<32} the eviction notice is withdrawn: {w['reason']}")
-    for g in plan["gateReleases"]:
-        lines.append(f"RELEASE   {g['pod']:<32} node={g['node']:<12} {g['reason']}")
+        rows.append(("WITHDRAW", w["pod"], "", f"the eviction notice is withdrawn: {w['reason']}"))
+    for g in growth(plan["gateReleases"]):
+        rows.append(("GROW", g["job"], f"+{len(g['pods'])} pod(s)", g["reason"]))
+        if wide:
+            rows.extend(("", f"  {p['pod']}", f"node={p['node']}", "") for p in g["pods"])
     for note in plan.get("notes") or []:
-        lines.append(f"HOLD      {note}")
+        until = f" until {note['until']}" if note.get("until") else ""
+        rows.append(("HOLD", note["job"], note["reason"] + until, note["message"]))
     if not plan["gateReleases"]:
         blocked = plan.get("scaleUpBlockedBy") or []
         if blocked:
             why = f"held back by waiting gang(s) {', '.join(blocked)}"
-        elif plan.get("notes"):  # every job a HOLD line names would grow but for what it says
+        elif plan.get("notes"):  # every job a HOLD row names would grow but for what it says
             why = ("HOLD says why for the job(s) it names; no other gated pod fits now (on the nodes and in its "
                    "queue's share)")
         else:
             why = "nothing gated fits now (on the nodes and in its queue's share)"
-        lines.append(f"RELEASE   none: {why}")
-    return "\n".join(lines)
+        rows.append(("GROW", "none", "", why))
+    return "\n".join(table(rows))
 
 
 def run(args: argparse.Namespace) -> int:
     from ..policy.cycle import plan_cycle
     from ..policy.notices import in_flight, review_notices, with_notices
     from ..policy.parse import parse_objects
+    from ..policy.times import format_time
 
     cfg = load_config_or_exit(args, "plan")
     try:
@@ -113,23 +221,25 @@ def run(args: argparse.Namespace) -> int:
         for src in args.sources:
             items.extend(read_items(src))
     except InputError as exc:
-        print(f"volcano-elastic plan: {exc}", file=sys.stderr)
-        return 2
+        fail("plan", str(exc))
     snapshot, warnings = parse_objects(items, cfg)
     for w in warnings:
         if "is not used by the planner" not in w:
-            print(f"warning: {w}", file=sys.stderr)
+            warn("plan", w)
+    for w in dump_warnings(items, snapshot, cfg, now, args.now is not None):
+        warn("plan", w)
     # Eviction notices as the agent sees them: a due victim is in `evictions`, a pending one makes its
     # gang wait (with the notice as the reason) and is never picked again.
     notices = review_notices(snapshot, cfg, now)
     plan = with_notices(plan_cycle(in_flight(snapshot, notices), cfg, now), notices, due=True)
     out = plan.to_json()
-    if args.output == "json":
-        print(json.dumps(out, indent=2))
+    out["notes"] = [note_json(n) for n in plan.notes]
+    if args.output in ("json", "yaml"):
+        print_document(document("Plan", {"now": format_time(now), **out}), args.output)
     else:
         out["waiting"] = list(plan.waiting)
         out["notices"] = [{"pod": p.facts.pod, "for": p.facts.gang, "secondsLeft": round(p.seconds_left)}
                           for p in notices.pending]
         out["withdrawn"] = [{"pod": w.facts.pod, "reason": w.reason} for w in notices.withdrawn]
-        print(render_table(out))
+        print(render_table(out, wide=args.output == "wide"))
     return 0

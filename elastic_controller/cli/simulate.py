@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from typing import Any
 
 from ..policy.settings import SHARE_PLUGINS, SharesConfig
 from .common import add_config_flag, load_config_or_exit
@@ -100,6 +101,34 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _sha256(path: str | None) -> str | None:
+    import hashlib
+    from pathlib import Path
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    except OSError:
+        return None
+
+
+def run_inputs(args: argparse.Namespace, trace: str, seed: int, plugin: str, hierarchy: bool,
+               policies: list[str]) -> dict[str, Any]:
+    """summary.json's ``inputs``: enough to run it again (files by path and SHA-256, the seed, every
+    flag) and the version that made it."""
+    from .. import __version__
+
+    flags = {k: v for k, v in sorted(vars(args).items()) if not k.startswith("_") and k != "command"}
+    return {
+        "version": __version__,
+        "trace": trace, "traceSha256": _sha256(args.trace),
+        "cluster": args.cluster or "<example>/cluster.yaml", "clusterSha256": _sha256(args.cluster),
+        "config": args.config, "configSha256": _sha256(args.config),
+        "seed": seed if (args.seeds or args.generate or args.example) else None,
+        "policies": policies, "shares": {"plugin": plugin, "hierarchy": hierarchy},
+        "flags": flags,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from importlib.resources import files
     from pathlib import Path
@@ -192,6 +221,11 @@ def run(args: argparse.Namespace) -> int:
                   for name, seed, jobs in traces]
 
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    tree = sorted(q.name for q in cluster.queues if q.parent)
+    if tree and not hierarchy:
+        print(f"volcano-elastic simulate: warning: the cluster's queues form a tree ({', '.join(tree)} have a "
+              f"parent) but it is simulated flat: 'parent' counts only with --shares capacity --hierarchy",
+              file=sys.stderr)
     for name, _, jobs in traces:
         problems = check_jobs(jobs, cluster, policies, name)
         if problems:
@@ -243,7 +277,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{name}: {len(jobs)} jobs, {sum(j.work for j in jobs) / 3600:,.0f} GPU-hours of work")
         try:
             last = run_policies(jobs, cluster, cfg, policies, settings, where, progress=not args.no_progress,
-                                label=f"seed {seed} " if seeds else "")
+                                label=f"seed {seed} " if seeds else "",
+                                inputs=run_inputs(args, name, seed, plugin, hierarchy, policies))
         except OSError as exc:
             return _fail(f"cannot write output: {exc}")
         print_run(last)

@@ -1,26 +1,62 @@
-"""``volcano-elastic status``: one table per queue of elastic jobs and waiting gangs."""
+"""``volcano-elastic status``: one table per queue of elastic jobs and waiting gangs, planned on the
+whole cluster as the agent would (``-n`` filters rows only)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
+from .common import (
+    add_config_flag,
+    add_kubeconfig_flag,
+    add_output_flag,
+    clip,
+    document,
+    fail,
+    load_config_or_exit,
+    natural_key,
+    print_document,
+    table,
+    warn,
+)
 
-HELP = "show elastic jobs per queue: min/current/max, fulfillment, cooldown, gated and starving pods, why"
+HELP = "show elastic jobs per queue: min/current/max, elastic workers, cooldown, gated pods and why, starving"
 
-COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVING", "LAST DECISION")
+EPILOG = """\
+Columns: MIN/CUR/MAX workers (pods, for a plain gang); ELASTIC: elastic workers running of those the job
+may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<min" one below it);
+COOLDOWN left; GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
+rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION.
+-o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
+"Status", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
+The decisions are planned on the whole cluster (the agent's view): -n only filters the rows, and
+status needs cluster-wide list on nodes, pods, PodGroups, queues, PriorityClasses and PyTorchJobs (the
+chart's volcano-elastic-viewer ClusterRole grants exactly that)."""
+
+# what a 403 on the snapshot means for the person who ran the command
+FORBIDDEN_HINT = ("decisions are planned on the whole cluster, so this needs cluster-wide list on nodes, pods, "
+                  "PodGroups, queues, PriorityClasses and PyTorchJobs: ask for the volcano-elastic-viewer ClusterRole")
+
+COLUMNS = ("JOB", "MIN", "CUR", "MAX", "ELASTIC", "COOLDOWN", "GATED", "WHY GATED", "STARVING", "LAST DECISION")
+
+# Why gated pods stay gated, besides the planner's HoldReason codes (its HOLD notes):
+GROWING = "Growing"  # the agent releases some of them this cycle
+WAITING_GANG = "WaitingGang"  # a waiting gang holds back every scale-up
+MIN_NOT_RUNNING = "MinNotRunning"  # its min set is not running yet: gated pods wait for it
+NO_ROOM = "NoRoom"  # its next gated pod does not fit (on the nodes or in its queue's share)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_kubeconfig_flag(parser)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    add_kubeconfig_flag(parser, context=True)
     add_config_flag(parser, "the one the controller runs with")
-    parser.add_argument("-n", "--namespace", help="only this namespace")
-    parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("-n", "--namespace",
+                        help="show only this namespace's jobs (decisions are planned on the whole cluster)")
+    add_output_flag(parser, "whole reasons (the table cuts LAST DECISION at 60 characters, shows WHY GATED as a code)")
     parser.add_argument("--volcano-scheduler-configmap", default="volcano-system/volcano-scheduler-configmap",
                         metavar="NAMESPACE/NAME",
                         help="the Volcano scheduler's ConfigMap, read when RBAC allows get on it ('' to "
@@ -29,9 +65,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
 
+def gated_reason(key: str, running: int, min_member: int, plan: Any) -> dict[str, Any]:
+    """Why the gated pods of the job of PodGroup ``key`` stay gated (read-only: the planner's own
+    decision and HOLD note): ``reason`` code, ``until`` (RFC 3339 or None), ``message``."""
+    from .plan import note_json
+
+    note = next((n for n in plan.notes if n.job == key), None)
+    if note is not None:
+        return note_json(note)
+    grown = [g for g in plan.gate_releases if g.job == key]
+    if grown:
+        return {"reason": GROWING, "until": None,
+                "message": f"{len(grown)} released this cycle: " + grown[0].reason.rpartition("; fits on ")[0]}
+    if plan.scale_up_blocked_by:
+        return {"reason": WAITING_GANG, "until": None,
+                "message": f"held back by waiting gang(s) {', '.join(plan.scale_up_blocked_by)}: no job grows "
+                           "while a waiting gang could be placed by evicting elastic workers"}
+    if running < min_member:
+        return {"reason": MIN_NOT_RUNNING, "until": None,
+                "message": f"{running} of its {min_member} min-set pods run: gated pods are released once "
+                           "its min set runs"}
+    return {"reason": NO_ROOM, "until": None,
+            "message": "its next gated pod fits nowhere now (on the nodes and in its queue's share)"}
+
+
 def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
                namespace: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Queue -> rows (pure: objects in, rows out)."""
+    """Queue -> rows, jobs in natural order (pure: objects in, rows out). The plan is made on all of
+    ``items``; ``namespace`` only filters the rows."""
     from ..policy import keys
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import plan_cycle
@@ -50,7 +111,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             pods_by_group.setdefault(p.group_key, []).append(p)
     gate = cfg.gating.gateName
     out: dict[str, list[dict[str, Any]]] = {}
-    for pg in sorted(snap.podgroups, key=lambda g: g.key):
+    for pg in sorted(snap.podgroups, key=lambda g: natural_key(g.key)):
         if namespace and pg.namespace != namespace:
             continue
         ours = pg.labels.get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY
@@ -71,15 +132,22 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         why = pg.annotations.get(keys.LAST_DECISION, "")
         if decision is not None:
             why = f"now: {decision.decision}: {decision.reason}"
+        gated = sum(1 for p in pods if p.pending and p.gated(gate))
+        at_least_min = bounds is not None and workers >= bounds.min_replicas
         row = {
             "job": pg.key,
             "min": bounds.min_replicas if bounds else pg.min_member,
             "current": workers if bounds else running,
             "max": bounds.max_replicas if bounds else pg.min_member,
+            # (running workers - min) / (max - min): 0.0 is a job at its min, None one below it (or a gang)
             "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
-            if bounds and workers >= bounds.min_replicas else None,
+            if bounds and at_least_min else None,
+            # elastic workers running above min, and how many it may have (None: below min, or a gang)
+            "elasticWorkers": workers - bounds.min_replicas if bounds and at_least_min else None,
+            "elasticMax": bounds.max_replicas - bounds.min_replicas if bounds else None,
             "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
-            "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
+            "gated": gated,
+            "gatedReason": gated_reason(pg.key, running, pg.min_member, plan) if gated else None,
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
             # pods that predate our webhook (no group annotation), counted by their labels
@@ -101,7 +169,7 @@ def pending_notices(items: list[dict[str, Any]], cfg: Any, now: datetime,
     review = review_notices(snap, cfg, now)
     rows = [(n.facts, n.seconds_left) for n in review.pending] + [(d.facts, 0.0) for d in review.due]
     out = []
-    for f, left in sorted(rows, key=lambda r: (r[1], r[0].pod)):
+    for f, left in sorted(rows, key=lambda r: (r[1], natural_key(r[0].pod))):
         if namespace and f.pod.partition("/")[0] != namespace:
             continue
         out.append({"pod": f.pod, "job": f.job, "for": f.gang, "queue": f.queue,
@@ -115,13 +183,10 @@ def render_notices(rows: list[dict[str, Any]]) -> str:
         return ""
     lines = [f"EVICTION NOTICES ({len(rows)} pending: evicted at EVICT AFTER, or at once after the job records "
              "a checkpoint)"]
-    table = [("POD", "JOB", "FOR GANG", "EVICT AFTER", "LEFT")]
-    table += [(r["pod"], r["job"], r["for"], r["evictAfter"] or "?", f"{r['secondsLeft']}s" if r["secondsLeft"]
+    cells = [("POD", "JOB", "FOR GANG", "EVICT AFTER", "LEFT")]
+    cells += [(r["pod"], r["job"], r["for"], r["evictAfter"] or "?", f"{r['secondsLeft']}s" if r["secondsLeft"]
                else "due") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(5)]
-    for row in table:
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(lines + table(cells, "  ")) + "\n\n"
 
 
 def skipped_objects(items: list[dict[str, Any]], cfg: Any) -> list[str]:
@@ -143,26 +208,38 @@ def render_skipped(lines: list[str]) -> str:
         "".join(f"  {line}\n" for line in lines)
 
 
-def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None) -> str:
-    """The tables; ``shares``: the queue-share model line printed first."""
+def _elastic(r: dict[str, Any]) -> str:
+    if r.get("elasticMax") is None:
+        return "-"
+    return "<min" if r.get("elasticWorkers") is None else f"{r['elasticWorkers']}/{r['elasticMax']}"
+
+
+def _why_gated(r: dict[str, Any], wide: bool) -> str:
+    g = r.get("gatedReason")
+    if not g:
+        return "-"
+    head = g["reason"] + (f" until {g['until']}" if g.get("until") else "")
+    return f"{head}: {g['message']}" if wide else head
+
+
+def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None,
+           wide: bool = False) -> str:
+    """The tables; ``shares``: the queue-share model line printed first; ``wide``: whole reasons (else
+    LAST DECISION is cut at ``width`` characters and WHY GATED is its code)."""
     lines: list[str] = [f"SHARES {shares}", ""] if shares else []
     adopted = False
-    for queue in sorted(rows):
+    for queue in sorted(rows, key=natural_key):
         lines.append(f"QUEUE {queue}")
-        table = [COLUMNS]
+        cells = [COLUMNS]
         for r in rows[queue]:
-            f = "-" if r["fulfillment"] is None else f"{r['fulfillment']:.2f}"
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
-            why = r["lastDecision"]
-            why = why if len(why) <= width else why[: width - 1] + "…"
+            why = r["lastDecision"] if wide else clip(r["lastDecision"], width)
             job = r["job"]
             if r.get("adoptedPods"):
                 job, adopted = f"{job} (adopted)", True
-            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
-                          str(r["starving"]), why or "-"))
-        widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
-        for row in table:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            cells.append((job, str(r["min"]), str(r["current"]), str(r["max"]), _elastic(r), cd, str(r["gated"]),
+                          _why_gated(r, wide), str(r["starving"]), why or "-"))
+        lines.extend(table(cells, "  "))
         lines.append("")
     if adopted:
         lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
@@ -173,14 +250,16 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
     return "\n".join(lines)
 
 
-def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
+def list_everything(client: Any) -> list[dict[str, Any]]:
+    """The whole cluster, as the agent sees it: ``-n`` only filters the rows printed (the decision
+    about a gang in one namespace depends on the pods, PodGroups and jobs of every other)."""
     from ..kube.errors import NotFoundError
     from ..kube.resources import SNAPSHOT_RESOURCES
 
     items: list[dict[str, Any]] = []
     for res in SNAPSHOT_RESOURCES:
         try:
-            got, _ = client.list(res, namespace if res.namespaced else None)
+            got, _ = client.list(res)
         except NotFoundError:  # a CRD that is not installed
             continue
         items.extend(got)
@@ -188,42 +267,41 @@ def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..kube.client import KubeClient
-    from ..kube.errors import KubeError
+    from ..kube.errors import ForbiddenError, KubeError
     from ..policy.parse import parse_time
+    from ..policy.times import format_time
+    from .connect import connect
 
     cfg = load_config_or_exit(args, "status")
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
-        print(f"--now {args.now!r} is not RFC 3339", file=sys.stderr)
-        return 2
+        fail("status", f"--now {args.now!r} is not RFC 3339")
+    client = connect(args, "status")
     try:
-        client = KubeClient.from_kubeconfig(args.kubeconfig)
-        items = list_everything(client, args.namespace)
+        items = list_everything(client)
+    except ForbiddenError as exc:
+        fail("status", f"{exc} ({FORBIDDEN_HINT})", 1)
     except KubeError as exc:
-        print(f"volcano-elastic status: {exc}", file=sys.stderr)
-        return 1
+        fail("status", str(exc), 1)
     rows = build_rows(items, cfg, now, args.namespace)
     from ..volcanoconf import two_evictors
 
     warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
     skipped = skipped_objects(items, cfg)
     notices = pending_notices(items, cfg, now, args.namespace)
-    if args.output == "json":
+    if args.output in ("json", "yaml"):
         if warning:
-            print(warning, file=sys.stderr)
-        out: dict[str, Any] = dict(rows)
-        if notices:
-            out["evictionNotices"] = notices  # not a queue name (those are lowercase DNS names)
-        if skipped:
-            out["skippedObjects"] = skipped  # not a queue name: those are lowercase DNS names
-        print(json.dumps(out, indent=2))
+            warn("status", warning)
+        print_document(document("Status", {"now": format_time(now), "namespace": args.namespace or None,
+                                           "queues": rows, "evictionNotices": notices,
+                                           "skippedObjects": skipped}), args.output)
     else:
         from ..volcanoconf import check_scheduler
 
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
         shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
-        sys.stdout.write((warning + "\n\n" if warning else "") + render(rows, shares=shares))
+        sys.stdout.write((warning + "\n\n" if warning else "") +
+                         render(rows, shares=shares, wide=args.output == "wide"))
         sys.stdout.write(render_notices(notices))
         sys.stdout.write(render_skipped(skipped))
     return 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .durations import duration
 from .engine import JobResult, SimResult
+from .units import time_unit
 
 OVER = 1.2
 
@@ -53,13 +53,15 @@ def per_class(result: SimResult, reference: SimResult | None) -> list[dict[str, 
 
 def class_table(results: Sequence[SimResult], summaries: dict[str, dict[str, Any]]) -> str:
     """The per-class view: one row per class and policy."""
-    head = ("class", "policy", "jobs", "avg JCT", "avg queue", "restarts/job", "JCT vs static-max",
-            ">1.2x static-max")
-    rows = [head]
     classes: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
     for r in results:
         for entry in summaries[r.policy].get("perClass", []):
             classes.setdefault((entry["kind"], entry["maxWorkers"]), {})[r.policy] = entry
+    entries = [e for by_policy in classes.values() for e in by_policy.values()]
+    jct, queue = time_unit(e["avgJctSeconds"] for e in entries), time_unit(e["avgQueueingSeconds"] for e in entries)
+    head = ("class", "policy", "jobs", f"avg JCT ({jct.name})", f"avg queue ({queue.name})", "restarts/job",
+            "JCT vs static-max", ">1.2x static-max")
+    rows = [head]
     for (kind, hi), by_policy in sorted(classes.items(), key=lambda kv: (kv[0][0] != "elastic", kv[0][1])):
         first = True
         for r in results:
@@ -69,7 +71,7 @@ def class_table(results: Sequence[SimResult], summaries: dict[str, dict[str, Any
             ratio = e["avgJctRatioVsStaticMax"]
             over = e["jobsOver1_2xStaticMax"]
             rows.append((f"{kind} max {hi}" if first else "", r.policy, str(e["jobs"]),
-                         duration(e["avgJctSeconds"]), duration(e["avgQueueingSeconds"]),
+                         jct(e["avgJctSeconds"]), queue(e["avgQueueingSeconds"]),
                          f"{e['restartsPerJob']:.2f}", f"{ratio:.2f}x" if ratio is not None else "-",
                          f"{over}" if over is not None else "-"))
             first = False

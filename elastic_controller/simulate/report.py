@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .classes import per_class
-from .durations import duration
 from .engine import SimResult
 
 SUMMARY_KEYS = ("gpuAllocation", "avgJctSeconds", "p50JctSeconds", "p99JctSeconds", "avgQueueingSeconds",
@@ -61,8 +60,17 @@ def summarize(result: SimResult, reference: SimResult | None = None) -> dict[str
     }
 
 
+TIME_COLUMNS = (("avgJctSeconds", "avg JCT"), ("p50JctSeconds", "p50 JCT"), ("p99JctSeconds", "p99 JCT"),
+                ("avgQueueingSeconds", "avg queue"))
+
+
 def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any]]) -> str:
-    head = ("policy", "jobs", "GPU alloc", "busy", "alloc arriving", "avg JCT", "p50 JCT", "p99 JCT", "avg queue",
+    """One row per policy; each time column in one unit (named in its header)."""
+    from .units import time_unit
+
+    units = {key: time_unit(summaries[r.policy][key] for r in results) for key, _ in TIME_COLUMNS}
+    head = ("policy", "jobs", "GPU alloc", "busy", "alloc arriving",
+            *(f"{label} ({units[key].name})" for key, label in TIME_COLUMNS),
             "evictions", "restarts/job", "lost GPU-h", "cooldown viol.")
     rows = [head]
     for r in results:
@@ -71,8 +79,7 @@ def table(results: Sequence[SimResult], summaries: Mapping[str, Mapping[str, Any
         jobs = f"{done}" if done == len(r.jobs) else f"{done}/{len(r.jobs)}"
         rows.append((
             r.policy, jobs, f"{100 * s['gpuAllocation']:.1f}%", f"{100 * s['gpuBusy']:.1f}%",
-            f"{100 * s['gpuAllocationWhileArriving']:.1f}%", duration(s["avgJctSeconds"]),
-            duration(s["p50JctSeconds"]), duration(s["p99JctSeconds"]), duration(s["avgQueueingSeconds"]),
+            f"{100 * s['gpuAllocationWhileArriving']:.1f}%", *(units[key](s[key]) for key, _ in TIME_COLUMNS),
             str(s["evictions"]), f"{s['restartsPerJob']:.2f}", f"{s['lostWorkGpuHours']:,.0f}",
             str(s["cooldownViolations"]),
         ))

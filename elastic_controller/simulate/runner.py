@@ -25,8 +25,10 @@ class RunOutput:
 
 
 def run_policies(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policies: Sequence[str],
-                 settings: SimSettings, out: Path, progress: bool = True, label: str = "") -> RunOutput:
-    """Simulate each policy, write jobs-<policy>.csv and summary.json under ``out``.
+                 settings: SimSettings, out: Path, progress: bool = True, label: str = "",
+                 inputs: dict[str, Any] | None = None) -> RunOutput:
+    """Simulate each policy, write jobs-<policy>.csv and summary.json under ``out`` (``inputs``: what
+    the run was made of, written first in summary.json under ``inputs``, beside the policies).
 
     The per-class ratios compare every policy with static-max on the same trace: when static-max
     is not among ``policies`` it is simulated too, as the reference (not reported).
@@ -52,7 +54,8 @@ def run_policies(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, 
     summaries = {r.policy: summarize(r, reference) for r in ordered}
     for r in ordered:
         (out / f"jobs-{r.policy}.csv").write_text(jobs_csv(r), encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n", encoding="utf-8")
+    document = {"inputs": inputs, **summaries} if inputs is not None else summaries
+    (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return RunOutput(ordered, summaries)
 
 

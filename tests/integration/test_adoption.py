@@ -43,7 +43,7 @@ def test_running_job_created_before_the_webhook_is_adopted(cluster: Cluster, har
     finally:
         ctl.stop()
 
-    rows = build_rows(list_everything(kc, ns), FAST, b.NOW)
+    rows = build_rows(list_everything(kc), FAST, b.NOW, ns)
     (row,) = [r for r in rows["default"] if r["job"] == f"{ns}/a"]
     assert (row["adoptedPods"], row["current"], row["min"], row["max"]) == (6, 6, 2, 6)
 

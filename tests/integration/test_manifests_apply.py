@@ -409,3 +409,115 @@ def test_status_and_release_gates_work_as_the_controller(box: Any, installed: li
                                f"--config={config}"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, f"{argv[0]} as the controller: {proc.stderr}"
         assert not re.search(r"\b403\b|forbidden", proc.stdout + proc.stderr, re.IGNORECASE), proc.stderr
+
+
+# ---------------------------------------------------------------------- the viewer role
+VIEWER_SA = "volcano-elastic-viewer-test"
+EXAMPLES = ROOT / "examples" / "plan"
+_TIME = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"')
+
+
+@pytest.fixture
+def viewer_kubeconfig(box: Any, installed: list[dict[str, Any]], tmp_path: Path) -> Any:
+    """A ServiceAccount bound to nothing but the shipped volcano-elastic-viewer ClusterRole, as an
+    admin binds a researchers' group (docs/operations.md)."""
+    objs = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": VIEWER_SA, "namespace": NAMESPACE}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": VIEWER_SA},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "volcano-elastic-viewer"},
+             "subjects": [{"kind": "ServiceAccount", "name": VIEWER_SA, "namespace": NAMESPACE}]}]
+    accepted(apply(box, objs, dry_run=False), "the viewer's binding")
+    try:
+        yield sa_kubeconfig(box, VIEWER_SA, tmp_path / "viewer.kubeconfig")
+    finally:
+        kubectl(box, "delete", "clusterrolebinding", VIEWER_SA, "--ignore-not-found")
+        kubectl(box, "delete", "serviceaccount", VIEWER_SA, f"--namespace={NAMESPACE}", "--ignore-not-found")
+
+
+def served_example(name: str, suffix: str, at: datetime.datetime) -> list[dict[str, Any]]:
+    """A bundled plan example as objects to create on the shared box: its names made unique (nodes,
+    namespaces, queues, priority class) and its times moved so that the example's 13:00 is ``at``."""
+    text = (EXAMPLES / f"{name}.json").read_text()
+    for old, new in (("team-vision", f"tv-{suffix}"), ("team-nlp", f"tn-{suffix}"), ('"vision"', f'"qv-{suffix}"'),
+                     ('"nlp"', f'"qn-{suffix}"'), ('"research"', f'"pc-{suffix}"'), ('"gpu-', f'"n{suffix}-')):
+        text = text.replace(old, new)
+    shift = at - datetime.datetime(2026, 1, 1, 13, tzinfo=datetime.UTC)
+
+    def moved(m: re.Match[str]) -> str:
+        t = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")) + shift
+        return '"' + t.strftime("%Y-%m-%dT%H:%M:%SZ") + '"'
+
+    return list(json.loads(_TIME.sub(moved, text))["items"])
+
+
+def create_for_real(box: Any, objs: list[dict[str, Any]]) -> None:
+    """Create ``objs`` (their namespaces first), then write their status through the subresource."""
+    namespaces = sorted({o["metadata"]["namespace"] for o in objs if o["metadata"].get("namespace")})
+    first = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces]
+    first += [o for o in objs if o["kind"] == "PriorityClass"]
+    accepted(apply(box, first, dry_run=False), "namespaces and priority class")
+    for ns in namespaces:  # pods need the namespace's default ServiceAccount (kube-controller-manager)
+        wait_for(f"serviceaccount default in {ns}",
+                 lambda ns=ns: kubectl(box, "get", "serviceaccount", "default", f"--namespace={ns}").returncode == 0,
+                 60)
+    rest = []
+    for o in objs:
+        if o["kind"] == "PriorityClass":
+            continue
+        o = copy.deepcopy(o)
+        for key in ("uid", "creationTimestamp", "resourceVersion"):
+            o["metadata"].pop(key, None)
+        rest.append(o)
+    # Nodes' and pods' status is a subresource (written after); Volcano's CRDs keep it in the object.
+    sub = ("Node", "Pod")
+    accepted(apply(box, [{k: v for k, v in o.items() if k != "status" or o["kind"] not in sub} for o in rest],
+                   dry_run=False), "the example")
+    for o in rest:
+        if o.get("status") and o["kind"] in sub:
+            where = [f"--namespace={o['metadata']['namespace']}"] if o["metadata"].get("namespace") else []
+            proc = kubectl(box, "patch", o["kind"].lower(), o["metadata"]["name"], *where, "--subresource=status",
+                           "--type=merge", "-p", json.dumps({"status": o["status"]}))
+            assert proc.returncode == 0, f"{o['kind']} {o['metadata']['name']} status: {proc.stderr}"
+
+
+@pytest.mark.parametrize(("name", "decision"), [("scale-down-for-gang", "evict"), ("cooldown-blocks-eviction", "wait")])
+def test_status_as_a_viewer_plans_on_the_whole_cluster(box: Any, viewer_kubeconfig: Path, name: str,
+                                                       decision: str) -> None:
+    """Issue 30: ``status -n NS`` gave another decision than cluster-wide (it read one namespace, so
+    the nodes looked empty). With only the shipped viewer role, status and queues read what they
+    need, and the gang's row is the same with and without ``-n``."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:6]
+    at = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(seconds=120)
+    objs = served_example(name, suffix, at)
+    try:
+        create_for_real(box, objs)
+
+        def cli(*argv: str) -> dict[str, Any]:
+            proc = subprocess.run([sys.executable, "-m", "elastic_controller", *argv,
+                                   f"--kubeconfig={viewer_kubeconfig}", "--now", at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                   "-o", "json"],
+                                  capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, f"{argv} as the viewer: {proc.stderr}"
+            assert not re.search(r"\b403\b|forbidden", proc.stderr, re.IGNORECASE), proc.stderr
+            return dict(json.loads(proc.stdout))
+
+        gang = f"tn-{suffix}/bert"
+        everywhere = {r["job"]: r for rows in cli("status")["queues"].values() for r in rows}
+        scoped = {r["job"]: r for rows in cli("status", "-n", f"tn-{suffix}")["queues"].values() for r in rows}
+        assert set(scoped) == {gang} and f"tv-{suffix}/resnet" in everywhere
+        assert scoped[gang] == everywhere[gang]
+        assert scoped[gang]["lastDecision"].startswith(f"now: {decision}: "), scoped[gang]
+        queues = {q["name"]: q for q in cli("queues")["queues"]}
+        assert queues[f"qv-{suffix}"]["allocated"] == 32 and queues[f"qn-{suffix}"]["elasticJobs"] == 1
+        assert not can_i(box, VIEWER_SA, "patch", "", "pods")
+        assert not can_i(box, VIEWER_SA, "get", "", "secrets")
+    finally:
+        for o in objs:
+            if o["kind"] in ("Node", "Queue", "PriorityClass"):
+                kind = "queues.scheduling.volcano.sh" if o["kind"] == "Queue" else o["kind"].lower()
+                kubectl(box, "delete", kind, o["metadata"]["name"], "--ignore-not-found", "--wait=false")
+        for ns in (f"tv-{suffix}", f"tn-{suffix}"):
+            kubectl(box, "delete", "namespace", ns, "--ignore-not-found", "--wait=false")

@@ -16,6 +16,7 @@ SNAPSHOT = '{"apiVersion": "v1", "kind": "List", "items": []}'
 @pytest.mark.parametrize(("command", "extra"), [
     ("plan", ["--from", "{snapshot}"]),
     ("status", ["--kubeconfig", "/nonexistent/kubeconfig"]),
+    ("queues", ["--kubeconfig", "/nonexistent/kubeconfig"]),
     ("release-gates", ["--all", "--kubeconfig", "/nonexistent/kubeconfig"]),
     ("controller", ["--kubeconfig", "/nonexistent/kubeconfig"]),
     ("simulate", ["--example", "--out", "{out}"]),
@@ -38,5 +39,6 @@ def test_a_bad_config_exits_2_listing_every_bad_path(command: str, extra: list[s
 def test_every_subcommand_has_one_module_in_the_cli_package() -> None:
     assert {name: module for name, module in SUBCOMMANDS.items() if name != "webhook"} == {
         "controller": "elastic_controller.cli.controller", "plan": "elastic_controller.cli.plan",
-        "status": "elastic_controller.cli.status", "release-gates": "elastic_controller.cli.release_gates",
+        "status": "elastic_controller.cli.status", "queues": "elastic_controller.cli.queues",
+        "release-gates": "elastic_controller.cli.release_gates",
         "certs": "elastic_controller.cli.certs", "simulate": "elastic_controller.cli.simulate"}

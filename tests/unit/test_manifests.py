@@ -789,3 +789,16 @@ def test_network_policies_keep_pods_off_the_webhook(rendered: tuple[str, list[di
                 else:
                     assert peer.get("namespaceSelector", {}).get("matchLabels") == \
                         {"volcano-elastic.io/scrape": "true"} and "podSelector" not in peer
+
+
+def test_viewer_role_grants_exactly_what_status_reads(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """`status`, `queues` and a dump for `plan` list every resource of the agent's snapshot,
+    cluster-wide (decisions are planned on the whole cluster); the viewer role grants that and
+    nothing else, and nobody of ours is bound to it (admins bind their researchers' group)."""
+    from elastic_controller.kube.resources import SNAPSHOT_RESOURCES
+
+    _, objs = rendered
+    assert _granted(objs, "ClusterRole", "volcano-elastic-viewer") == {
+        (r.group, r.plural, "list", None) for r in SNAPSHOT_RESOURCES}
+    assert not [b for b in of_kind(objs, "RoleBinding", "ClusterRoleBinding")
+                if b["roleRef"]["name"] == "volcano-elastic-viewer"]

@@ -36,7 +36,9 @@ def test_json_output_shape(capsys: pytest.CaptureFixture[str], snapshot: str) ->
     code, out, err = run(capsys, "--from", snapshot, "--now", ts(NOW), "--output", "json")
     assert code == 0 and err == ""
     doc = json.loads(out)
-    assert set(doc) == {"starving", "evictions", "gateReleases", "scaleUpBlockedBy", "notes"}
+    assert set(doc) == {"apiVersion", "kind", "now", "starving", "evictions", "gateReleases", "scaleUpBlockedBy",
+                        "notes"}
+    assert (doc["apiVersion"], doc["kind"], doc["now"]) == ("volcano-elastic.io/v1", "Plan", ts(NOW))
     assert doc["scaleUpBlockedBy"] == ["ns/g"] and doc["notes"] == []
     assert doc["starving"] == [{"podGroup": "ns/g", "queue": "default", "decision": "evict",
                                 "reason": doc["starving"][0]["reason"]}]
@@ -61,9 +63,10 @@ def test_table_output(capsys: pytest.CaptureFixture[str], snapshot: str) -> None
     code, out, _ = run(capsys, "--from", snapshot, "--now", ts(NOW))
     lines = out.strip().splitlines()
     assert code == 0
-    assert lines[0].startswith("STARVING") and "ns/g" in lines[0] and "EVICT" in lines[0]
+    assert lines[0].split() == ["ACTION", "OBJECT", "WHERE", "WHY"]
+    assert lines[1].split()[:4] == ["STARVING", "ns/g", "queue=default", "EVICT:"]
     assert sum(line.startswith("EVICT ") for line in lines) == 2
-    assert lines[-1].startswith("RELEASE   none: held back by waiting gang(s) ns/g")
+    assert lines[-1].split(None, 2) == ["GROW", "none", "held back by waiting gang(s) ns/g"]
 
 
 def test_table_output_says_why_growth_is_held(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -75,6 +78,7 @@ def test_table_output_says_why_growth_is_held(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "--from", snap, "--now", ts(NOW))
     holds = [line for line in out.splitlines() if line.startswith("HOLD ")]
     assert code == 0 and len(holds) == 1 and "job ns/c stays at 2" in holds[0] and "ns/g" in holds[0], out
+    assert holds[0].split()[1:3] == ["ns/c", "WaitingGangNeedsIt"]
 
 
 def test_several_from_files_are_combined(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -179,7 +183,7 @@ def test_skipped_objects_named_in_warnings(capsys: pytest.CaptureFixture[str], t
     code, out, err = run(capsys, "--from", snap, "--now", ts(NOW), "-o", "json")
     assert code == 0 and len(json.loads(out)["evictions"]) == 2
     warnings = err.strip().splitlines()
-    assert all(w.startswith("warning: ") for w in warnings)
+    assert all(w.startswith("volcano-elastic plan: warning: ") for w in warnings)
     assert len(warnings) == 5
     for fragment in ("ns/broken", "n9", "metadata.name", "lots", "not an object"):
         assert any(fragment in w for w in warnings), (fragment, warnings)
@@ -234,7 +238,7 @@ def test_malformed_objects_are_skipped_not_fatal(capsys: pytest.CaptureFixture[s
     code, out, err = run(capsys, "--from", snap, "--now", ts(NOW), "-o", "json")
     assert code == 0, err
     json.loads(out)
-    assert all(line.startswith("warning: ") for line in err.strip().splitlines() if line)
+    assert all(line.startswith("volcano-elastic plan: warning: ") for line in err.strip().splitlines() if line)
 
 
 def test_overlapping_dumps_count_each_object_once(capsys: pytest.CaptureFixture[str], snapshot: str) -> None:
@@ -263,34 +267,40 @@ def _held_example(tmp_path: Path, **annotations: str) -> str:
     return write(tmp_path / "held.json", doc)
 
 
-@pytest.mark.parametrize(("annotations", "why"), [
+@pytest.mark.parametrize(("annotations", "why", "code", "until"), [
     pytest.param({"volcano-elastic.io/last-scale-time": "2026-01-01T12:56:00Z",
                   "volcano-elastic.io/last-scale-direction": "down"},
-                 "snoozed until 2026-01-01T13:01:00Z", id="shrunk-240s-ago"),
+                 "snoozed until 2026-01-01T13:01:00Z", "Snoozed", "2026-01-01T13:01:00Z", id="shrunk-240s-ago"),
     pytest.param({"volcano-elastic.io/last-scale-time": "2026-01-01T12:56:00Z",
                   "volcano-elastic.io/last-scale-direction": "up"},
-                 "in cooldown until 2026-01-01T13:01:00Z", id="grown-240s-ago"),
+                 "in cooldown until 2026-01-01T13:01:00Z", "Cooldown", "2026-01-01T13:01:00Z", id="grown-240s-ago"),
     pytest.param({"volcano-elastic.io/last-checkpoint-time": "2026-01-01T12:00:00Z"},
                  "its last checkpoint, at 2026-01-01T12:00:00Z, is older than scaleUpAfterCheckpointSeconds 600",
-                 id="old-checkpoint"),
+                 "CheckpointTooOld", None, id="old-checkpoint"),
 ])
 def test_growth_held_back_is_explained_not_called_unfitting(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                            annotations: dict[str, str], why: str) -> None:
+                                                            annotations: dict[str, str], why: str, code: str,
+                                                            until: str | None) -> None:
     """Review of issue 19: resnet's 6 workers fit, yet `plan` said "nothing gated fits now"."""
     snap = _held_example(tmp_path, **annotations)
-    code, out, _ = run(capsys, "--from", snap, "--now", "2026-01-01T13:00:00Z")
+    rc, out, _ = run(capsys, "--from", snap, "--now", "2026-01-01T13:00:00Z")
     lines = out.splitlines()
-    assert code == 0 and not any(line.startswith("RELEASE   team-") for line in lines), out
+    assert rc == 0 and not any(line.startswith("GROW      team-") for line in lines), out
     holds = [line for line in lines if line.startswith("HOLD")]
-    assert len(holds) == 2 and holds[0].startswith("HOLD      job team-vision/resnet stays at 2 of max 16 workers: ")
+    assert len(holds) == 2 and holds[0].split()[1] == "team-vision/resnet"
+    assert "job team-vision/resnet stays at 2 of max 16 workers: " in holds[0]
     assert why in holds[0], holds[0]
     assert "nothing gated fits now" not in out
-    assert lines[-1] == ("RELEASE   none: HOLD says why for the job(s) it names; no other gated pod fits now "
-                         "(on the nodes and in its queue's share)")
-    code, out, _ = run(capsys, "--from", snap, "--now", "2026-01-01T13:00:00Z", "-o", "json")
+    assert lines[-1].split(None, 2) == ["GROW", "none", "HOLD says why for the job(s) it names; no other gated pod "
+                                        "fits now (on the nodes and in its queue's share)"]
+    rc, out, _ = run(capsys, "--from", snap, "--now", "2026-01-01T13:00:00Z", "-o", "json")
     doc = json.loads(out)
     assert doc["gateReleases"] == [] and doc["scaleUpBlockedBy"] == []
-    assert ["HOLD      " + n for n in doc["notes"]] == holds
+    assert [n["job"] for n in doc["notes"]] == ["team-vision/resnet", "team-nlp/gpt"]
+    assert (doc["notes"][0]["reason"], doc["notes"][0]["until"]) == (code, until)
+    assert [set(n) for n in doc["notes"]] == [{"job", "reason", "until", "message"}] * 2
+    for note, line in zip(doc["notes"], holds, strict=True):
+        assert line.endswith(note["message"]) and note["reason"] in line
 
 
 def test_nothing_fits_is_said_when_it_is_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -298,4 +308,93 @@ def test_nothing_fits_is_said_when_it_is_the_reason(capsys: pytest.CaptureFixtur
                                                                            nodes=["n0"], running=3)))
     code, out, _ = run(capsys, "--from", snap, "--now", ts(NOW))
     assert code == 0 and "HOLD" not in out
-    assert out.splitlines()[-1] == "RELEASE   none: nothing gated fits now (on the nodes and in its queue's share)"
+    assert out.splitlines()[-1].split(None, 2) == ["GROW", "none", "nothing gated fits now (on the nodes and in its "
+                                                   "queue's share)"]
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(tmp_path: Path) -> None:
+    """`plan ... | head -2`: the reader closes the pipe; plan stops quietly, as SIGPIPE would stop it."""
+    import subprocess
+    import sys
+
+    # 2,500 pods released on one roomy node: -o wide prints a line each, more than a pipe holds (64 KiB)
+    snap = write(tmp_path / "big.json", dump(node("n0", gpus=3000, cpu="40000", memory="1000Ti", pods=5000),
+                                            elastic_job("ns", "big", min_r=1, max_r=2500, nodes=["n0"], running=1)))
+    proc = subprocess.Popen([sys.executable, "-m", "elastic_controller", "plan", "--from", snap, "--now", ts(NOW),
+                             "-o", "wide"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    head = [proc.stdout.readline() for _ in range(2)]
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert head[0].split()[:2] == [b"ACTION", b"OBJECT"] and err == ""
+
+
+@pytest.mark.parametrize(("names", "ordered"), [
+    (["w-10", "w-2", "w-1"], ["w-1", "w-2", "w-10"]),
+    (["ns2/a-1", "ns/b-10", "ns/b-9"], ["ns/b-9", "ns/b-10", "ns2/a-1"]),
+    (["a10b2", "a10b10", "a9"], ["a9", "a10b2", "a10b10"]),
+])
+def test_names_sort_as_people_read_them(names: list[str], ordered: list[str]) -> None:
+    from elastic_controller.cli.common import natural_sorted
+
+    assert natural_sorted(names) == ordered
+
+
+def test_a_hold_note_is_its_text_and_keeps_its_fields_when_copied() -> None:
+    import copy
+    import pickle
+
+    from elastic_controller.policy.decisions import HoldNote, HoldReason
+
+    note = HoldNote("job ns/a stays at 2 ...", "ns/a", HoldReason.COOLDOWN, NOW)
+    assert note == "job ns/a stays at 2 ..." and json.dumps([note]) == '["job ns/a stays at 2 ..."]'
+    for twin in (copy.deepcopy(note), pickle.loads(pickle.dumps(note))):
+        assert (twin, twin.job, twin.reason, twin.until) == (note, "ns/a", "Cooldown", NOW)
+
+
+def warnings_of(err: str) -> list[str]:
+    prefix = "volcano-elastic plan: warning: "
+    assert all(line.startswith(prefix) for line in err.splitlines()), err
+    return [line[len(prefix):] for line in err.splitlines()]
+
+
+def test_no_warning_on_a_sound_dump(capsys: pytest.CaptureFixture[str], snapshot: str) -> None:
+    code, _, err = run(capsys, "--from", snapshot, "--now", ts(NOW))
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize(("now", "fragment"), [
+    ("2026-03-01T00:00:00Z", "--now 2026-03-01T00:00:00Z is 58 day(s) after the newest time in the dump"),
+    ("2025-06-01T00:00:00Z", "--now 2025-06-01T00:00:00Z is 214 day(s) before the oldest time in the dump"),
+])
+def test_a_now_far_from_the_dump_is_warned_about(capsys: pytest.CaptureFixture[str], now: str, fragment: str) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan" / "scale-down-for-gang.json"
+    code, _, err = run(capsys, "--from", str(example), "--now", now)
+    (warning,) = warnings_of(err)
+    assert code == 0 and warning.startswith(fragment), warning
+    code, _, err = run(capsys, "--from", str(example))  # the clock: the bundled examples are from 2026-01-01
+    assert code == 0 and warnings_of(err)[0].startswith("now (") and "no --now" in err
+    code, _, err = run(capsys, "--from", str(example), "--now", "2026-01-01T13:00:00Z")
+    assert code == 0 and err == ""
+
+
+def test_a_dump_without_nodes_or_podgroups_is_warned_about(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    no_pg = [o for o in CLUSTER["items"] if o["kind"] not in ("Node", "PodGroup")]
+    snap = write(tmp_path / "s.json", {"kind": "List", "items": no_pg})
+    code, _, err = run(capsys, "--from", snap, "--now", ts(NOW))
+    assert code == 0 and warnings_of(err) == [
+        "the dump has no Nodes: nothing fits anywhere (dump with kubectl get nodes,pods,podgroups,queues,"
+        "priorityclasses,pytorchjobs -A -o json)",
+        "2 job(s) have no PodGroup in the dump (ns/g, ns/v): they are planned as if they did not exist (include "
+        "podgroups in the dump; the controller creates one per job)"]
+
+
+def test_a_config_queue_no_queue_has_is_warned_about(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan" / "scale-down-for-gang.json"
+    cfg = write(tmp_path / "c.yaml", "queues: {visoin: {cooldownSeconds: 60}, nlp: {cooldownSeconds: 60}}\n")
+    code, _, err = run(capsys, "--from", str(example), "--now", "2026-01-01T13:00:00Z", "--config", cfg)
+    assert code == 0 and warnings_of(err) == [
+        "the config's queues visoin match no Queue in the dump (queues: nlp, vision): their policy applies to "
+        "nothing; a typo?"]

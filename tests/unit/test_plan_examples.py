@@ -38,9 +38,14 @@ def test_example_table_has_a_line_per_decision(name: str, capsys: pytest.Capture
     plan = json.loads((EXAMPLES / f"{name}.expected.json").read_text())
     table = _plan(name, capsys, "table")
     assert table.count("\nEVICT ") + table.startswith("EVICT ") == len(plan["evictions"])
-    assert sum(line.startswith("RELEASE   ") and "none:" not in line for line in table.splitlines()) == len(
-        plan["gateReleases"]
-    )
+    grow = [line.split()[:3] for line in table.splitlines() if line.startswith("GROW ") and " none " not in line]
+    jobs = list(dict.fromkeys(g["job"] for g in plan["gateReleases"]))  # one GROW row per job, in decision order
+    assert [g[1] for g in grow] == jobs
+    assert sum(int(g[2].strip("+pod(s)")) for g in grow) == len(plan["gateReleases"])
+    wide = _plan(name, capsys, "wide")
+    pods = [line.split()[:2] for line in wide.splitlines() if line.startswith("  ") and "node=" in line]
+    assert sorted(p[0] for p in pods) == sorted(g["pod"] for g in plan["gateReleases"])
+    assert {p[0]: p[1] for p in pods} == {g["pod"]: f"node={g['node']}" for g in plan["gateReleases"]}
 
 
 def test_scale_down_story(capsys: pytest.CaptureFixture[str]) -> None:

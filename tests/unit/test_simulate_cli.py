@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +41,14 @@ def test_all_policies_write_summary_and_jobs(files: dict[str, str], capsys: pyte
     assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
     out, err = capsys.readouterr()
     summary = json.loads((Path(files["out"]) / "summary.json").read_text())
+    inputs = summary.pop("inputs")
     assert list(summary) == ["elastic", "volcano-gang", "static-max", "static-min"]
+    from elastic_controller import __version__
+
+    assert (inputs["version"], inputs["trace"], inputs["cluster"]) == (__version__, files["trace"], files["cluster"])
+    assert inputs["traceSha256"] == hashlib.sha256(Path(files["trace"]).read_bytes()).hexdigest()
+    assert inputs["policies"] == list(summary) and inputs["config"] is None and inputs["seed"] is None
+    assert inputs["flags"]["restart_penalty"] == 60.0 and inputs["flags"]["out"] == files["out"]
     for values in summary.values():
         assert tuple(values) == SUMMARY_KEYS
         assert [(c["kind"], c["maxWorkers"], c["jobs"]) for c in values["perClass"]] == [
@@ -63,13 +72,15 @@ def test_one_policy_and_written_trace(files: dict[str, str], tmp_path: Path) -> 
     assert run("--generate", "12", "--seed", "3", "--cluster", files["cluster"], "--out", files["out"],
                "--policy", "static-min", "--no-plots", "--write-trace", str(written)) == 0
     summary = json.loads((Path(files["out"]) / "summary.json").read_text())
+    assert summary.pop("inputs")["seed"] == 3
     assert list(summary) == ["static-min"]
     assert len(written.read_text().splitlines()) == 13
     # The written trace reads back and gives the same numbers.
     again = tmp_path / "again"
     assert run("--trace", str(written), "--cluster", files["cluster"], "--out", str(again),
                "--policy", "static-min", "--no-plots") == 0
-    assert json.loads((again / "summary.json").read_text()) == summary
+    replay = json.loads((again / "summary.json").read_text())
+    assert replay.pop("inputs")["trace"] == str(written) and replay == summary
 
 
 def test_malformed_line_stops_before_simulating(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,8 +118,84 @@ def test_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> N
 def test_plots_when_matplotlib_is_there(files: dict[str, str]) -> None:
     pytest.importorskip("matplotlib")
     assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
-    for name in ("allocation.png", "jct_cdf.png"):
+    for name in ("allocation.png", "jct_cdf.png", "jct_by_class.png"):
         assert (Path(files["out"]) / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plots_give_each_policy_one_colour_everywhere(files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every plot draws a policy in its one colour (Okabe-Ito: no red/green pair), the JCT axis in
+    hours/days, and the class chart says how many jobs each bar averages."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    drawn: dict[str, list[tuple[str, str]]] = {}
+    saved = plt.Figure.savefig
+
+    def record(fig: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        from matplotlib.colors import to_hex
+
+        (ax,) = fig.axes
+        pairs = [(line.get_label(), to_hex(line.get_color())) for line in ax.get_lines() if line.get_label()[0] != "_"]
+        pairs += [(c.get_label(), to_hex(c.patches[0].get_facecolor())) for c in ax.containers]
+        drawn[Path(path).name] = pairs
+        if Path(path).name == "jct_cdf.png":
+            drawn["ticks"] = [(t.get_text(), "") for t in ax.get_xticklabels()]
+        if Path(path).name == "jct_by_class.png":
+            drawn["classes"] = [(t.get_text(), "") for t in ax.get_xticklabels()]
+        return saved(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(plt.Figure, "savefig", record)
+    assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"]) == 0
+    colours = {policy: colour for name in ("allocation.png", "jct_cdf.png", "jct_by_class.png")
+               for policy, colour in drawn[name]}
+    for name in ("allocation.png", "jct_cdf.png", "jct_by_class.png"):
+        assert drawn[name] and all(colours[p] == c for p, c in drawn[name]), (name, drawn[name])
+    assert colours == {p: c.lower() for p, (c, _) in plots.POLICY_STYLE.items()}
+    assert len(set(colours.values())) == 4
+    labels = [t for t, _ in drawn["ticks"]]
+    assert labels and all(t.endswith((" min", " h", " d", " w")) for t in labels), labels
+    assert [t for t, _ in drawn["classes"]] == ["elastic 2\n1 jobs", "elastic 4\n2 jobs", "rigid 1\n1 jobs"]
+
+
+@pytest.mark.parametrize(("low", "high", "labels"), [
+    (0.5, 30, ["30 min", "1 h", "2 h", "6 h", "12 h", "1 d"]),
+    (3, 5, ["2 h", "6 h"]),  # a narrow range still gets a tick each side
+])
+def test_time_ticks(low: float, high: float, labels: list[str]) -> None:
+    assert [label for _, label in plots.time_ticks(low, high)] == labels
+
+
+def test_a_queue_tree_simulated_flat_is_warned_about(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = Path(__file__).resolve().parents[2] / "examples" / "simulate" / "department-tree.yaml"
+    args = ["--cluster", str(tree), "--generate", "6", "--no-plots", "--policy", "static-max"]
+    assert run(*args, "--out", str(tmp_path / "flat")) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("volcano-elastic simulate: warning: the cluster's queues form a tree (")
+    assert "--shares capacity --hierarchy" in err
+    assert run(*args, "--shares", "capacity", "--hierarchy", "--out", str(tmp_path / "tree")) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_each_time_column_has_one_unit(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--trace", files["trace"], "--cluster", files["cluster"], "--out", files["out"], "--no-plots") == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("policy"))
+    import re
+
+    units = re.findall(r"(avg JCT|p50 JCT|p99 JCT|avg queue) \((s|min|h)\)", header)
+    assert [u[0] for u in units] == ["avg JCT", "p50 JCT", "p99 JCT", "avg queue"], header
+    lines = out.splitlines()
+    start = lines.index(header)
+    rows = [line.split() for line in lines[start + 2:start + 6]]  # the four policies, under the rule
+    assert [r[0] for r in rows] == ["elastic", "volcano-gang", "static-max", "static-min"]
+    assert all(re.fullmatch(r"[\d,]+(\.\d+)?", cell) for row in rows for cell in row[5:9]), rows
+
+
+def test_time_units() -> None:
+    from elastic_controller.simulate.units import time_unit
+
+    assert [time_unit(v).name for v in ([30, 119], [30, 120], [7199], [7200, 5], [])] == ["s", "min", "min", "h", "s"]
+    assert time_unit([7200, 5])(5) == "0.00" and time_unit([7200])(9000) == "2.50"
 
 
 def test_bundled_example_is_small_and_valid() -> None:

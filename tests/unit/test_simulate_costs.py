@@ -289,6 +289,7 @@ def test_seeds_write_one_summary_each_and_print_the_spread(tmp_path: Path,
     text = capsys.readouterr().out
     one = json.loads((out / "seed-1" / "summary.json").read_text())
     two = json.loads((out / "seed-2" / "summary.json").read_text())
+    assert (one.pop("inputs")["seed"], two.pop("inputs")["seed"]) == (1, 2)
     assert list(one) == list(two) == ["volcano-gang"]
     assert one != two
     assert "over seeds 1, 2: mean" in text and "per class" in text
