@@ -362,3 +362,14 @@ def test_launcher_looks_at_workers_every_second_where_torch_looks_every_five(
 
     assert faster_monitor(SimpleNamespace(get_args_parser=get_args_parser), argv) == (want == "1.0")
     assert os.environ.get("PET_MONITOR_INTERVAL") == want
+
+
+def test_the_entry_point_returns_the_creator_as_torch_expects() -> None:
+    """torch's registry (2.4+): ``handler_registry.register(ep.name, ep.load()())``."""
+    import tomllib
+    meta = tomllib.loads((KIT_SRC.parents[1] / "pyproject.toml").read_text())
+    target = meta["project"]["entry-points"]["torchrun.handlers"]["volcano-c10d"]
+    module, _, attr = target.partition(":")
+    assert module == "volcano_elastic_job.rendezvous"
+    creator = getattr(rendezvous, attr)()
+    assert creator is rendezvous.create_handler

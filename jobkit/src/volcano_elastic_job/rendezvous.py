@@ -92,6 +92,12 @@ def create_handler(params: Any) -> Any:
     return wrap(registry._create_c10d_handler(params))
 
 
+def handler_creator() -> Callable[[Any], Any]:
+    """The ``torchrun.handlers`` entry point: torch (2.4+) calls it with no argument and registers
+    what it returns (the creator) under the entry point's name, ``volcano-c10d``."""
+    return create_handler
+
+
 def register(replace_c10d: bool = True) -> None:
     """Register ``volcano-c10d`` in torch's rendezvous registry and, with ``replace_c10d``, make
     ``c10d`` (what the training operator sets) use it too, in this process only."""
