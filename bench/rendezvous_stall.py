@@ -292,22 +292,27 @@ EVENT_NAMES = {"up2": "scale-up 2 -> 3 (max 4)", "up3": "scale-up 3 -> 4 (reache
 
 
 def table(result: dict[str, Any]) -> str:
-    """A markdown table: stall min / median / max per event and option, and each option's median
-    against the baseline's (the ratio side by side, from the same run)."""
+    """A markdown table: stall min / median / max per event and option, each option's median against
+    the baseline's (the ratio side by side, from the same run), and the median wait (stall minus the
+    restart part: detection and rendezvous) per option."""
     summary = result.get("summary") or {}
     options = list(summary)
-    head = "| event | " + " | ".join(f"{o} stall (s)" for o in options) + " | " + \
-        " | ".join(f"{o} / baseline" for o in options if o != "baseline") + " |"
-    lines = [head, "|" + "---|" * (1 + len(options) + sum(o != "baseline" for o in options))]
+    others = [o for o in options if o != "baseline"]
+    head = ("| event | " + " | ".join(f"{o} stall (s)" for o in options) + " | " +
+            " | ".join(f"{o} / baseline" for o in others) + " | " +
+            " | ".join(f"{o} wait (s)" for o in options) + " |")
+    lines = [head, "|" + "---|" * (1 + 2 * len(options) + len(others))]
     for ev in result.get("events") or []:
-        cells, ratios = [], []
+        cells, ratios, waits = [], [], []
         base = (summary.get("baseline", {}).get(ev) or {}).get("stall")
         for o in options:
             st = (summary[o].get(ev) or {}).get("stall")
+            wt = (summary[o].get(ev) or {}).get("wait")
             cells.append(f"{st['min']:.1f} / {st['median']:.1f} / {st['max']:.1f}" if st else "-")
+            waits.append(f"{wt['median']:.1f}" if wt else "-")
             if o != "baseline":
                 ratios.append(f"{st['median'] / base['median']:.2f}" if st and base else "-")
-        lines.append(f"| {EVENT_NAMES.get(ev, ev)} | " + " | ".join(cells + ratios) + " |")
+        lines.append(f"| {EVENT_NAMES.get(ev, ev)} | " + " | ".join(cells + ratios + waits) + " |")
     return "\n".join(lines)
 
 
