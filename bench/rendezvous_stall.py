@@ -20,7 +20,13 @@ Before each event every node's downward-API annotations file (``VOLCANO_ELASTIC_
 - ``baseline``: ``python -m torch.distributed.run`` with torchrun's defaults (last call 30 s);
 - ``last-call-N``: the same with ``--rdzv_conf last_call_timeout=N`` (what a webhook could set);
 - ``kit``: ``python -m volcano_elastic_job.run`` (the kit's rendezvous: a round completes when the
-  announced target has joined; a SIGTERMed agent leaves the rendezvous).
+  announced target has joined; a SIGTERMed agent leaves the rendezvous);
+- ``kit-entrypoint``: plain ``python -m torch.distributed.run --rdzv_backend=volcano-c10d`` (torch
+  finds the kit's rendezvous through the ``torchrun.handlers`` entry point, torch >= 2.4; no leave
+  on SIGTERM, no launcher).
+
+``--shared-store`` leaves ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` unset (torch's default), which the
+webhook sets on elastic pods: with torch 2.x a scale-up then fails (the run records the error).
 
 Per event: the stall (last training step at the old world size to the first at the new one), the
 restart part (the earliest worker process start of the new group to its first step: spawn, import
@@ -109,7 +115,9 @@ def free_port() -> int:
 class Job:
     """One torchrun job: its agents, its shared directory, its step log."""
 
-    def __init__(self, option: str, python: str, workdir: Path, monitor_interval: float | None) -> None:
+    def __init__(self, option: str, python: str, workdir: Path, monitor_interval: float | None,
+                 shared_store: bool = False) -> None:
+        self.shared_store = shared_store
         self.option = option
         self.python = python
         self.dir = workdir
@@ -134,7 +142,8 @@ class Job:
         conf = [f"is_host={1 if i == 0 else 0}"]
         if self.option.startswith("last-call-"):
             conf.append(f"last_call_timeout={self.option.removeprefix('last-call-')}")
-        cmd = [self.python, "-m", launcher, "--nnodes=2:4", "--nproc_per_node=1", "--rdzv_backend=c10d",
+        backend = "volcano-c10d" if self.option == "kit-entrypoint" else "c10d"
+        cmd = [self.python, "-m", launcher, "--nnodes=2:4", "--nproc_per_node=1", f"--rdzv_backend={backend}",
                f"--rdzv_endpoint=127.0.0.1:{self.port}", "--rdzv_id=bench", f"--rdzv_conf={','.join(conf)}",
                "--max_restarts=100",
                # Debian's torch 1.13 on Python 3.11 reads "0" (the default) as None and fails in
@@ -144,7 +153,9 @@ class Job:
             cmd.append(f"--monitor_interval={self.monitor_interval}")
         cmd += [str(self.dir / "train.py"), str(self.dir), "1000000"]
         env = {**os.environ, "VOLCANO_ELASTIC_PODINFO": str(self.dir / f"node-{i}.annotations"),
-               "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+               "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        if not self.shared_store:
+            env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # what the webhook sets on elastic pods
         out = open(self.dir / f"agent-{i}.log", "ab")  # noqa: SIM115 (the agent keeps it)
         self.agents[i] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                           start_new_session=True)
@@ -225,9 +236,10 @@ def measure(job: Job, name: str) -> dict[str, Any]:
     return rec
 
 
-def run_once(option: str, python: str, events: list[str], monitor_interval: float | None) -> dict[str, Any]:
+def run_once(option: str, python: str, events: list[str], monitor_interval: float | None,
+             shared_store: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"rdzv-{option}-") as tmp:
-        job = Job(option, python, Path(tmp), monitor_interval)
+        job = Job(option, python, Path(tmp), monitor_interval, shared_store)
         job.live = {0, 1}
         out: dict[str, Any] = {"option": option, "events": []}
         try:
@@ -280,22 +292,27 @@ EVENT_NAMES = {"up2": "scale-up 2 -> 3 (max 4)", "up3": "scale-up 3 -> 4 (reache
 
 
 def table(result: dict[str, Any]) -> str:
-    """A markdown table: stall min / median / max per event and option, and each option's median
-    against the baseline's (the ratio side by side, from the same run)."""
+    """A markdown table: stall min / median / max per event and option, each option's median against
+    the baseline's (the ratio side by side, from the same run), and the median wait (stall minus the
+    restart part: detection and rendezvous) per option."""
     summary = result.get("summary") or {}
     options = list(summary)
-    head = "| event | " + " | ".join(f"{o} stall (s)" for o in options) + " | " + \
-        " | ".join(f"{o} / baseline" for o in options if o != "baseline") + " |"
-    lines = [head, "|" + "---|" * (1 + len(options) + sum(o != "baseline" for o in options))]
+    others = [o for o in options if o != "baseline"]
+    head = ("| event | " + " | ".join(f"{o} stall (s)" for o in options) + " | " +
+            " | ".join(f"{o} / baseline" for o in others) + " | " +
+            " | ".join(f"{o} wait (s)" for o in options) + " |")
+    lines = [head, "|" + "---|" * (1 + 2 * len(options) + len(others))]
     for ev in result.get("events") or []:
-        cells, ratios = [], []
+        cells, ratios, waits = [], [], []
         base = (summary.get("baseline", {}).get(ev) or {}).get("stall")
         for o in options:
             st = (summary[o].get(ev) or {}).get("stall")
+            wt = (summary[o].get(ev) or {}).get("wait")
             cells.append(f"{st['min']:.1f} / {st['median']:.1f} / {st['max']:.1f}" if st else "-")
+            waits.append(f"{wt['median']:.1f}" if wt else "-")
             if o != "baseline":
                 ratios.append(f"{st['median'] / base['median']:.2f}" if st and base else "-")
-        lines.append(f"| {EVENT_NAMES.get(ev, ev)} | " + " | ".join(cells + ratios) + " |")
+        lines.append(f"| {EVENT_NAMES.get(ev, ev)} | " + " | ".join(cells + ratios + waits) + " |")
     return "\n".join(lines)
 
 
@@ -309,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", default="up2,up3,down4,down3", help=f"from {','.join(EVENTS)}")
     p.add_argument("--monitor-interval", type=float, default=None,
                    help="torchrun --monitor_interval for every option (default: torchrun's)")
+    p.add_argument("--shared-store", action="store_true",
+                   help="leave TORCH_DISABLE_SHARE_RDZV_TCP_STORE unset (torch's default; the webhook sets it)")
     p.add_argument("--table", metavar="FILE", help="print the markdown table of a FILE this script wrote, and exit")
     args = p.parse_args(argv)
     if args.table:
@@ -316,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = [o for o in args.options.split(",") if o]
     for o in options:
-        if o not in ("baseline", "kit") and not (o.startswith("last-call-") and o[10:].isdigit()):
+        if o not in ("baseline", "kit", "kit-entrypoint") and not (o.startswith("last-call-") and o[10:].isdigit()):
             p.error(f"unknown option {o!r}")
     if not args.out:
         p.error("--out is required")
@@ -331,12 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "torch": torch_version, "kit": kit_version, "python": args.python,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "monitorInterval": args.monitor_interval, "events": events, "runs": [],
+        "monitorInterval": args.monitor_interval, "sharedStore": args.shared_store, "events": events, "runs": [],
     }
     print(f"torch {torch_version}, {os.cpu_count()} CPUs; options {options}, {args.reps} rep(s)", flush=True)
     for rep in range(args.reps):
         for option in options:
-            run = run_once(option, args.python, events, args.monitor_interval)
+            run = run_once(option, args.python, events, args.monitor_interval, args.shared_store)
             run["rep"] = rep
             result["runs"].append(run)
             result["summary"] = summarize(result["runs"])

@@ -257,6 +257,17 @@ def test_controller_works_with_exactly_its_rbac(box: Any, installed: list[dict[s
     pg = wait_for("the PodGroup the controller creates", lambda: get_json(
         box, "podgroups.scheduling.volcano.sh", name, f"--namespace={namespace}"), 90, log)
     assert pg["spec"]["minMember"] == job["spec"]["elasticPolicy"]["minReplicas"]
+    # the job's ServiceAccount may patch exactly its pods: granted by the controller as itself, which
+    # RBAC allows only because its ClusterRole holds pods patch and roles/rolebindings create
+    role = wait_for("the checkpoint Role the controller grants", lambda: get_json(
+        box, "roles.rbac.authorization.k8s.io", f"{name}-volcano-elastic-checkpoint", f"--namespace={namespace}"),
+        30, log)
+    replicas = job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    assert role["rules"][0]["resourceNames"] == [f"{name}-worker-{i}" for i in range(replicas)]
+    binding = get_json(box, "rolebindings.rbac.authorization.k8s.io", f"{name}-volcano-elastic-checkpoint",
+                       f"--namespace={namespace}")
+    assert binding is not None and binding["subjects"][0]["name"] == \
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["serviceAccountName"]
     owner = pg["metadata"]["ownerReferences"][0]
     assert owner["kind"] == "PyTorchJob" and owner["blockOwnerDeletion"] is True
     lease = get_json(box, "leases.coordination.k8s.io", LEASE_NAME, f"--namespace={NAMESPACE}")

@@ -362,3 +362,33 @@ def test_launcher_looks_at_workers_every_second_where_torch_looks_every_five(
 
     assert faster_monitor(SimpleNamespace(get_args_parser=get_args_parser), argv) == (want == "1.0")
     assert os.environ.get("PET_MONITOR_INTERVAL") == want
+
+
+def test_the_entry_point_returns_the_creator_as_torch_expects() -> None:
+    """torch's registry (2.4+): ``handler_registry.register(ep.name, ep.load()())``."""
+    import tomllib
+    meta = tomllib.loads((KIT_SRC.parents[1] / "pyproject.toml").read_text())
+    target = meta["project"]["entry-points"]["torchrun.handlers"]["volcano-c10d"]
+    module, _, attr = target.partition(":")
+    assert module == "volcano_elastic_job.rendezvous"
+    creator = getattr(rendezvous, attr)()
+    assert creator is rendezvous.create_handler
+
+
+def test_the_handler_says_the_backend_it_was_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's registry refuses a handler whose get_backend() is not the requested name."""
+    import importlib
+
+    class Handler:
+        _backend_name = "c10d"
+
+        def get_backend(self) -> str:
+            return self._backend_name
+
+    fake = SimpleNamespace(_create_c10d_handler=lambda params: Handler())
+    real_import = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module",
+                        lambda name: fake if name.endswith("rendezvous.registry") else real_import(name))
+    for asked in ("volcano-c10d", "c10d"):
+        handler = rendezvous.create_handler(SimpleNamespace(backend=asked))
+        assert handler.get_backend() == asked

@@ -89,7 +89,20 @@ def wrap(handler: Any, read_target: Callable[[], int | None] = target_workers) -
 def create_handler(params: Any) -> Any:
     """A rendezvous handler creator for torch's registry (``RendezvousParameters`` -> handler)."""
     registry: Any = importlib.import_module("torch.distributed.elastic.rendezvous.registry")
-    return wrap(registry._create_c10d_handler(params))
+    handler = registry._create_c10d_handler(params)
+    name = str(getattr(params, "backend", "c10d"))
+    if name != "c10d":  # torch's registry checks that the handler says the backend it was asked for
+        if hasattr(handler, "_backend_name"):
+            handler._backend_name = name
+        else:
+            handler.get_backend = lambda: name
+    return wrap(handler)
+
+
+def handler_creator() -> Callable[[Any], Any]:
+    """The ``torchrun.handlers`` entry point: torch (2.4+) calls it with no argument and registers
+    what it returns (the creator) under the entry point's name, ``volcano-c10d``."""
+    return create_handler
 
 
 def register(replace_c10d: bool = True) -> None:
