@@ -57,14 +57,18 @@ def diagnose(box: Any) -> str:
 
 
 def wait_installed(box: Any, core: Any) -> None:
+    apps = client.AppsV1Api(core.api_client)
+
     def ready() -> bool:
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app.kubernetes.io/name=volcano-elastic").items
-        webhook = [p for p in pods if "webhook" in p.metadata.name and p.status.phase == "Running"
-                   and all(c.ready for c in p.status.container_statuses or [])]
-        ctrl = [p for p in pods if "controller" in p.metadata.name and p.status.phase == "Running"]
-        return len(webhook) >= 2 and len(ctrl) >= 1
+        def available(name: str) -> int:
+            try:
+                return int(apps.read_namespaced_deployment(name, NAMESPACE).status.available_replicas or 0)
+            except client.ApiException:
+                return 0
+        return available("volcano-elastic-webhook") >= 2 and available("volcano-elastic-controller") >= 1
+
     try:
-        wait_until("two webhook pods ready and a controller running", ready, 240, interval=1)
+        wait_until("two webhook replicas and a controller available", ready, 240, interval=1)
         lease = wait_until("the controller's Lease held", lambda: client.CoordinationV1Api(core.api_client)
                            .read_namespaced_lease("volcano-elastic-controller", NAMESPACE).spec.holder_identity, 90)
     except AssertionError as e:
@@ -141,12 +145,30 @@ def smoke_story(box: Any, core: Any, objs: Any, ns: str, out_dir: Path) -> dict[
             rec = wait_until(f"{name} recorded SIGTERM and its exit",
                              lambda name=name: (r := records(out_dir, name)).get("exit") and r, 30)
             assert rec["exit"]["t"] - rec["term"]["t"] >= 1.8
-        # the replacements the operator creates wait behind our gate
-        wait_until("A's replacement workers gated", lambda: any(
-            GATE in [g.name for g in p.spec.scheduling_gates or []] for p in worker_pods(core, ns, "a")), 60)
+        def pg() -> dict[str, str]:
+            try:
+                return dict(objs.get_namespaced_custom_object(*VC, ns, "podgroups", "a")["metadata"]
+                            .get("annotations") or {})
+            except client.ApiException as e:
+                job = objs.get_namespaced_custom_object(*KF, ns, "pytorchjobs", "a")
+                raise AssertionError(f"A's PodGroup: {e.status}; A: {json.dumps(job.get('status'))}; "
+                                     f"pods: {[(p.metadata.name, p.status.phase) for p in worker_pods(core, ns, 'a')]}"
+                                     ) from None
+
+        down = pg()
+        assert down.get("volcano-elastic.io/last-scale-direction") == "down", down
+        events = [e for e in core.list_namespaced_event(ns).items if e.reason == "EvictedForGang"]
+        assert sorted(e.involved_object.name for e in events) == sorted(gone)
         t_regrow = time.monotonic()
         wait_until(f"A grows back to {max_a} after B and the cooldown",
                    lambda: len(running(core, ns, "a")) >= max_a, COOLDOWN + 150, interval=1)
+        up = pg()
+        assert up.get("volcano-elastic.io/last-scale-direction") == "up", up
+        from elastic_controller.policy.parse import parse_time
+
+        t_down = parse_time(down["volcano-elastic.io/last-scale-time"])
+        t_up = parse_time(up["volcano-elastic.io/last-scale-time"])
+        assert t_down and t_up and (t_up - t_down).total_seconds() >= COOLDOWN - 1  # the cooldown held
         return {"b_running_s": round(b_running, 1), "a_regrow_s": round(time.monotonic() - t_regrow, 1),
                 "victims": float(len(gone))}
     finally:

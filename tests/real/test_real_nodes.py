@@ -20,7 +20,10 @@ GRACE = 8  # terminationGracePeriodSeconds of the probe pods
 WORK_AFTER_TERM = 3  # seconds the probe's SIGTERM handler works before it exits 0
 
 # The probe: records start, SIGTERM, exit and the first eviction notice it sees in its
-# downward-API annotations file, one JSON line each, in /out/<pod name> (a hostPath).
+# downward-API annotations file, one JSON line each, in /out/<pod name> (a hostPath). It exits 143
+# after SIGTERM: the training operator (v1.9) marks an elastic PyTorchJob Succeeded as soon as one
+# worker Succeeded, so a worker that exits 0 when evicted ends its whole job (seen on this tier;
+# torchrun's agent exits 1 there).
 PROBE = r"""
 import json, os, signal, sys, time
 out = open("/out/" + os.environ["POD_NAME"], "a", buffering=1)
@@ -30,7 +33,7 @@ def term(signum, frame):
     rec("term")
     time.sleep(float(os.environ.get("WORK_AFTER_TERM", "0")))
     rec("exit")
-    sys.exit(0)
+    sys.exit(143)  # as a process killed by SIGTERM: an elastic worker that exits 0 ends its PyTorchJob
 signal.signal(signal.SIGTERM, term)
 rec("start", node=os.environ.get("NODE_NAME"))
 seen = False
