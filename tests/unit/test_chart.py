@@ -423,9 +423,11 @@ def test_another_release_namespace_is_used_everywhere() -> None:
         assert o["metadata"].get("namespace") in (None, "ml-platform"), ident(o)
     for o in of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert o["webhooks"][0]["clientConfig"]["service"]["namespace"] == "ml-platform"
-    (pol,) = of_kind(objs, "ValidatingAdmissionPolicy")
-    who = pol["spec"]["matchConditions"][0]["expression"]
-    assert "system:serviceaccount:ml-platform:volcano-elastic-controller" in who
+    policies = of_kind(objs, "ValidatingAdmissionPolicy")
+    assert len(policies) == 2  # pod/job writes, PodGroup deletes
+    for pol in policies:
+        who = pol["spec"]["matchConditions"][0]["expression"]
+        assert "system:serviceaccount:ml-platform:volcano-elastic-controller" in who
 
 
 def test_optional_servicemonitor_and_networkpolicies() -> None:

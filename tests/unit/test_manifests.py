@@ -431,6 +431,20 @@ def test_controller_pod_writes_are_bounded_by_an_admission_policy(rendered: tupl
     text = " ".join(v["expression"] for v in pol["spec"]["validations"]) + \
         " ".join(v["expression"] for v in pol["spec"]["variables"])
     assert "volcano-elastic.io/scale-up" in text and "'volcano-elastic.io/'" in text
+    for field in ("nodeSelector", "affinity", "tolerations"):  # issue 31 item 6: a gated pod's directives
+        assert f"object.spec.{field} == oldObject.spec.{field}" in text, field
+    # PodGroup deletes: only the ones we manage (the grant cannot say so)
+    pg = named(objs, "ValidatingAdmissionPolicy", "volcano-elastic-controller-podgroup-deletes")
+    pg_binding = named(objs, "ValidatingAdmissionPolicyBinding", "volcano-elastic-controller-podgroup-deletes")
+    assert pg is not None and pg_binding is not None, name
+    assert pg_binding["spec"]["policyName"] == pg["metadata"]["name"]
+    assert pg_binding["spec"]["validationActions"] == ["Deny"] and pg["spec"]["failurePolicy"] == "Fail"
+    pg_rules = pg["spec"]["matchConstraints"]["resourceRules"]
+    assert [(r["apiGroups"], r["resources"], r["operations"]) for r in pg_rules] == \
+        [(["scheduling.volcano.sh"], ["podgroups"], ["DELETE"])]
+    assert f"system:serviceaccount:{NAMESPACE}:{SA_CONTROLLER}" in pg["spec"]["matchConditions"][0]["expression"]
+    assert "oldObject.metadata.labels['app.kubernetes.io/managed-by'] == 'volcano-elastic'" in \
+        " ".join(v["expression"] for v in pg["spec"]["validations"])
 
 
 # ---------------------------------------------------------------------- workloads
