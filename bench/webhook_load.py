@@ -8,8 +8,8 @@ machine is noisy. Reported per target: throughput, p50/p99 latency, and server C
 review (utime+stime of the arbiter and its workers from /proc). Then each at a fixed rate
 (open loop, paced by schedule) for p50/p99 at, by default, 200 requests/s.
 
-``--against REF`` (default: the newest release tag, if the repository has one) also serves the
-webhook of that commit, extracted with ``git archive`` into a temporary directory and run with this
+``--against REF`` (repeatable; default: the newest release tag, if the repository has one) also
+serves the webhook of that commit, extracted with ``git archive`` into a temporary directory and run with this
 virtualenv and the same settings, in the same rounds: the summary prints its CPU per review over
 ours, so a regression shows as a ratio below 1 measured side by side (this machine drifts; absolute
 times from different runs are not comparable).
@@ -324,9 +324,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=float, default=200.0, help="fixed-rate phase, requests/s (0: skip it)")
     parser.add_argument("--rate-seconds", type=float, default=10.0)
-    parser.add_argument("--against", metavar="REF",
-                        help="also measure the webhook of this commit or tag side by side (default: the newest "
-                             "release tag, if any; 'none' to skip)")
+    parser.add_argument("--against", metavar="REF", action="append",
+                        help="also measure the webhook of this commit or tag side by side; repeatable (default: "
+                             "the newest release tag, if any; 'none' to skip)")
     parser.add_argument("--access-log", action="store_true", help="our server logs every request (JSON)")
     parser.add_argument("--json", metavar="F", help="also write the results as JSON")
     parser.add_argument("--serve-noop", nargs=5, metavar=("PORT", "CERT", "KEY", "WORKERS", "THREADS"),
@@ -342,11 +342,11 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="webhook-bench-"))
     generate(tmp, SERVICE, NAMESPACE, ips=["127.0.0.1"])
     ca, cert, key = str(tmp / "ca.crt"), str(tmp / "tls.crt"), str(tmp / "tls.key")
-    against = args.against if args.against is not None else newest_tag()
-    if against is None:
+    tag = newest_tag()
+    refs: list[str] = args.against if args.against is not None else [tag] if tag else []
+    if not refs:
         print("no release tag in this repository: pass --against COMMIT to compare with an earlier webhook")
-    elif against == "none":
-        against = None
+    refs = [r for r in refs if r != "none"]
 
     def webhook_cmd(port: int) -> list[str]:
         return [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file", cert,
@@ -359,17 +359,17 @@ def main() -> int:
     cmds = {"ours": (webhook_cmd(ports["ours"]), ROOT),
             "noop": ([sys.executable, __file__, "--serve-noop", str(ports["noop"]), cert, key, str(args.workers),
                       str(args.threads)], ROOT)}
-    if against is not None:
-        old = extract(against, tmp / "against")
+    for i, ref in enumerate(refs):
+        old = extract(ref, tmp / f"against-{i}")
         names.append(old)
         ports[old] = free_port()
-        cmds[old] = (webhook_cmd(ports[old]), tmp / "against")
+        cmds[old] = (webhook_cmd(ports[old]), tmp / f"against-{i}")
     envs = {name: {**os.environ, "PYTHONPATH": str(cwd)} for name, (_, cwd) in cmds.items()}
     procs = {name: subprocess.Popen(cmd, cwd=cwd, env=envs[name], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
              for name, (cmd, cwd) in cmds.items()}
     results: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "serve_noop"},
-                               "against": names[2] if len(names) > 2 else None,
+                               "against": names[2:],
                                "cores": os.cpu_count(), "rounds": [], "rate": {}}
     width = max(len(n) for n in names)
     try:
@@ -405,12 +405,12 @@ def main() -> int:
               f"{o['rps'] / n['rps']:.2f}x; p50 {o['p50']:.2f} vs {n['p50']:.2f} ms; p99 {o['p99']:.2f} vs "
               f"{n['p99']:.2f} ms; server CPU {o['cpu_us']:.0f} vs {n['cpu_us']:.0f} us/review "
               f"(no-op/ours = {n['cpu_us'] / o['cpu_us']:.2f}x)")
-        if len(names) > 2:
-            a = summary[names[2]]
-            results["ratios"]["against_over_ours_cpu"] = a["cpu_us"] / o["cpu_us"]
-            print(f"against {against} ({names[2]}): server CPU {a['cpu_us']:.0f} us/review there vs {o['cpu_us']:.0f} "
-                  f"here ({names[2]}/ours = {a['cpu_us'] / o['cpu_us']:.2f}x; below 1.00 = this checkout is "
-                  f"slower); p50 {a['p50']:.2f} vs {o['p50']:.2f} ms")
+        for old in names[2:]:
+            a = summary[old]
+            results["ratios"][f"{old}_over_ours_cpu"] = a["cpu_us"] / o["cpu_us"]
+            print(f"against {old}: server CPU {a['cpu_us']:.0f} us/review there vs {o['cpu_us']:.0f} here "
+                  f"({old}/ours = {a['cpu_us'] / o['cpu_us']:.2f}x; below 1.00 = this checkout is slower); "
+                  f"p50 {a['p50']:.2f} vs {o['p50']:.2f} ms")
         for name in names if args.rate else ():
             lat, errors = run_clients(ports[name], ca, min(args.connections, 8), 2, args.rate_seconds, args.rate)
             results["rate"][name] = {"rps": len(lat) / args.rate_seconds, "p50": pct(lat, 0.5),
