@@ -64,7 +64,7 @@ DEFAULT_MAX_CLIENT_PENDING = 64  # per worker and client address
 SHED_AFTER_SECONDS = 1.0  # a pending connection younger than this is never cut for a bound
 SCREENED_BODY_BYTES = 4 * 1024 * 1024  # above the app's 3 MiB limit: such bodies go to a pool thread
 HEADER_BYTES = 64 * 1024  # a request whose headers do not end within this is cut
-ANSWER_IO_SECONDS = 1.0  # socket timeout while the event loop answers (a client that does not read)
+ANSWER_IO_SECONDS = 0.5  # a send that waits longer (a client that stopped reading) cuts the connection
 PIPELINED_PER_TURN = 8  # requests answered back to back on one connection before others get a turn
 CUT_LOG_SECONDS = 10.0
 
