@@ -223,6 +223,12 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
         try:
             sock, addr = listener.accept()
         except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):  # out of descriptors: free one, take it next time
+                victim = next(iter(self._idle), None) or next(iter(self._pending), None)
+                if victim is not None:
+                    self._count_cut("out of file descriptors")
+                    self._drop(victim)
+                return
             if e.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
                 raise
             return
