@@ -67,6 +67,7 @@ HEADER_BYTES = 64 * 1024  # a request whose headers do not end within this is cu
 ANSWER_IO_SECONDS = 0.5  # a send that waits longer (a client that stopped reading) cuts the connection
 PIPELINED_PER_TURN = 8  # requests answered back to back on one connection before others get a turn
 CUT_LOG_SECONDS = 10.0
+LINGER_SECONDS = 2.0  # after a last answer: how long what the client still sends is drained (RFC 9112 9.6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,7 @@ class Conn(TConn):  # type: ignore[misc]
         self.pending = True  # its request has not arrived yet (False: idle between requests, or busy)
         self.events = selectors.EVENT_READ
         self.closed = False
+        self.in_pool = False  # a pool thread has it: the event loop keeps off
         self.callback: Any = None
 
 
@@ -205,6 +207,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
         self._pending: dict[Conn, None] = {}  # oldest first
         self._by_client: dict[str, dict[Conn, None]] = {}
         self._idle: dict[Conn, None] = {}  # kept alive between requests, oldest first
+        self._lingering: dict[Conn, None] = {}  # answered for the last time, draining before the close
         self._next_scan = 0.0
         self._cuts: dict[str, int] = {}
         self._cuts_logged = time.monotonic()
@@ -279,6 +282,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
         self._by_client.setdefault(conn.host, {})[conn] = None
 
     def _forget(self, conn: Conn) -> None:
+        self._lingering.pop(conn, None)
         if conn in self._pending:
             del self._pending[conn]
             mine = self._by_client.get(conn.host)
@@ -322,7 +326,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
     def _on_readable(self, conn: Conn, _sock: Any = None) -> None:
         """The event loop's callback: read what arrived; answer the request once it is whole."""
         for _ in range(PIPELINED_PER_TURN):
-            if conn.closed:
+            if conn.closed or conn.in_pool:  # a deferred turn may come after either
                 return
             if not conn.handshaken and not self._handshake(conn):
                 return
@@ -419,14 +423,38 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
         except Exception as exc:  # gunicorn's handling of a request that failed, as in its handle()
             self._request_failed(conn, exc)
         if not keep or not self.alive:
-            try:
-                self.poller.unregister(conn.sock)
-            except (KeyError, ValueError, OSError):
-                pass
-            self._close(conn, graceful=keep)
+            self._linger(conn, registered=True)
             return False
         self._await_next(conn, registered=True)
         return True
+
+    def _linger(self, conn: Conn, registered: bool) -> None:
+        """Close after the last answer without resetting it (gunicorn's close_graceful, which waits up
+        to 2 s, but in the event loop): FIN now, drain what the client still sends, close at its EOF."""
+        self._forget(conn)
+        try:
+            socket.socket.shutdown(conn.sock, socket.SHUT_WR)  # the TCP socket's, under any TLS
+            conn.sock.setblocking(False)
+        except OSError:
+            self._drop(conn)
+            return
+        conn.deadline = time.monotonic() + LINGER_SECONDS
+        self._lingering[conn] = None
+        conn.events = selectors.EVENT_READ
+        if registered:
+            self.poller.modify(conn.sock, selectors.EVENT_READ, functools.partial(self._drain, conn))
+        else:
+            self.poller.register(conn.sock, selectors.EVENT_READ, functools.partial(self._drain, conn))
+
+    def _drain(self, conn: Conn, _sock: Any = None) -> None:
+        try:
+            while socket.socket.recv(conn.sock, 65536):
+                pass
+        except (BlockingIOError, InterruptedError):
+            return  # more may come: wait for it (or the deadline)
+        except OSError:
+            pass
+        self._drop(conn)  # EOF (or an error): close
 
     def _request_failed(self, conn: Conn, exc: Exception) -> None:
         if isinstance(exc, (StopIteration, ghttp.errors.NoMoreData)):
@@ -466,6 +494,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
         except (KeyError, ValueError, OSError):
             pass
         self._take(conn)
+        conn.in_pool = True
         self.enqueue_req(conn)
 
     def handle(self, conn: Any) -> Any:
@@ -479,6 +508,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
             self._cut.discard(id(conn.sock))
 
     def finish_request(self, conn: Any, fs: Any) -> None:
+        conn.in_pool = False
         try:
             keep = bool(fs.result()) if not fs.cancelled() else False
         except Exception:
@@ -492,7 +522,9 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
             if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
                 self._on_readable(conn)  # bytes read ahead, which epoll will not report again
             return
-        self._close(conn, graceful=keep)
+        if conn.closed:
+            return
+        self._linger(conn, registered=False)
 
     def _arm(self, conn: Any, seconds: float) -> None:
         with self._deadlines_lock:
@@ -531,7 +563,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
     def murder_keepalived(self, force: bool = False) -> None:
         now = time.monotonic()
         if force:
-            for conn in [*self._pending, *self._idle]:
+            for conn in [*self._pending, *self._idle, *self._lingering]:
                 self._drop(conn)
             return
         if now < self._next_scan and self.alive:
@@ -539,6 +571,7 @@ class ScreeningWorker(ThreadWorker):  # type: ignore[misc]
         self._next_scan = now + 0.25
         late = [c for c in self._pending if c.deadline <= now]
         late += [c for c in self._idle if c.deadline <= now or not self.alive]
+        late += [c for c in self._lingering if c.deadline <= now]
         for conn in late:
             if conn.pending:
                 self._count_cut("deadline")

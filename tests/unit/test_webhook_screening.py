@@ -99,3 +99,14 @@ def test_a_chunked_request_then_a_whole_one_on_the_same_connection(server: Serve
     (second,) = _answers(sock, 1)
     assert first["response"] == second["response"]
     sock.close()
+
+
+def test_connection_close_gets_the_whole_answer_then_eof(server: Server) -> None:
+    """The last answer on a connection is followed by a FIN (kubelet probes send Connection: close)."""
+    sock = _tls(server)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    (answer,) = _answers(sock, 1)
+    assert answer == {"status": "ok"}
+    sock.settimeout(5)
+    assert sock.recv(1) == b""  # closed by the server, not reset and not left open
+    sock.close()
