@@ -1,14 +1,21 @@
-"""Load benchmark: our webhook vs a no-op Flask endpoint, both under gunicorn over TLS.
+"""Load benchmark: our webhook vs a no-op Flask endpoint (and vs an earlier commit), under gunicorn over TLS.
 
-Both servers run the same way (gunicorn ``gthread`` workers, keep-alive, same workers and
+The servers run the same way (gunicorn ``gthread`` workers, keep-alive, same workers and
 threads, the same TLS context); the no-op reads the body and returns a constant allowed
 review. N client connections (kept alive, like the API server's) post realistic pod reviews
 (master, core and elastic pods of elastic jobs, ~6 KiB each) in alternating rounds, because the
 machine is noisy. Reported per target: throughput, p50/p99 latency, and server CPU time per
-review (utime+stime of the arbiter and its workers from /proc). Then both at a fixed rate
+review (utime+stime of the arbiter and its workers from /proc). Then each at a fixed rate
 (open loop, paced by schedule) for p50/p99 at, by default, 200 requests/s.
 
+``--against REF`` (repeatable; default: the newest release tag, if the repository has one) also
+serves the webhook of that commit, extracted with ``git archive`` into a temporary directory and run with this
+virtualenv and the same settings, in the same rounds: the summary prints its CPU per review over
+ours, so a regression shows as a ratio below 1 measured side by side (this machine drifts; absolute
+times from different runs are not comparable).
+
     .venv/bin/python bench/webhook_load.py [--connections 16] [--rounds 3] [--seconds 5] [--rate 200]
+    .venv/bin/python bench/webhook_load.py --against 59acb46 --rounds 7 --rate 0
 
 The clients are Python (http.client in threads, spread over processes) on the same machine,
 so they compete with the servers for CPU; the CPU time per review is the cleaner comparison.
@@ -21,6 +28,7 @@ import http.client
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -286,6 +294,26 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def newest_tag() -> str | None:
+    out = subprocess.run(["git", "describe", "--tags", "--abbrev=0", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def extract(ref: str, into: Path) -> str:
+    """The tree of ``ref`` under ``into`` (git archive: no worktree to clean up); its short commit."""
+    commit = subprocess.run(["git", "rev-parse", "--short", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True,
+                            text=True)
+    if commit.returncode != 0:
+        raise SystemExit(f"--against {ref}: not a commit here ({commit.stderr.strip()})")
+    into.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "archive", "--format=tar", ref], cwd=ROOT, stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise SystemExit(f"--against {ref}: git archive failed")
+    return commit.stdout.strip()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -294,8 +322,11 @@ def main() -> int:
     parser.add_argument("--client-procs", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--rate", type=float, default=200.0, help="fixed-rate phase, requests/s (0: skip it)")
     parser.add_argument("--rate-seconds", type=float, default=10.0)
+    parser.add_argument("--against", metavar="REF", action="append",
+                        help="also measure the webhook of this commit or tag side by side; repeatable (default: "
+                             "the newest release tag, if any; 'none' to skip)")
     parser.add_argument("--access-log", action="store_true", help="our server logs every request (JSON)")
     parser.add_argument("--json", metavar="F", help="also write the results as JSON")
     parser.add_argument("--serve-noop", nargs=5, metavar=("PORT", "CERT", "KEY", "WORKERS", "THREADS"),
@@ -311,30 +342,49 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="webhook-bench-"))
     generate(tmp, SERVICE, NAMESPACE, ips=["127.0.0.1"])
     ca, cert, key = str(tmp / "ca.crt"), str(tmp / "tls.crt"), str(tmp / "tls.key")
-    ports = {"ours": free_port(), "noop": free_port()}
-    cmds = {
-        "ours": [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file", cert,
-                 "--tls-private-key-file", key, "--host", "127.0.0.1", "--port", str(ports["ours"]),
-                 "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
-                 *([] if args.access_log else ["--no-access-log"])],
-        "noop": [sys.executable, __file__, "--serve-noop", str(ports["noop"]), cert, key, str(args.workers),
-                 str(args.threads)],
-    }
-    procs = {name: subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for name, cmd in cmds.items()}
+    tag = newest_tag()
+    refs: list[str] = args.against if args.against is not None else [tag] if tag else []
+    if not refs:
+        print("no release tag in this repository: pass --against COMMIT to compare with an earlier webhook")
+    refs = [r for r in refs if r != "none"]
+
+    def webhook_cmd(port: int) -> list[str]:
+        return [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file", cert,
+                "--tls-private-key-file", key, "--host", "127.0.0.1", "--port", str(port),
+                "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
+                *([] if args.access_log else ["--no-access-log"])]
+
+    names = ["ours", "noop"]
+    ports = {name: free_port() for name in names}
+    cmds = {"ours": (webhook_cmd(ports["ours"]), ROOT),
+            "noop": ([sys.executable, __file__, "--serve-noop", str(ports["noop"]), cert, key, str(args.workers),
+                      str(args.threads)], ROOT)}
+    for i, ref in enumerate(refs):
+        old = extract(ref, tmp / f"against-{i}")
+        names.append(old)
+        ports[old] = free_port()
+        cmds[old] = (webhook_cmd(ports[old]), tmp / f"against-{i}")
+    envs = {name: {**os.environ, "PYTHONPATH": str(cwd)} for name, (_, cwd) in cmds.items()}
+    procs = {name: subprocess.Popen(cmd, cwd=cwd, env=envs[name], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+             for name, (cmd, cwd) in cmds.items()}
     results: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "serve_noop"},
+                               "against": names[2:],
                                "cores": os.cpu_count(), "rounds": [], "rate": {}}
+    width = max(len(n) for n in names)
     try:
         for name in procs:
             wait_ready(ports[name], ca, procs[name])
         for name in procs:  # warm-up
             run_clients(ports[name], ca, args.connections, args.client_procs, 1.0)
         print(f"{os.cpu_count()} cores; {args.workers} workers x {args.threads} threads each; "
-              f"{args.connections} kept-alive client connections in {args.client_procs} processes")
-        print(f"{'round':>5} {'target':>6} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'cpu us/review':>13} "
+              f"{args.connections} kept-alive client connections in {args.client_procs} processes; "
+              f"targets: {', '.join(names)}")
+        print(f"{'round':>5} {'target':>{width}} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'cpu us/review':>13} "
               f"{'errors':>6}")
-        order = ["ours", "noop"]
         for r in range(args.rounds):
+            shift = r % len(names)  # every target goes first in turn
+            order = names[shift:] + names[:shift]
             for name in order if r % 2 == 0 else order[::-1]:
                 cpu0 = tree_cpu_seconds(procs[name].pid)
                 lat, errors = run_clients(ports[name], ca, args.connections, args.client_procs, args.seconds)
@@ -342,25 +392,32 @@ def main() -> int:
                 row = {"round": r + 1, "target": name, "rps": len(lat) / args.seconds, "p50": pct(lat, 0.5),
                        "p99": pct(lat, 0.99), "cpu_us": cpu / max(len(lat), 1) * 1e6, "errors": errors}
                 results["rounds"].append(row)
-                print(f"{row['round']:>5} {name:>6} {row['rps']:>8.0f} {row['p50']:>7.2f} {row['p99']:>7.2f} "
+                print(f"{row['round']:>5} {name:>{width}} {row['rps']:>8.0f} {row['p50']:>7.2f} {row['p99']:>7.2f} "
                       f"{row['cpu_us']:>13.0f} {errors:>6}")
         summary: dict[str, dict[str, float]] = {}
-        for name in order:
+        for name in names:
             rows = [x for x in results["rounds"] if x["target"] == name]
             summary[name] = {k: statistics.median(x[k] for x in rows) for k in ("rps", "p50", "p99", "cpu_us")}
         results["summary"] = summary
         o, n = summary["ours"], summary["noop"]
+        results["ratios"] = {"noop_over_ours_cpu": n["cpu_us"] / o["cpu_us"]}
         print(f"median of rounds: ours {o['rps']:.0f} req/s vs no-op {n['rps']:.0f} req/s = "
               f"{o['rps'] / n['rps']:.2f}x; p50 {o['p50']:.2f} vs {n['p50']:.2f} ms; p99 {o['p99']:.2f} vs "
               f"{n['p99']:.2f} ms; server CPU {o['cpu_us']:.0f} vs {n['cpu_us']:.0f} us/review "
               f"(no-op/ours = {n['cpu_us'] / o['cpu_us']:.2f}x)")
-        for name in order:
+        for old in names[2:]:
+            a = summary[old]
+            results["ratios"][f"{old}_over_ours_cpu"] = a["cpu_us"] / o["cpu_us"]
+            print(f"against {old}: server CPU {a['cpu_us']:.0f} us/review there vs {o['cpu_us']:.0f} here "
+                  f"({old}/ours = {a['cpu_us'] / o['cpu_us']:.2f}x; below 1.00 = this checkout is slower); "
+                  f"p50 {a['p50']:.2f} vs {o['p50']:.2f} ms")
+        for name in names if args.rate else ():
             lat, errors = run_clients(ports[name], ca, min(args.connections, 8), 2, args.rate_seconds, args.rate)
             results["rate"][name] = {"rps": len(lat) / args.rate_seconds, "p50": pct(lat, 0.5),
                                      "p99": pct(lat, 0.99), "errors": errors}
             x = results["rate"][name]
-            print(f"fixed {args.rate:.0f} req/s, {name:>4}: achieved {x['rps']:.0f} req/s, p50 {x['p50']:.2f} ms, "
-                  f"p99 {x['p99']:.2f} ms, errors {errors}")
+            print(f"fixed {args.rate:.0f} req/s, {name:>{width}}: achieved {x['rps']:.0f} req/s, p50 {x['p50']:.2f} "
+                  f"ms, p99 {x['p99']:.2f} ms, errors {errors}")
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
     finally:
@@ -371,6 +428,7 @@ def main() -> int:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

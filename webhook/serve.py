@@ -19,8 +19,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="F", help="ElasticConfig YAML (default: built-in defaults)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default: 2)")
     parser.add_argument("--threads", type=int, default=32,
-                        help="threads per worker (default: 32; a thread waits at most 5 s for a slow "
-                             "client's handshake and headers)")
+                        help="pool threads per worker (default: 32), only for requests whose body is not read "
+                             "beforehand (chunked, over 4 MiB); reviews are answered on the event loop")
+    parser.add_argument("--max-connections", type=int, default=1000, metavar="N",
+                        help="connections one worker holds, idle kept-alive ones included (default: 1000); "
+                             "a new one past it closes the oldest idle one")
+    parser.add_argument("--max-pending", type=int, default=256, metavar="N",
+                        help="connections per worker whose request has not arrived yet (default: 256); a new "
+                             "one past it cuts the oldest that has waited 1 s or more")
+    parser.add_argument("--max-client-pending", type=int, default=64, metavar="N",
+                        help="the same per client address (default: 64): a client past it cuts its own oldest")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
 
@@ -41,6 +49,9 @@ def check(args: argparse.Namespace) -> tuple[ElasticConfig | None, list[str]]:
         problems.append(f"--workers: must be at least 1, got {args.workers}")
     if args.threads < 1:
         problems.append(f"--threads: must be at least 1, got {args.threads}")
+    for flag in ("max_connections", "max_pending", "max_client_pending"):
+        if getattr(args, flag) < 1:
+            problems.append(f"--{flag.replace('_', '-')}: must be at least 1, got {getattr(args, flag)}")
     try:
         cfg = load_config_file(args.config)
     except ConfigError as exc:
@@ -79,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         log_level=args.log_level,
         access_log=not args.no_access_log,
+        max_connections=args.max_connections,
+        max_pending=args.max_pending,
+        max_client_pending=args.max_client_pending,
     )
     try:
         WebhookApplication(cfg, gunicorn_settings(opts)).run()

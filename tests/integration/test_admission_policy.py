@@ -13,7 +13,7 @@ import pytest
 
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError
-from elastic_controller.kube.resources import PODS, PYTORCHJOBS
+from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from tests import builders as b
 from tests.integration.test_manifests_apply import installed, sa_kubeconfig  # noqa: F401 - fixture
 from tests.unit.test_manifests import SA_CONTROLLER
@@ -91,6 +91,98 @@ def test_the_controller_token_may_only_lift_our_gate_and_write_our_annotations(
             "volcano-elastic.io/last-scale-time": "2026-01-01T00:00:00Z"}}}, namespace)
         denied(lambda: sa.patch(PYTORCHJOBS, "j", {"spec": {"elasticPolicy": {"maxReplicas": 9}}}, namespace))
         denied(lambda: sa.patch(PYTORCHJOBS, "j", {"metadata": {"annotations": {"other.io/x": "1"}}}, namespace))
+    finally:
+        sa.close()
+        admin.close()
+
+
+def _wait_enforced(sa: KubeClient, admin: KubeClient, namespace: str) -> None:
+    """The API server loads a policy asynchronously: wait for its first denial of a label change."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            sa.patch(PODS, "w", {"metadata": {"labels": {"x": "y"}}}, namespace)
+        except KubeError as exc:
+            assert exc.status in (403, 422), exc
+            return
+        admin.patch(PODS, "w", {"metadata": {"labels": {"x": None}}}, namespace)
+        assert time.monotonic() < deadline, "the admission policy never denied a label change"
+        time.sleep(0.5)
+
+
+def test_the_controller_token_may_not_steer_a_gated_pod(
+        box: Any, installed: list[dict[str, Any]], namespace: str, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 31 item 6: nodeSelector, affinity and tolerations are mutable on a gated pod (Kubernetes'
+    mutable scheduling directives); with our token a merge PATCH of them returned 200, on a pod gated
+    by us and on one gated by another system. Only removing our gate (alone) is ours to do."""
+    admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
+    sa = KubeClient.from_kubeconfig(str(sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "sa.kubeconfig")))
+    try:
+        admin.create(PODS, _pod(namespace), namespace)  # gated by us and by another system
+        foreign = _pod(namespace)
+        foreign["metadata"]["name"] = "f"
+        foreign["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
+        admin.create(PODS, foreign, namespace)
+        _wait_enforced(sa, admin, namespace)
+        before = {name: admin.get(PODS, name, namespace)["spec"] for name in ("w", "f")}
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+        for name in ("w", "f"):
+            denied(lambda n=name: sa.patch(PODS, n, {"spec": {"nodeSelector": {"zone": "a"}}}, namespace))
+            denied(lambda n=name: sa.patch(PODS, n, {"spec": {"affinity": affinity}}, namespace))
+            denied(lambda n=name: sa.patch(PODS, n, {"spec": {"tolerations": [
+                {"key": "x", "operator": "Exists"}]}}, namespace))
+        # our gate's removal carries nothing else along
+        denied(lambda: sa.patch(PODS, "w", {"spec": {"nodeSelector": {"zone": "a"}, "schedulingGates": [
+            {"name": "example.com/other"}]}}, namespace))
+        for name in ("w", "f"):
+            spec = admin.get(PODS, name, namespace)["spec"]
+            assert spec == before[name] and "nodeSelector" not in spec and "affinity" not in spec
+        # the admin may (Kubernetes allows it while gated), and our gate alone still may go
+        admin.patch(PODS, "w", {"spec": {"nodeSelector": {"zone": "a"}}}, namespace)
+        out = sa.patch(PODS, "w", {"spec": {"schedulingGates": [{"$patch": "delete", "name": GATE}]}}, namespace,
+                       patch_type="strategic")
+        assert [g["name"] for g in out["spec"]["schedulingGates"]] == ["example.com/other"]
+        assert out["spec"]["nodeSelector"] == {"zone": "a"}
+    finally:
+        sa.close()
+        admin.close()
+
+
+def test_the_controller_token_deletes_only_its_own_podgroups(
+        box: Any, installed: list[dict[str, Any]], namespace: str, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 31 item 6: the account could delete any PodGroup in any namespace; now only those it
+    manages (app.kubernetes.io/managed-by=volcano-elastic, as the controller creates them)."""
+    admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
+    sa = KubeClient.from_kubeconfig(str(sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "sa.kubeconfig")))
+    try:
+        ours = b.podgroup(namespace, "ours", 1)
+        ours["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "volcano-elastic"}
+        theirs = b.podgroup(namespace, "theirs", 1)
+        theirs["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "someone-else"}
+        bare = b.podgroup(namespace, "bare", 1)
+        del bare["metadata"]["labels"]
+        for pg in (ours, theirs, bare):
+            for k in ("resourceVersion", "uid", "creationTimestamp"):
+                pg["metadata"].pop(k, None)
+            pg.pop("status", None)
+            admin.create(PODGROUPS, pg, namespace)
+        # enforced once loaded: the first denial of a foreign delete
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sa.delete(PODGROUPS, "bare", namespace)
+            except KubeError as exc:
+                assert exc.status in (403, 422), exc
+                break
+            admin.create(PODGROUPS, bare, namespace)
+            assert time.monotonic() < deadline, "the admission policy never denied a foreign PodGroup delete"
+            time.sleep(0.5)
+        err = denied(lambda: sa.delete(PODGROUPS, "theirs", namespace))
+        assert "PodGroups it manages" in str(err)
+        assert admin.get(PODGROUPS, "theirs", namespace) and admin.get(PODGROUPS, "bare", namespace)
+        sa.delete(PODGROUPS, "ours", namespace)
+        admin.delete(PODGROUPS, "theirs", namespace)  # the admin is not bound by it
     finally:
         sa.close()
         admin.close()

@@ -423,16 +423,17 @@ def test_another_release_namespace_is_used_everywhere() -> None:
         assert o["metadata"].get("namespace") in (None, "ml-platform"), ident(o)
     for o in of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert o["webhooks"][0]["clientConfig"]["service"]["namespace"] == "ml-platform"
-    (pol,) = of_kind(objs, "ValidatingAdmissionPolicy")
-    who = pol["spec"]["matchConditions"][0]["expression"]
-    assert "system:serviceaccount:ml-platform:volcano-elastic-controller" in who
+    policies = of_kind(objs, "ValidatingAdmissionPolicy")
+    assert len(policies) == 2  # pod/job writes, PodGroup deletes
+    for pol in policies:
+        who = pol["spec"]["matchConditions"][0]["expression"]
+        assert "system:serviceaccount:ml-platform:volcano-elastic-controller" in who
 
 
 def test_optional_servicemonitor_and_networkpolicies() -> None:
     assert not of_kind(template(), "ServiceMonitor")
-    assert len(of_kind(template(), "NetworkPolicy")) == 2, "on by default, as in manifests/base"
-    assert not of_kind(template("networkPolicy.enabled=false"), "NetworkPolicy")
-    objs = template("serviceMonitor.enabled=true", "serviceMonitor.labels.release=prom",
+    assert not of_kind(template(), "NetworkPolicy"), "off by default, as in manifests/base: no pod CIDR fits all"
+    objs = template("serviceMonitor.enabled=true", "serviceMonitor.labels.release=prom", "networkPolicy.enabled=true",
                     "networkPolicy.podCIDRs.ipv4={10.42.0.0/16}", "networkPolicy.podCIDRs.ipv6={fd00:42::/56}")
     (sm,) = of_kind(objs, "ServiceMonitor")
     svc = named(objs, "Service", "volcano-elastic-controller-metrics")
@@ -445,7 +446,12 @@ def test_optional_servicemonitor_and_networkpolicies() -> None:
     for pol in policies.values():
         excepts = [peer["ipBlock"]["except"] for peer in pol["spec"]["ingress"][0]["from"] if "ipBlock" in peer]
         assert excepts == [["10.42.0.0/16"], ["fd00:42::/56"]]
-    manifests.test_network_policies_keep_pods_off_the_webhook(("base", objs))
+    manifests.test_network_policies_keep_pods_off_the_webhook(("chart", objs))
+    # one family given: the other is not admitted at all (no ::/0 without its pod network excepted)
+    only4 = template("networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.42.0.0/16}")
+    for pol in of_kind(only4, "NetworkPolicy"):
+        blocks = [peer["ipBlock"] for peer in pol["spec"]["ingress"][0]["from"] if "ipBlock" in peer]
+        assert blocks == [{"cidr": "0.0.0.0/0", "except": ["10.42.0.0/16"]}]
 
 
 def test_external_webhook_carries_its_ca() -> None:
@@ -466,6 +472,7 @@ def test_external_webhook_carries_its_ca() -> None:
     (("certs.mode=external", "admission.url=https://x:8443"), "set webhook.enabled=false"),
     (("certs.mode=certgen", "admission.caBundle=x"), "admission.caBundle is only used with certs.mode=external"),
     (("admission.failurePolicy=Sometimes",), "admission.failurePolicy must be Fail or Ignore"),
+    (("networkPolicy.enabled=true",), "networkPolicy.enabled needs networkPolicy.podCIDRs"),
 ])
 def test_bad_values_fail_with_a_reason(sets: tuple[str, ...], needle: str) -> None:
     args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -108,3 +109,79 @@ def test_webhook_keeps_answering_with_32_slow_clients(default_server: Server) ->
             t.join(5)
     log = default_server.log.read_text(errors="replace")
     assert "Traceback" not in log
+
+
+# ----------------------------------------------------------------------------- issue 31 item 5
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import webhook_slow_clients as slow_bench  # noqa: E402 - bench/ is not a package
+
+
+def test_admission_stays_under_a_second_with_256_reconnecting_slow_clients(default_server: Server) -> None:
+    """256 clients from 8 addresses trickle requests (or stall in the handshake) and reconnect as soon
+    as they are cut, against one replica at its defaults; the API server's stand-in is answered in
+    well under a second, on fresh and on kept-alive connections (before: every review timed out)."""
+    scenario = slow_bench.Scenario(clients=256, addresses=8, seconds=10.0, warmup=3.0)
+    probes, stats = slow_bench.run_scenario(default_server.port, str(default_server.certs / "ca.crt"), scenario)
+    assert not probes.failures, probes.failures[:3]
+    assert len(probes.fresh) >= 20 and len(probes.kept) >= 20
+    assert max(probes.all) < 1.0, f"slowest review took {max(probes.all):.2f}s"
+    # they were there, trickling (on an overloaded machine their own process gets little CPU: a floor)
+    assert stats["connected"] >= 256 and stats["bytes"] > 256, stats
+
+
+def _open(port: int, address: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(address, 0))
+    sock.send(b"\x16\x03\x01")  # the start of a TLS record: a pending connection
+    return sock
+
+
+def _cut(sock: socket.socket) -> bool:
+    sock.settimeout(0.3)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+@pytest.fixture(scope="module")
+def bounded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serve_webhook(tmp_path_factory.mktemp("certs-bounds"), "--workers", "1", "--max-client-pending", "4",
+                             "--max-pending", "8")
+
+
+def test_a_client_past_its_bound_cuts_its_own_oldest_connection(bounded_server: Server) -> None:
+    port = bounded_server.port
+    other = _open(port, "127.0.0.9")
+    mine = [_open(port, "127.0.0.2") for _ in range(4)]
+    time.sleep(1.3)  # older than the 1 s below which nothing is cut for a bound
+    newest = _open(port, "127.0.0.2")
+    time.sleep(0.5)
+    assert [_cut(s) for s in mine] == [True, False, False, False]  # its own oldest went
+    assert not _cut(newest) and not _cut(other)
+    # young connections are never cut for a bound: a burst (the API server's) gets in whole
+    burst = [_open(port, "127.0.0.3") for _ in range(6)]
+    time.sleep(0.3)
+    assert not any(_cut(s) for s in burst)
+    # and the API server's review still comes through
+    conn = bounded_server.connection()
+    status, answer = post(conn, "/mutate-pods", json.dumps(review(pod(index=3))))
+    assert status == 200 and answer["response"]["allowed"] is True
+    conn.close()
+    for s in [other, newest, *mine, *burst]:
+        s.close()
+
+
+def test_past_the_worker_bound_the_oldest_pending_connection_goes(bounded_server: Server) -> None:
+    port = bounded_server.port
+    time.sleep(0.5)  # the previous test's sockets are gone
+    held = [_open(port, f"127.0.0.{10 + i}") for i in range(8)]  # 8 addresses, one each: no client bound
+    time.sleep(1.3)
+    newest = _open(port, "127.0.0.30")
+    time.sleep(0.5)
+    assert [_cut(s) for s in held] == [True] + [False] * 7
+    assert not _cut(newest)
+    for s in [newest, *held]:
+        s.close()

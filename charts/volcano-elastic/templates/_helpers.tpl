@@ -171,12 +171,20 @@ clientConfig:
 {{- end }}
 {{- end -}}
 
-{{/* NetworkPolicy peers: every address but the pod network (networkPolicy values). */}}
+{{/* NetworkPolicy peers: every address but the pod network (networkPolicy values), per family
+given; a family without pod CIDRs is not admitted. */}}
 {{- define "ve.nonPodPeers" -}}
+{{- if not (or .podCIDRs.ipv4 .podCIDRs.ipv6) -}}
+{{- fail "networkPolicy.enabled needs networkPolicy.podCIDRs.ipv4 and/or .ipv6: your cluster's pod network (kubectl get nodes -o jsonpath='{.items[*].spec.podCIDRs}'); there is no default because a wrong one admits every pod (docs/install.md)" -}}
+{{- end -}}
+{{- with .podCIDRs.ipv4 }}
 - ipBlock:
     cidr: 0.0.0.0/0
-    except: {{ toJson .podCIDRs.ipv4 }}
+    except: {{ toJson . }}
+{{- end }}
+{{- with .podCIDRs.ipv6 }}
 - ipBlock:
     cidr: ::/0
-    except: {{ toJson .podCIDRs.ipv6 }}
+    except: {{ toJson . }}
+{{- end }}
 {{- end -}}
