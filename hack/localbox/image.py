@@ -243,23 +243,58 @@ _CLEAN_HOOK = ('rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/
                '"$1"/var/log/*.log "$1"/var/cache/ldconfig/aux-cache')
 
 
+SITE_PACKAGES = "opt/venv/lib/python3.11/site-packages"
+
+
+def _wheel_layer(whl: Path, out: Path) -> None:
+    """Our wheel installed the way pip installs a pure-Python wheel, as a layer of its own over the
+    dependencies: its files under the venv's site-packages (RECORD and all) and one script per
+    console entry point. So a code change rebuilds this small layer, not the Debian root."""
+    import configparser
+    import zipfile
+
+    root = out.with_suffix(".d")
+    shutil.rmtree(root, ignore_errors=True)
+    site = root / SITE_PACKAGES
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(site)
+        names = z.namelist()
+    eps = next((n for n in names if n.endswith(".dist-info/entry_points.txt")), None)
+    if eps:
+        cp = configparser.ConfigParser()
+        cp.read_string((site / eps).read_text())
+        bindir = root / "opt/venv/bin"
+        bindir.mkdir(parents=True, exist_ok=True)
+        for name, target in (cp["console_scripts"].items() if cp.has_section("console_scripts") else []):
+            mod, _, func = target.partition(":")
+            script = bindir / name
+            script.write_text(f"#!/opt/venv/bin/python3\nimport sys\nfrom {mod.strip()} import {func.strip()}\n"
+                              f"if __name__ == \"__main__\":\n    sys.exit({func.strip()}())\n")
+            script.chmod(0o755)
+    dist_info = next(n for n in names if n.endswith(".dist-info/WHEEL")).rsplit("/", 1)[0]
+    (site / dist_info / "INSTALLER").write_text("oci\n")
+    for p in root.rglob("*"):
+        if p.is_dir():
+            p.chmod(0o755)
+        elif not p.name.startswith("volcano-elastic") or p.parent.name != "bin":
+            p.chmod(0o644)
+    layer_from_dir(root, out, mtime=1)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def operator_image(say: Callable[[str], None] = print) -> Path:
-    """The Dockerfile's image, built with mmdebstrap: our wheel and requirements-image.txt in
-    /opt/venv, user 65532, ENTRYPOINT volcano-elastic, CMD --help."""
+    """The Dockerfile's image, built with mmdebstrap: requirements-image.txt in /opt/venv (the
+    cached base layer) and our wheel over it (a small layer), user 65532, ENTRYPOINT
+    volcano-elastic, CMD --help."""
     root = _repo_root()
-    src = _sources("pyproject.toml", "README.md", "requirements-image.txt", "elastic_controller", "webhook", "certs")
-    key = _tree_hash(src, (DEBIAN_SUITE + "v1").encode())
+    py = os.environ.get("PYTHON", "python3")
+    key = _tree_hash(_sources("requirements-image.txt"), (DEBIAN_SUITE + "deps-v2").encode())
 
     def build(work: Path, layer: Path) -> None:
         wheels = work / "wheels"
-        r = subprocess.run([os.environ.get("PYTHON", "python3"), "-m", "pip", "wheel", "-q", "--no-deps",
-                            "-w", str(wheels), str(root)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ImageError(f"building our wheel failed:\n{r.stderr[-3000:]}")
-        whl = next(wheels.glob("volcano_elastic-*.whl"))
         # the dependencies are downloaded here, where pip is configured for this network (a proxy's
         # CA, an index mirror), and installed in the root file system from these files only
-        r = subprocess.run([os.environ.get("PYTHON", "python3"), "-m", "pip", "download", "-q",
+        r = subprocess.run([py, "-m", "pip", "download", "-q",
                             "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
                             "--platform", "manylinux_2_28_x86_64", "--platform", "linux_x86_64",
                             "-d", str(wheels), "-r", str(root / "requirements-image.txt")],
@@ -272,8 +307,6 @@ def operator_image(say: Callable[[str], None] = print) -> Path:
             'chroot "$1" python3 -m venv /opt/venv',
             'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-index --find-links /tmp/build/wheels '
             '--only-binary=:all: --no-compile -r /tmp/build/requirements-image.txt',
-            f'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-index --no-deps --no-compile '
-            f'-c /tmp/build/requirements-image.txt /tmp/build/wheels/{whl.name}',
             'chroot "$1" /opt/venv/bin/pip check',
             'chroot "$1" /opt/venv/bin/pip uninstall -q -y pip setuptools wheel',
             'chroot "$1" /opt/venv/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv',
@@ -284,10 +317,22 @@ def operator_image(say: Callable[[str], None] = print) -> Path:
     version = (root / "elastic_controller" / "__init__.py").read_text().split("__version__ = ")[1].split('"')[1]
 
     def write(layer: Path, out: Path) -> None:
-        write_oci_archive(out, layer, IMAGE_REF, entrypoint=["volcano-elastic"], cmd=["--help"],
-                          env=IMAGE_ENV, user=IMAGE_USER, workdir="/tmp",
-                          labels={"org.opencontainers.image.title": "volcano-elastic",
-                                  "org.opencontainers.image.version": version})
+        wheels = out.with_suffix(".wheels")
+        shutil.rmtree(wheels, ignore_errors=True)
+        r = subprocess.run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+                            str(root)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ImageError(f"building our wheel failed:\n{r.stderr[-3000:]}")
+        top = out.with_suffix(".ours.tar")
+        try:
+            _wheel_layer(next(wheels.glob("volcano_elastic-*.whl")), top)
+            write_oci_archive(out, [layer, top], IMAGE_REF, entrypoint=["volcano-elastic"], cmd=["--help"],
+                              env=IMAGE_ENV, user=IMAGE_USER, workdir="/tmp",
+                              labels={"org.opencontainers.image.title": "volcano-elastic",
+                                      "org.opencontainers.image.version": version})
+        finally:
+            shutil.rmtree(wheels, ignore_errors=True)
+            top.unlink(missing_ok=True)
 
     return _cached("volcano-elastic", key, build, write, say)
 

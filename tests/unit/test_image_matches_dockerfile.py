@@ -55,6 +55,7 @@ def test_both_install_requirements_image_txt_and_only_binary_wheels() -> None:
     assert "--only-binary=:all:" in docker and "-r requirements-image.txt" in docker
     src = (ROOT / "hack" / "localbox" / "image.py").read_text()
     assert "--only-binary=:all:" in src and "-r /tmp/build/requirements-image.txt" in src
+    assert "console_scripts" in src  # our wheel's entry points become scripts, as pip makes them
     assert "pip uninstall" in docker and "pip uninstall" in src  # no pip left in either
 
 
