@@ -83,7 +83,7 @@ def bring_up(name: str | None) -> tuple[Box, bool]:
 def install(b: Box, notice_seconds: int, queue_b: str) -> None:
     b.kubectl("create", "namespace", NAMESPACE, check=False)
     sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
-                                   "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
+                                   "networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
     sets += [f"--set-json={s}" for s in CONFIG_SETS]
     if notice_seconds:
         sets.append(f"--set-json=config.defaults.noticeSeconds={notice_seconds}")

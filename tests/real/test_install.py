@@ -211,7 +211,7 @@ def test_helm_install_runs_in_the_cluster_and_shrinks_a_real_job_for_a_gang(
         box: Any, kube: Any, namespace: str, install_namespace: str, out_dir: Path) -> None:
     core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)
     sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
-                                   "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
+                                   "networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
     sets += [f"--set-json={s}" for s in CONFIG_SETS]
     t0 = time.monotonic()
     install = helm(box, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",

@@ -26,7 +26,7 @@ def test_elastic_torchrun_job_shrinks_for_a_gang_grows_back_and_succeeds(box: An
     rt.install(box, 0, "")
     try:
         wait_installed(box, kube(client.CoreV1Api))
-        result = rt.run(box, steps=160, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
+        result = rt.run(box, steps=400, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
                         shared_root=box.dir / "shared")
     finally:
         helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")
