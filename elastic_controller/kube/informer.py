@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from .errors import GoneError, KubeError
+from .errors import GoneError, KubeError, UnavailableError
 from .resources import Resource
 
 log = logging.getLogger(__name__)
@@ -201,12 +201,20 @@ class Informer:
                     self.relist()
                     need_list = False
                 timeout = int(self._watch_timeout * (0.5 + random.random() / 2)) or 1
+                opened = time.monotonic()
                 for event in self._source.watch(self.res, self.resource_version, self._namespace,
                                                 timeout_seconds=timeout, label_selector=self._selector):
                     if self._stop.is_set():
                         return
                     self._apply(event)
                     backoff = self._min_backoff
+                if self._stop.is_set():
+                    return
+                if time.monotonic() - opened < timeout - 1:
+                    # The server ended the stream before its timeoutSeconds: a graceful shutdown (or a
+                    # proxy cutting it). Stale at once, and relisted (issue 31: writes all failed for
+                    # 10 s while the caches still looked fresh).
+                    raise UnavailableError(f"watch {self.res.plural}: the server ended the stream early")
                 # The server ended the stream (timeoutSeconds): resume from the last version seen.
             except GoneError:
                 log.info("watch expired, relisting", extra={"resource": self.res.plural})
