@@ -237,9 +237,8 @@ def list_everything(client: Any, namespace: str | None) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from ..kube.client import KubeClient
     from ..kube.errors import KubeError
-    from ..policy.parse import parse_time
-
     from ..kube.resources import EVENTS
+    from ..policy.parse import parse_time
 
     cfg = load_config_or_exit(args, "status")
     if args.now and parse_time(args.now) is None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import uuid
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime

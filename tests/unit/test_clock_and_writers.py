@@ -212,7 +212,7 @@ def test_a_full_scale_up_says_how_many_it_lifted() -> None:
     Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=Clock()).run_cycle()
     decision = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.LAST_DECISION]
     assert " up: 3 gate(s) lifted; " in decision
-    assert [e["message"] for e in kube.of(EVENTS) if e["reason"] == "ScaledUp"][0].startswith(
+    assert next(e["message"] for e in kube.of(EVENTS) if e["reason"] == "ScaledUp").startswith(
         "lifted the scale-up gate of 3 ")
 
 

@@ -229,7 +229,7 @@ def test_item1_a_crash_after_the_notice_stamp_does_not_block_the_gang() -> None:
 def test_item2_a_gang_deleted_under_notice_leaves_no_cooldown() -> None:
     """Issue 31 item 2: the notices are withdrawn and the "down: eviction notice" stamp is taken back in
     the same cycle (it was empty before: the job has no cooldown at all afterwards)."""
-    kube, agent, clock = WITHDRAW.start()
+    kube, agent, _clock = WITHDRAW.start()
     report = agent.run_cycle()
     assert len(report.withdrawn) == 2 and report.taken_back == ["team-a/a"]
     ann = kube.get(PODGROUPS, "a", "team-a")["metadata"].get("annotations") or {}
