@@ -168,7 +168,7 @@ def _acted(rec: ScaleRecord, pods: dict[str, PodView]) -> bool:
 
 def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView], current: dict[str, str],
                 now: datetime, report: CycleReport) -> bool:
-    if current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN or _acted(rec, pods):
+    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN or _acted(rec, pods):
         return False
     what = "eviction notice" if rec.path == "notice" else "eviction"
     text = (f"{format_time(now)} cooldown of {rec.at} taken back: none of its {len(rec.pods)} {what}(s) for "
@@ -192,7 +192,7 @@ def _judge_up(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView]
               now: datetime) -> bool:
     """A scale-up whose last-decision still says "lifting": the writer stopped before counting."""
     decision = current.get(keys.LAST_DECISION, "")
-    if current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or \
+    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or \
             not decision.startswith(f"{rec.at} up: lifting "):
         return False
     gate = ex.cfg.gating.gateName
