@@ -18,7 +18,7 @@ from elastic_controller.kube.clock import ServerClock
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
-from elastic_controller.policy.parse import format_time, parse_time
+from elastic_controller.policy.parse import format_time
 from elastic_controller.policy.settings import ElasticConfig
 from tests.integration import test_agent_support as support
 from tests.integration.test_agent_support import FAST, Cluster, elastic_job, gang
