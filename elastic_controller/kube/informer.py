@@ -39,6 +39,10 @@ def object_key(obj: dict[str, Any]) -> str:
     return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
 
 
+# A watch that ran at least this long and ended before its timeoutSeconds was cut by the server.
+EARLY_END_MIN_SECONDS = 1.0
+
+
 def _rv(obj: dict[str, Any] | None) -> int:
     text = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
     return int(text) if text.isdigit() else -1
@@ -210,10 +214,11 @@ class Informer:
                     backoff = self._min_backoff
                 if self._stop.is_set():
                     return
-                if time.monotonic() - opened < timeout - 1:
-                    # The server ended the stream before its timeoutSeconds: a graceful shutdown (or a
-                    # proxy cutting it). Stale at once, and relisted (issue 31: writes all failed for
-                    # 10 s while the caches still looked fresh).
+                lasted = time.monotonic() - opened
+                if EARLY_END_MIN_SECONDS <= lasted < timeout - 1:
+                    # The server ended an established stream before its timeoutSeconds: a graceful
+                    # shutdown closes every watch first (or a proxy cut it). Stale at once, and
+                    # relisted (issue 31: writes all failed for 10 s while the caches looked fresh).
                     raise UnavailableError(f"watch {self.res.plural}: the server ended the stream early")
                 # The server ended the stream (timeoutSeconds): resume from the last version seen.
             except GoneError:
