@@ -10,6 +10,7 @@ cycle's report) are kept here too, so a path is read and tested on its own with 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -194,8 +195,10 @@ class ScaleRecord:
         return parse_time(self.at)
 
 
+@functools.lru_cache(maxsize=4096)  # (every cycle reads every PodGroup's record; they rarely change)
 def parse_record(text: str | None) -> ScaleRecord | None:
-    """The record, or None when absent or not one of ours (a hand-written value is ignored)."""
+    """The record, or None when absent or not one of ours (a hand-written value is ignored). Shared
+    between calls: never mutate its dicts."""
     if not text:
         return None
     try:
