@@ -24,10 +24,11 @@ from .execute.executor import PDB_REFUSAL_SECONDS as PDB_REFUSAL_SECONDS
 from .execute.executor import InjectedFault as InjectedFault  # re-exported: tests and docs name them here
 from .execute.notices import act_on_notices
 from .execute.plan import execute_plan
-from .execute.resume import resume_interrupted
+from .execute.resume import check_records, resume_interrupted
 from .execute.stamps import Preemptions, repair_stamps
 from .kube.api import KubeAPI
 from .kube.caches import Store
+from .kube.clock import SKEW_WARN_SECONDS, ServerClock
 from .kube.events import EventRecorder
 from .kube.resources import (
     NAMESPACES,
@@ -61,6 +62,12 @@ def _key(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
+# A starving gang that waits with this in its reason fits now: only a scheduler is missing.
+SCHEDULER_WAIT = "waiting for the scheduler"
+# Gangs that fit while no pod is placed for this long: the scheduler alarm (metric, Event, status).
+SCHEDULER_IDLE_SECONDS = 120.0
+
+
 class ViewCache:
     """Parsed views memoised by (uid, resourceVersion): a cycle re-parses only what changed."""
 
@@ -87,16 +94,26 @@ class Agent:
     def __init__(self, api: KubeAPI, store: Store, cfg: ElasticConfig, recorder: EventRecorder, *,
                  metrics: AgentMetrics | None = None, clock: Callable[[], datetime] | None = None,
                  dry_run: bool | None = None, min_gap: float = 1.0,
-                 may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None) -> None:
+                 may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None,
+                 identity: str = "", server_clock: ServerClock | None = None,
+                 self_ref: dict[str, Any] | None = None) -> None:
         self.store = store
         self.cfg = cfg
-        self.clock = clock or (lambda: datetime.now(UTC))
+        # Ages, windows and stamps against the API server's clock (kube/clock.py) when it is known.
+        self.server_clock = server_clock
+        self.clock = clock or (server_clock.now if server_clock is not None else (lambda: datetime.now(UTC)))
+        self.self_ref = self_ref  # the object this agent's own alarms are told on (its Lease)
+        self._skew_warned = False
+        self._bound: set[str] = set()  # uids of the pods seen bound to a node (for the scheduler alarm)
+        self._last_placed: datetime | None = None  # when a pod was last seen newly bound
+        self._idle_warned = False
         self.dry_run = cfg.agent.dryRun if dry_run is None else dry_run
         self.min_gap = min_gap
         self.notices = Notices(api, store, cfg, recorder, clock=self.clock)
         # Every write, fenced by ``may_write`` (the Lease), and the books the writes keep.
         self.executor = Executor(api, store, cfg, recorder, metrics=metrics or NoMetrics(), notices=self.notices,
-                                 dry_run=self.dry_run, may_write=may_write, faults=faults)
+                                 dry_run=self.dry_run, may_write=may_write, faults=faults, identity=identity)
+        self.notices.fault = self.executor.fault  # the notice path's fault points (FAULT_STEPS)
         self.views = ViewCache()
         self._was_stale = False
         # Objects the planner cannot use (or uses only in part), by (kind, ns/name): the reason last
@@ -218,6 +235,7 @@ class Agent:
         started = time.perf_counter()
         now = self.clock()
         report = CycleReport(CyclePlan((), (), (), (), ()), dry_run=self.dry_run)
+        report.clock_skew = self._check_clock()
         stale = self.store.stale()
         if stale:
             # After an API outage the caches miss whatever changed meanwhile: a plan on them could
@@ -242,7 +260,10 @@ class Agent:
             report.preemptions = self.preemptions.count(ex, snapshot, now)
             resume_interrupted(ex, snapshot, now, report)
             acted = act_on_notices(ex, snapshot, now, report)
-            if report.resumed or report.preemptions or report.refused or repaired or acted:
+            if acted:
+                snapshot = self.snapshot()  # (a withdrawn notice's stamp is judged on what is left)
+            settled = check_records(ex, snapshot, now, report)
+            if report.resumed or report.preemptions or report.refused or repaired or acted or settled:
                 snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
             t_plan = time.perf_counter()
             # A victim under notice is in flight for its gang (no further victims for it, never
@@ -259,6 +280,7 @@ class Agent:
             self.metrics.write_refused("not-leader")
             log.warning("not leading: cycle stopped before a write", extra={"step": str(exc)})
         plan = report.plan
+        report.scheduler_idle = self._check_scheduler(snapshot, plan, now)
         starving: dict[str, int] = {}
         for d in plan.starving:
             starving[d.queue] = starving.get(d.queue, 0) + 1
@@ -268,6 +290,59 @@ class Agent:
         self.last_report = report
         self.heartbeat = time.monotonic()
         return report
+
+    def _check_clock(self) -> float:
+        """This process's clock minus the API server's: a metric always, a warning (log once, Event on
+        our Lease) above SKEW_WARN_SECONDS. Ages are judged against the server's clock either way."""
+        sc = self.server_clock
+        if sc is None or not sc.known:
+            return 0.0
+        skew = sc.skew()
+        self.metrics.alarm("clock_skew_seconds", round(skew, 3))
+        if abs(skew) > SKEW_WARN_SECONDS:
+            if not self._skew_warned:
+                log.warning("this process's clock is off the API server's; ages and stamps use the server's",
+                            extra={"skew_seconds": round(skew, 1), "threshold": SKEW_WARN_SECONDS})
+                if self.self_ref is not None:
+                    self.executor.recorder.emit(
+                        self.self_ref, "Warning", "ClockSkew",
+                        f"the clock of volcano-elastic agent {self.executor.identity} is {skew:+.0f}s off the API "
+                        f"server's (more than {SKEW_WARN_SECONDS:.0f}s): ages and stamps use the server's clock; "
+                        "fix the node's time sync")
+            self._skew_warned = True
+        elif self._skew_warned:
+            log.info("clock within the threshold of the API server's again", extra={"skew_seconds": round(skew, 1)})
+            self._skew_warned = False
+        return skew
+
+    def _check_scheduler(self, snapshot: Snapshot | None, plan: CyclePlan, now: datetime) -> float:
+        """Seconds gangs have fit on free capacity while no pod was newly bound (0 when a pod was
+        placed since, or no gang fits). Above SCHEDULER_IDLE_SECONDS: a Warning (log once, Event on
+        each such gang), and always the ``scheduler_idle_seconds`` gauge."""
+        if snapshot is None:
+            return 0.0
+        bound = {p.uid for p in snapshot.pods if p.node_name}
+        if self._last_placed is None or bound - self._bound:
+            self._last_placed = now
+        self._bound = bound
+        fits = [d for d in plan.starving if d.decision == "wait" and SCHEDULER_WAIT in d.reason]
+        idle = max(0.0, (now - self._last_placed).total_seconds()) if fits else 0.0
+        self.metrics.alarm("scheduler_idle_seconds", round(idle, 1))
+        if idle > SCHEDULER_IDLE_SECONDS:
+            if not self._idle_warned:
+                log.warning("gangs fit but no scheduler has placed a pod for a while; is Volcano's scheduler running?",
+                            extra={"idle_seconds": round(idle), "gangs": [d.pod_group for d in fits]})
+                for d in fits:
+                    ref = self.executor.job_ref(d.pod_group)
+                    if ref is not None:
+                        self.executor.recorder.emit(
+                            ref, "Warning", "SchedulerIdle",
+                            f"this gang fits on free capacity, but no pod has been placed for {idle:.0f}s: "
+                            "is Volcano's scheduler running (schedulerName, its logs)?")
+            self._idle_warned = True
+        elif idle == 0.0:
+            self._idle_warned = False
+        return idle
 
     def _pdb_refused(self, now: datetime) -> frozenset[str]:
         """Pods a PDB refused to evict within the last PDB_REFUSAL_SECONDS (older refusals forgotten)."""

@@ -84,6 +84,7 @@ class Notices:
         self.recorder = recorder
         self.clock = clock or (lambda: datetime.now(UTC))
         self.given: dict[str, datetime] = {}  # pod uid -> evict-after this agent stamped
+        self.fault: Callable[[str], None] = lambda step: None  # the agent's fault hook (execute.executor)
 
     def notice_seconds(self, queue: str) -> int:
         return self.cfg.queue_policy(queue).noticeSeconds
@@ -122,6 +123,7 @@ class Notices:
             if v.uid:
                 self.given[v.uid] = deadline
             result.evict_after[v.pod] = deadline
+            self.fault("noticed-one")
         result.noticed = stamped
         for v in victims:
             deadline = result.evict_after[v.pod]
@@ -165,6 +167,7 @@ class Notices:
                 continue
             self.given.pop(f.uid, None)
             result.withdrawn.append(f.pod)
+            self.fault("withdrawn-one")
             log.info("eviction notice withdrawn", extra={"pod": f.pod, "job": f.job, "for": f.gang,
                                                          "reason": w.reason})
             self._event_on_pod(f.pod, "Normal", "EvictionNoticeWithdrawn",
@@ -190,6 +193,7 @@ class Notices:
                 continue
             self.given.pop(f.uid, None)
             result.evicted.append((f.pod, f.uid, f.gang))
+            self.fault("due-evicted-one")
             log.info("evicted", extra={"pod": f.pod, "job": f.job, "queue": f.queue, "for": f.gang,
                                        "reason": d.why})
             ref = evicted_pod_ref(ns, name, f.uid) if f.uid else self._ref(f.pod, PODS)

@@ -85,6 +85,15 @@ class PrometheusMetrics:
                                       "Agent cycles stopped before writing, by why (not-leader, stale-cache)",
                                       ["reason"], registry=r)
         self._queues: set[str] = set()
+        # The agent's alarms (AgentMetrics.alarm): one gauge each.
+        self.alarms = {
+            "clock_skew_seconds": Gauge(p + "clock_skew_seconds", "This process's clock minus the API server's "
+                                        "(measured from answers' Date headers)", registry=r),
+            "other_writers": Gauge(p + "other_writers", "Other volcano-elastic agents seen writing scale stamps "
+                                   "while this one acts (a second active controller)", registry=r),
+            "scheduler_idle_seconds": Gauge(p + "scheduler_idle_seconds", "Seconds gangs have fit while no pod "
+                                            "was placed (0: the scheduler places, or nothing waits)", registry=r),
+        }
 
     # AgentMetrics
     def eviction(self, queue: str, reason: str) -> None:
@@ -111,6 +120,9 @@ class PrometheusMetrics:
 
     def cycle(self, seconds: float) -> None:
         self.cycle_seconds.observe(seconds)
+
+    def alarm(self, name: str, value: float) -> None:
+        self.alarms[name].set(value)
 
     # hooks
     def watch_restart(self, res: Any, reason: str) -> None:
@@ -211,7 +223,11 @@ def run(args: argparse.Namespace) -> int:
         args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline, args.retry_period))
     # Every agent write checks the Lease first: held, and renewed within the renew deadline.
     may_write = (lambda: True) if elector is None else elector.leading_now
-    agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write)
+    lease_ref = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "name": args.lease_name,
+                 "namespace": args.lease_namespace}
+    # Ages and stamps against the API server's clock (every answer's Date header: kube/clock.py).
+    agent = Agent(client, caches, cfg, recorder, metrics=metrics, may_write=may_write, identity=identity,
+                  server_clock=client.clock, self_ref=lease_ref)
     # The controller's workers write through the same check (a refused write is retried later).
     controller = Controller(FencedAPI(client, may_write), caches, cfg, recorder, workers=args.workers,
                             observe=metrics.controller_action)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from .common import (
@@ -222,6 +222,53 @@ def _why_gated(r: dict[str, Any], wide: bool) -> str:
     return f"{head}: {g['message']}" if wide else head
 
 
+# The agent's alarms, said as Warning Events (issue 31): a second active writer, a clock off the API
+# server's, gangs that fit while no scheduler places anything.
+ALARM_REASONS = ("SecondWriter", "ClockSkew", "SchedulerIdle")
+ALARM_WINDOW_SECONDS = 900.0
+
+
+def alarms(events: list[dict[str, Any]], items: list[dict[str, Any]], now: datetime,
+           own_skew: float = 0.0) -> list[str]:
+    """One line per alarm (pure): the agent's alarm Events of the last 15 minutes, scale stamps in the
+    API server's future (a writer with a clock ahead), and this machine's own clock skew."""
+    from ..kube.clock import SKEW_WARN_SECONDS
+    from ..policy import keys
+    from ..policy.parse import parse_time
+
+    out: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for e in sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""), reverse=True):
+        reason = str(e.get("reason") or "")
+        at = parse_time(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+        if reason not in ALARM_REASONS or at is None or (now - at).total_seconds() > ALARM_WINDOW_SECONDS:
+            continue
+        obj = e.get("involvedObject") or {}
+        where = f"{obj.get('kind')} {obj.get('namespace', '')}/{obj.get('name')}".replace(" /", " ")
+        key = (reason, where, str(e.get("message")))
+        if key not in seen:
+            seen.add(key)
+            out.append(f"{reason} ({where}, {e.get('lastTimestamp')}): {e.get('message')}")
+    for obj in items:
+        if obj.get("kind") != "PodGroup":
+            continue
+        meta = obj.get("metadata") or {}
+        stamp = parse_time((meta.get("annotations") or {}).get(keys.LAST_SCALE_TIME))
+        if stamp is not None and (stamp - now).total_seconds() > 1:
+            out.append(f"FutureStamp (PodGroup {meta.get('namespace')}/{meta.get('name')}): last-scale-time is "
+                       f"{(stamp - now).total_seconds():.0f}s in the API server's future: a writer's clock is ahead")
+    if abs(own_skew) > SKEW_WARN_SECONDS:
+        out.append(f"ClockSkew (this machine): its clock is {own_skew:+.0f}s off the API server's; ages shown use "
+                   "the server's")
+    return out
+
+
+def render_alarms(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return f"ALARMS ({len(lines)})\n" + "".join(f"  {line}\n" for line in lines) + "\n"
+
+
 def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str | None = None,
            wide: bool = False) -> str:
     """The tables; ``shares``: the queue-share model line printed first; ``wide``: whole reasons (else
@@ -268,13 +315,13 @@ def list_everything(client: Any) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     from ..kube.errors import ForbiddenError, KubeError
+    from ..kube.resources import EVENTS
     from ..policy.parse import parse_time
     from ..policy.times import format_time
     from .connect import connect
 
     cfg = load_config_or_exit(args, "status")
-    now = parse_time(args.now) if args.now else datetime.now(UTC)
-    if now is None:
+    if args.now and parse_time(args.now) is None:
         fail("status", f"--now {args.now!r} is not RFC 3339")
     client = connect(args, "status")
     try:
@@ -283,6 +330,14 @@ def run(args: argparse.Namespace) -> int:
         fail("status", f"{exc} ({FORBIDDEN_HINT})", 1)
     except KubeError as exc:
         fail("status", str(exc), 1)
+    try:
+        events, _ = client.list(EVENTS, None, field_selector="type=Warning")
+    except KubeError:  # not allowed to list Events cluster-wide: no alarms from them
+        events = []
+    # Ages against the API server's clock (its answers' Date headers), as the agent judges them.
+    now = parse_time(args.now) if args.now else client.clock.now()
+    assert now is not None
+    alarm_lines = alarms(events, items, now, client.clock.skew())
     rows = build_rows(items, cfg, now, args.namespace)
     from ..volcanoconf import two_evictors
 
@@ -294,12 +349,13 @@ def run(args: argparse.Namespace) -> int:
             warn("status", warning)
         print_document(document("Status", {"now": format_time(now), "namespace": args.namespace or None,
                                            "queues": rows, "evictionNotices": notices,
-                                           "skippedObjects": skipped}), args.output)
+                                           "skippedObjects": skipped, "alarms": alarm_lines}), args.output)
     else:
         from ..volcanoconf import check_scheduler
 
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
         shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write(render_alarms(alarm_lines))
         sys.stdout.write((warning + "\n\n" if warning else "") +
                          render(rows, shares=shares, wide=args.output == "wide"))
         sys.stdout.write(render_notices(notices))

@@ -46,9 +46,11 @@ def execute_evictions(ex: Executor, gang: str, evictions: list[Eviction], now: d
         for j in jobs:
             n = sum(1 for e in evictions if e.job == j)
             ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
-                    keys.LAST_DECISION: down_decision(stamp, n, gang)}
+                    keys.LAST_DECISION: down_decision(stamp, n, gang),
+                    keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
+                                                     before[j], stamp)}
+            stamped_jobs[j] = ours  # (before the write: a write that fails after it landed is undone too)
             ex.stamp(j, ours)
-            stamped_jobs[j] = ours
         ex.fault("jobs-stamped")
     except KubeError as exc:
         why = "pdb" if isinstance(exc, TooManyRequestsError) else "conflict" if exc.status == 409 else "error"

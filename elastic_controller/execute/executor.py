@@ -10,9 +10,12 @@ cycle's report) are kept here too, so a path is read and tested on its own with 
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +30,7 @@ from ..notice import Notices
 from ..policy import keys
 from ..policy.decisions import CyclePlan
 from ..policy.notices import NoticeReview
+from ..policy.parse import parse_time
 from ..policy.settings import ElasticConfig
 
 # One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
@@ -34,13 +38,36 @@ from ..policy.settings import ElasticConfig
 log = logging.getLogger("elastic_controller.agent")
 LEDGER_TTL = 600.0  # seconds an eviction stays "in flight" in memory without the cache confirming it
 FAULT_ENV = "VOLCANO_ELASTIC_FAULT"  # test hook: "STEP=sleep:SECONDS", "STEP=raise" or "STEP=exit" (comma-separated)
-FAULT_STEPS = ("victims-stamped", "jobs-stamped", "evicted-one", "gates-stamped", "gate-lifted-one")
+# Every fault point, in one place: one between each pair of writes on each write path. A write path
+# without its points fails tests/unit/test_fault_points.py (each point is exercised there, and every
+# ``ex.fault``/``fault`` call must name one of these).
+FAULT_STEPS = (
+    # the immediate eviction path (evictions.py): victims stamped, jobs stamped, each eviction
+    "victims-stamped", "jobs-stamped", "evicted-one",
+    # any scale stamp (Executor.stamp): the PodGroup written, its copy on the PyTorchJob not yet
+    "podgroup-stamped",
+    # the notice path (notices.give_notice, notice.Notices.give): jobs stamped, each victim noticed
+    "notice-jobs-stamped", "noticed-one",
+    # acting on notices (notice.Notices.act): each notice withdrawn, each due victim evicted
+    "withdrawn-one", "due-evicted-one",
+    # scale-up (gates.py): job stamped, each gate lifted
+    "gates-stamped", "gate-lifted-one",
+    # an undo (Executor.undo): each victim unstamped, each cooldown stamp restored
+    "unstamped-one", "restored-one",
+)
+# A scale record younger than this is not judged by recovery: another writer's pod writes may not
+# be in our caches yet (and our own are, as we put every answer into the caches).
+RECORD_GRACE_SECONDS = 5.0
 # How long a pod whose eviction a PodDisruptionBudget refused (429, dry-run or real) is no victim:
 # the planner excludes it ("PDB refused eviction") so the next cycles plan other victims instead of
 # the same refused plan forever. Long enough for many cycles (default interval 5 s), short enough that
 # a PDB relaxed meanwhile (a replica ready again, the budget edited) is seen within a minute.
 PDB_REFUSAL_SECONDS = 60.0
 SCALE_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.LAST_DECISION)
+# What an undo compares and restores: the stamp and its record (the record's id is unique per write,
+# so a stamp equal to ours but written by another agent in the same second is not taken for ours).
+RESTORE_KEYS = (*SCALE_KEYS, keys.SCALE_RECORD)
+COPY_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.SCALE_RECORD)  # also on the PyTorchJob
 
 
 class NotLeaderError(Exception):
@@ -82,6 +109,8 @@ class AgentMetrics(Protocol):
 
     def cycle(self, seconds: float) -> None: ...
 
+    def alarm(self, name: str, value: float) -> None: ...  # ALARMS: clock skew, other writers, scheduler idle
+
 
 class NoMetrics:
     def eviction(self, queue: str, reason: str) -> None:
@@ -105,6 +134,9 @@ class NoMetrics:
     def cycle(self, seconds: float) -> None:
         return None
 
+    def alarm(self, name: str, value: float) -> None:
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
@@ -123,10 +155,13 @@ class CycleReport:
     refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
     noticed: dict[str, list[str]] = field(default_factory=dict)  # gang -> victims put under notice this cycle
     withdrawn: list[str] = field(default_factory=list)  # eviction notices withdrawn this cycle
+    taken_back: list[str] = field(default_factory=list)  # jobs whose stamp's actions never happened: restored
     notices: NoticeReview = field(default_factory=NoticeReview)  # the notices as this cycle found them
     not_leader: bool = False  # the cycle stopped before a write: this replica does not lead
     stale: list[str] = field(default_factory=list)  # caches known stale: the cycle did nothing
     preemptions: list[str] = field(default_factory=list)  # pods Volcano itself preempted (counted)
+    clock_skew: float = 0.0  # this process's clock minus the API server's (0: not known)
+    scheduler_idle: float = 0.0  # seconds gangs have fit while no pod was placed
     seconds: float = 0.0
     plan_seconds: float = 0.0
     dry_run: bool = False
@@ -143,12 +178,45 @@ def down_decision(stamp: str, n: int, gang: str) -> str:
     return f"{stamp} down: {n} elastic worker(s) evicted to make room for {gang}"
 
 
+@dataclass(frozen=True, slots=True)
+class ScaleRecord:
+    """The parsed ``scale-record`` annotation (see ``Executor.new_record``)."""
+
+    id: str
+    by: str  # the writer's identity
+    at: str  # the stamp's last-scale-time, as written
+    path: str  # "evict", "notice" or "up"
+    gang: str  # the gang evicted for ("" for a scale-up)
+    pods: dict[str, str]  # pod ns/name -> uid: the victims, or the pods whose gate is lifted
+    before: dict[str, str]  # the scale stamp it replaced (SCALE_KEYS)
+
+    @property
+    def time(self) -> datetime | None:
+        return parse_time(self.at)
+
+
+@functools.lru_cache(maxsize=4096)  # (every cycle reads every PodGroup's record; they rarely change)
+def parse_record(text: str | None) -> ScaleRecord | None:
+    """The record, or None when absent or not one of ours (a hand-written value is ignored). Shared
+    between calls: never mutate its dicts."""
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        return ScaleRecord(str(raw["id"]), str(raw["by"]), str(raw["at"]), str(raw["path"]),
+                           str(raw.get("gang") or ""), {str(k): str(v) for k, v in dict(raw["pods"]).items()},
+                           {str(k): str(v) for k, v in dict(raw.get("before") or {}).items()})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 class Executor:
     """The fenced writes and the books of the agent's execution (one per agent, kept across cycles)."""
 
     def __init__(self, api: KubeAPI, store: Store, cfg: ElasticConfig, recorder: EventRecorder, *,
                  metrics: AgentMetrics, notices: Notices, dry_run: bool,
-                 may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None) -> None:
+                 may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None,
+                 identity: str = "") -> None:
         self.api = api
         self.store = store
         self.cfg = cfg
@@ -160,6 +228,11 @@ class Executor:
         self.faults = parse_faults(os.environ.get(FAULT_ENV)) if faults is None else faults
         self.ledger: dict[str, InFlight] = {}  # pod uid -> eviction in flight
         self.pdb_refused: dict[str, datetime] = {}  # pod ns/name -> when a PDB last refused its eviction
+        # Who writes: in every scale record; a record by another identity newer than our first cycle
+        # is a second active writer (``saw_writer``).
+        self.identity = identity or f"agent_{uuid.uuid4().hex[:8]}"
+        self.started: datetime | None = None  # (server) time of this agent's first cycle
+        self.other_writers: dict[str, datetime] = {}  # identity -> the newest record it wrote after we started
 
     # ------------------------------------------------------------------ fencing and faults
     def fence(self, what: str) -> None:
@@ -169,6 +242,8 @@ class Executor:
 
     def fault(self, step: str) -> None:
         """Fault injection for tests (``VOLCANO_ELASTIC_FAULT``): sleep, raise or exit at ``step``."""
+        if step not in FAULT_STEPS:
+            raise ValueError(f"fault point {step!r} is not in FAULT_STEPS")
         action = self.faults.get(step)
         if action is None:
             return
@@ -188,15 +263,27 @@ class Executor:
         self.store.put(PODGROUPS, out)
         return out
 
+    def new_record(self, path: str, gang: str, pods: dict[str, str], before: dict[str, str],
+                   stamp: str) -> str:
+        """A scale record (``keys.SCALE_RECORD``) for a stamp at ``stamp``: a fresh id, this writer, the
+        path (evict, notice, up), the gang, the pods it acts on (ns/name -> uid) and the stamp it replaces."""
+        return json.dumps({"id": uuid.uuid4().hex[:16], "by": self.identity, "at": stamp, "path": path,
+                           "gang": gang, "pods": dict(sorted(pods.items())),
+                           "before": {k: before[k] for k in SCALE_KEYS if before.get(k)}},
+                          sort_keys=True, separators=(",", ":"))
+
     def stamp(self, key: str, ours: dict[str, str]) -> None:
-        """A scale event: the PodGroup's stamp (cooldown state, last-decision), then its copy on the
-        PyTorchJob (time and direction), which a PodGroup deleted by hand does not take along."""
-        self.patch_pg(key, dict(ours))
+        """A scale event: the PodGroup's stamp (cooldown state, last-decision and the scale record,
+        removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
+        which a PodGroup deleted by hand does not take along."""
+        self.patch_pg(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)})
+        self.fault("podgroup-stamped")
         ns, name = split(key)
         if self.store.get(PYTORCHJOBS, name, ns) is None:
             return
         self.fence(f"patch pytorchjob {key}")
-        copy = {k: ours[k] for k in (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION) if k in ours}
+        copy: dict[str, str | None] = {k: ours[k] for k in COPY_KEYS if k in ours}
+        copy.setdefault(keys.SCALE_RECORD, None)
         try:
             out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": copy}}, ns)
         except KubeError as exc:  # the PodGroup's stamp is the one that counts first
@@ -229,52 +316,79 @@ class Executor:
             return  # not ours any more, or gone
         self.store.put(PODS, out)
 
-    def restore_pg(self, key: str, ours: dict[str, str], before: dict[str, str]) -> None:
-        """Put the scale stamp back to ``before``, only while the PodGroup still carries ``ours``:
-        read, compare, then write with the read's resourceVersion as a precondition (a 409 means
-        someone wrote in between: read again). A newer stamp (another leader's) is never overwritten."""
+    def restore_pg(self, key: str, ours: dict[str, str], before: dict[str, str]) -> bool:
+        """Put the scale stamp back to ``before``, only while the PodGroup still carries ``ours`` (the
+        stamp and its scale record, whose id is unique to that write: compare-and-swap on what we
+        wrote, not on "a stamp like ours"): read, compare, then write with the read's resourceVersion
+        as a precondition (a 409 means someone wrote in between: read again). A stamp another agent
+        wrote is never overwritten (and said: ``saw_writer``). True when restored."""
         ns, name = split(key)
         for _ in range(3):
             try:
                 live = self.api.get(PODGROUPS, name, ns)
             except NotFoundError:
-                return
+                return False
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in SCALE_KEYS):
+            if any(ann.get(k) != ours.get(k) for k in RESTORE_KEYS):
                 log.info("cooldown stamp changed since ours; not restored", extra={"job": key})
-                return
+                rec = parse_record(ann.get(keys.SCALE_RECORD))
+                if rec is not None:
+                    self.saw_writer(rec, key)
+                return False
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
             self.fence(f"restore podgroup {key}")
             try:
                 out = self.api.patch(PODGROUPS, name, {"metadata": {
-                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in SCALE_KEYS}}}, ns)
+                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in RESTORE_KEYS}}}, ns)
             except ConflictError:
                 continue
             self.store.put(PODGROUPS, out)
             self._restore_job_copy(key, ours, before)
-            return
+            return True
         log.warning("cooldown stamp not restored: the PodGroup keeps changing", extra={"job": key})
+        return False
 
     def _restore_job_copy(self, key: str, ours: dict[str, str], before: dict[str, str]) -> None:
         ns, name = split(key)
-        copy_keys = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION)
         for _ in range(3):
             try:
                 live = self.api.get(PYTORCHJOBS, name, ns)
             except NotFoundError:
                 return
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in copy_keys):
+            if any(ann.get(k) != ours.get(k) for k in COPY_KEYS):
                 return
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
             self.fence(f"restore pytorchjob {key}")
             try:
                 out = self.api.patch(PYTORCHJOBS, name, {"metadata": {
-                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in copy_keys}}}, ns)
+                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in COPY_KEYS}}}, ns)
             except ConflictError:
                 continue
             self.store.put(PYTORCHJOBS, out)
             return
+
+    def saw_writer(self, rec: ScaleRecord, where: str) -> bool:
+        """A scale record by another identity, written after this agent's first cycle: a second
+        agent writes in this cluster (leader election off, or two releases). Said once per writer
+        and record: a Warning Event on the job, the ``other_writers`` alarm, a log line. True when so."""
+        at = rec.time
+        if rec.by == self.identity or at is None or self.started is None or \
+                at < self.started.replace(microsecond=0):
+            return False
+        new = rec.by not in self.other_writers
+        if new or at > self.other_writers[rec.by]:
+            self.other_writers[rec.by] = at
+            log.warning("another volcano-elastic agent writes in this cluster",
+                        extra={"writer": rec.by, "identity": self.identity, "job": where, "at": rec.at})
+            ref = self.job_ref(where)
+            if ref is not None:
+                self.recorder.emit(ref, "Warning", "SecondWriter",
+                                   f"another volcano-elastic agent ({rec.by}) stamped this job at {rec.at} while "
+                                   f"this one ({self.identity}) acts: two controllers run against this cluster "
+                                   "(leader election off, or two releases); run one")
+            self.metrics.alarm("other_writers", float(len(self.other_writers)))
+        return True
 
     def undo(self, gang: str, before: dict[str, dict[str, str]], jobs: dict[str, dict[str, str]],
              pods: Iterable[str]) -> None:
@@ -284,11 +398,13 @@ class Executor:
                 self.unstamp_pod(p, gang)
             except KubeError as exc:
                 log.warning("could not clear evicted-for", extra={"pod": p, "error": str(exc)})
+            self.fault("unstamped-one")
         for j, ours in jobs.items():
             try:
                 self.restore_pg(j, ours, before.get(j, {}))
             except KubeError as exc:
                 log.warning("could not restore cooldown stamp", extra={"job": j, "error": str(exc)})
+            self.fault("restored-one")
 
     # ------------------------------------------------------------------ reads (from the caches)
     def pg_annotations(self, key: str) -> dict[str, str]:

@@ -31,11 +31,15 @@ def give_notice(ex: Executor, gang: str, evictions: list[Eviction], now: datetim
             n = sum(1 for e in evictions if e.job == j)
             ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
                     keys.LAST_DECISION: f"{stamp} down: eviction notice to {n} elastic worker(s) to make "
-                                        f"room for {gang}"}
-            ex.stamp(j, ours)
+                                        f"room for {gang}",
+                    keys.SCALE_RECORD: ex.new_record("notice", gang,
+                                                     {e.pod: e.uid for e in evictions if e.job == j},
+                                                     before.get(j, {}), stamp)}
             stamped_jobs[j] = ours
+            ex.stamp(j, ours)
     except KubeError as exc:
         why = f"error: {exc}"
+    ex.fault("notice-jobs-stamped")
     if not why:
         ex.fence(f"eviction notice for {gang}")
         given = ex.notices.give(gang, evictions, now)

@@ -13,7 +13,16 @@ from ..policy import keys
 from ..policy.model import PodView, Snapshot
 from ..policy.parse import format_time
 from ..policy.resume import check_resumable, plan_stamp_for
-from .executor import SCALE_KEYS, CycleReport, Executor, down_decision, log
+from .executor import (
+    RECORD_GRACE_SECONDS,
+    RESTORE_KEYS,
+    CycleReport,
+    Executor,
+    ScaleRecord,
+    down_decision,
+    log,
+    parse_record,
+)
 
 
 def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: CycleReport) -> None:
@@ -66,7 +75,10 @@ def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: 
                 if ex.ours(j) and j not in own:  # this plan's own stamp stays as it was
                     ex.stamp(j, {keys.LAST_SCALE_TIME: stamp,
                                  keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
-                                 keys.LAST_DECISION: down_decision(stamp, n, gang)})
+                                 keys.LAST_DECISION: down_decision(stamp, n, gang),
+                                 keys.SCALE_RECORD: ex.new_record("evict", gang, {v.key: v.uid for v in victims
+                                                                                  if v.job_id == j},
+                                                                  ex.pg_annotations(j), stamp)})
         except KubeError as exc:
             log.warning("interrupted plan not resumed this cycle: cooldown not stamped",
                         extra={"podgroup": gang, "error": str(exc)})
@@ -105,6 +117,101 @@ def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snap
         ours = ex.pg_annotations(j)
         text = f"{format_time(now)} plan to evict for {gang} dropped after an interruption: {why}"
         try:
-            ex.restore_pg(j, {k: ours.get(k, "") for k in SCALE_KEYS}, {keys.LAST_DECISION: text[:500]})
+            ex.restore_pg(j, {k: ours[k] for k in RESTORE_KEYS if k in ours}, {keys.LAST_DECISION: text[:500]})
         except KubeError as exc:
             log.warning("could not take back a cooldown stamp", extra={"job": j, "error": str(exc)})
+
+
+def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: CycleReport) -> bool:
+    """Every write path's stamp, judged by its scale record (``keys.SCALE_RECORD``) once it is
+    RECORD_GRACE_SECONDS old: a down stamp (evictions, a notice) none of whose pods was evicted,
+    is leaving or is under notice (a crash between the stamp and the notice, a notice withdrawn, an
+    undo that never ran) is taken back to the stamp it replaced; a scale-up interrupted before its
+    last-decision said how many gates were lifted is told from the pods (none: taken back). Records
+    of another writer newer than our first cycle are said (``Executor.saw_writer``). Also writes
+    nothing for a record it cannot read. True when anything was written."""
+    if ex.started is None:
+        ex.started = now
+    if ex.dry_run:
+        return False
+    pods = {p.key: p for p in snapshot.pods}
+    wrote = False
+    for pg in snapshot.podgroups:
+        rec = parse_record(pg.annotations.get(keys.SCALE_RECORD))
+        if rec is None or rec.at != pg.annotations.get(keys.LAST_SCALE_TIME) or not ex.ours(pg.key):
+            continue  # no record, or one left behind by a stamp written without one
+        ex.saw_writer(rec, pg.key)
+        at = rec.time
+        if at is None or (now - at).total_seconds() < RECORD_GRACE_SECONDS:
+            continue
+        current = {k: pg.annotations[k] for k in RESTORE_KEYS if k in pg.annotations}
+        try:
+            if rec.path in ("evict", "notice"):
+                wrote |= _judge_down(ex, rec, pg.key, pods, current, now, report)
+            elif rec.path == "up":
+                wrote |= _judge_up(ex, rec, pg.key, pods, current, now)
+        except KubeError as exc:
+            log.warning("scale record not settled; next cycle tries again", extra={"job": pg.key, "error": str(exc)})
+    return wrote
+
+
+def _acted(rec: ScaleRecord, pods: dict[str, PodView]) -> bool:
+    """Whether any of a down record's pods was evicted, is leaving, or is (still) claimed for its gang."""
+    for key, uid in rec.pods.items():
+        p = pods.get(key)
+        if p is None or (uid and p.uid != uid) or p.deleting or p.terminal:
+            return True  # gone (evicted, or deleted: the job shrank either way) or leaving
+        if p.annotations.get(keys.EVICTED_FOR) == rec.gang:
+            return True  # under notice, or an interrupted plan (resume_interrupted's to judge)
+    return False
+
+
+def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView], current: dict[str, str],
+                now: datetime, report: CycleReport) -> bool:
+    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN or _acted(rec, pods):
+        return False
+    what = "eviction notice" if rec.path == "notice" else "eviction"
+    text = (f"{format_time(now)} cooldown of {rec.at} taken back: none of its {len(rec.pods)} {what}(s) for "
+            f"{rec.gang} happened (interrupted, withdrawn or not executed)")
+    before = dict(rec.before)
+    before[keys.LAST_DECISION] = text[:500]
+    if not ex.restore_pg(job, current, before):
+        return False
+    report.taken_back.append(job)
+    log.warning("cooldown stamp taken back: its evictions never happened",
+                extra={"job": job, "podgroup": rec.gang, "stamp": rec.at, "path": rec.path, "by": rec.by})
+    ref = ex.job_ref(job)
+    if ref is not None:
+        ex.recorder.emit(ref, "Normal", "CooldownTakenBack",
+                         f"the cooldown stamped at {rec.at} for {rec.gang} is taken back: none of its "
+                         f"{what}s happened")
+    return True
+
+
+def _judge_up(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView], current: dict[str, str],
+              now: datetime) -> bool:
+    """A scale-up whose last-decision still says "lifting": the writer stopped before counting."""
+    decision = current.get(keys.LAST_DECISION, "")
+    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or \
+            not decision.startswith(f"{rec.at} up: lifting "):
+        return False
+    gate = ex.cfg.gating.gateName
+    lifted = 0
+    for key, uid in rec.pods.items():
+        p = pods.get(key)
+        if p is None or (uid and p.uid != uid) or gate not in p.scheduling_gates:
+            lifted += 1
+    reason = decision.partition("; ")[2]
+    ref = ex.job_ref(job)
+    if not lifted:
+        before = dict(rec.before)
+        before[keys.LAST_DECISION] = (f"{format_time(now)} scale-up of {rec.at} taken back: none of its "
+                                      f"{len(rec.pods)} gate(s) was lifted (interrupted)")[:500]
+        return ex.restore_pg(job, current, before)
+    n = len(rec.pods)
+    text = f"{rec.at} up: {lifted if lifted == n else f'{lifted} of {n}'} gate(s) lifted (interrupted); {reason}"
+    ex.patch_pg(job, {keys.LAST_DECISION: text[:500]})
+    if ref is not None:
+        ex.recorder.emit(ref, "Normal", "ScaledUp", f"the scale-up of {rec.at} lifted the scale-up gate of "
+                                                    f"{lifted} of {n} elastic pod(s) (counted after an interruption)")
+    return True

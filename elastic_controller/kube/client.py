@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from .clock import ServerClock
 from .errors import AlreadyExistsError, ConflictError, KubeError, UnavailableError, error_for
 from .resources import PODS, Resource
 
@@ -41,9 +42,12 @@ class ClientSettings:
 class KubeClient:
     """Thin JSON client over ``kubernetes.client.ApiClient`` (built once, passed down)."""
 
-    def __init__(self, api_client: Any, settings: ClientSettings | None = None) -> None:
+    def __init__(self, api_client: Any, settings: ClientSettings | None = None,
+                 local_time: Callable[[], float] = time.time) -> None:
         self._api = api_client
         self.settings = settings or ClientSettings()
+        self.local_time = local_time  # this process's clock (tests shift it)
+        self.clock = ServerClock(local_time)  # the API server's, from every answer's Date header
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -90,9 +94,11 @@ class KubeClient:
             m, url, hdrs, payload, _ = self._api.param_serialize(
                 method, path, query_params=params, header_params=headers, body=body,
                 auth_settings=["BearerToken"])
+            sent = self.local_time()
             resp = self._api.call_api(
                 m, url, header_params=hdrs, body=payload,
                 _request_timeout=timeout or (self.settings.connect_timeout, self.settings.read_timeout))
+            self.clock.observe(_date_header(resp), sent, self.local_time())
         except ApiException as exc:
             raise error_for(exc.status or 0, exc.body, what) from exc
         except Exception as exc:  # urllib3 errors: refused, reset, timeout, TLS
@@ -227,6 +233,15 @@ class KubeClient:
                 raw.release_conn()
             except Exception:  # pragma: no cover
                 pass
+
+
+def _date_header(resp: Any) -> str | None:
+    getheader = getattr(resp, "getheader", None)
+    try:
+        value = getheader("Date") if getheader is not None else None
+    except Exception:  # pragma: no cover - a response object without headers
+        return None
+    return str(value) if value else None
 
 
 def retry_on_conflict(fn: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.05,

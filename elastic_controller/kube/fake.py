@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .client import PatchType
+from .clock import ServerClock
 from .errors import AlreadyExistsError, ConflictError, InvalidError, KubeError, NotFoundError, TooManyRequestsError
 from .resources import PODS, Resource
 
@@ -104,6 +105,7 @@ class FakeKube:
         self.faults: list[Fault] = []
         self.terminate_on_evict = terminate_on_evict  # True: evicted pods linger with deletionTimestamp
         self.stale_caches: set[str] = set()  # what Store.stale() reports (an API outage in a test)
+        self.clock = ServerClock()  # no Date headers: the local clock, as KubeClient's before any answer
         self._rv = itertools.count(1)
         self._lock = threading.RLock()
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from .errors import GoneError, KubeError
+from .errors import GoneError, KubeError, UnavailableError
 from .resources import Resource
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,10 @@ def object_key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace") or ""
     return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+# A watch that ran at least this long and ended before its timeoutSeconds was cut by the server.
+EARLY_END_MIN_SECONDS = 1.0
 
 
 def _rv(obj: dict[str, Any] | None) -> int:
@@ -201,12 +205,21 @@ class Informer:
                     self.relist()
                     need_list = False
                 timeout = int(self._watch_timeout * (0.5 + random.random() / 2)) or 1
+                opened = time.monotonic()
                 for event in self._source.watch(self.res, self.resource_version, self._namespace,
                                                 timeout_seconds=timeout, label_selector=self._selector):
                     if self._stop.is_set():
                         return
                     self._apply(event)
                     backoff = self._min_backoff
+                if self._stop.is_set():
+                    return
+                lasted = time.monotonic() - opened
+                if EARLY_END_MIN_SECONDS <= lasted < timeout - 1:
+                    # The server ended an established stream before its timeoutSeconds: a graceful
+                    # shutdown closes every watch first (or a proxy cut it). Stale at once, and
+                    # relisted (issue 31: writes all failed for 10 s while the caches looked fresh).
+                    raise UnavailableError(f"watch {self.res.plural}: the server ended the stream early")
                 # The server ended the stream (timeoutSeconds): resume from the last version seen.
             except GoneError:
                 log.info("watch expired, relisting", extra={"resource": self.res.plural})

@@ -28,6 +28,10 @@ COPIED_TO_PODGROUP = (WORKER_COUNTS, WORKER_STEP)
 LAST_SCALE_TIME = f"{PREFIX}/last-scale-time"
 LAST_SCALE_DIRECTION = f"{PREFIX}/last-scale-direction"
 LAST_DECISION = f"{PREFIX}/last-decision"
+# JSON: what the current scale stamp was written for (writer, a unique id, path, gang, the pods it
+# acts on, the stamp it replaced); recovery takes back a stamp whose actions never happened, and an
+# undo compares this (not "a stamp like ours") before restoring. execute/resume.py, docs/failure-model.md.
+SCALE_RECORD = f"{PREFIX}/scale-record"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it

@@ -168,7 +168,8 @@ def test_gates_are_lifted_keeping_other_gates() -> None:
     assert "schedulingGates" not in kube.get(PODS, "j-worker-3", "ns")["spec"]
     ann = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
     assert ann["volcano-elastic.io/last-scale-direction"] == "up" and ann[LAST] == b.ts(b.NOW)
-    assert len(kube.verbs("patch-merge")) == 1  # one scale event for the job, however many gates
+    # one scale event for the job, however many gates: the stamp, then last-decision with the count lifted
+    assert len(kube.verbs("patch-merge")) == 2
 
 
 def test_dry_run_changes_nothing() -> None:

@@ -6,11 +6,13 @@ process dies with whatever it wrote so far, and a new agent (empty memory) takes
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from elastic_controller.agent import Agent
+from elastic_controller.execute.executor import RECORD_GRACE_SECONDS
 from elastic_controller.kube.errors import KubeError, TooManyRequestsError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
@@ -143,8 +145,8 @@ def test_forged_evicted_for_on_a_worker_fails_the_fresh_plan_checks(case: str) -
 
 
 def test_gates_lifted_by_an_agent_killed_mid_loop_are_announced() -> None:
-    """Item 2: the ScaledUp Event is emitted before the gates are lifted, so a kill between two
-    lifts leaves no lifted gate unannounced."""
+    """Item 2 (issue 23), told honestly (issue 31): a kill between two lifts leaves no lifted gate
+    unannounced: the next agent counts them from the pods (ScaledUp, last-decision "1 of 2")."""
     objs = b.items(b.node("n1"), b.queue("default"),
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"], running=2))
     kube, agent = make(objs)
@@ -160,8 +162,14 @@ def test_gates_lifted_by_an_agent_killed_mid_loop_are_announced() -> None:
     with pytest.raises(Killed):
         agent.run_cycle()
     assert [g for p in kube.of(PODS) for g in p["spec"].get("schedulingGates") or []] != []  # one still gated
+    assert events(kube, "ScaledUp") == []  # killed before counting
+    kube.faults.clear()
+    later = b.NOW + timedelta(seconds=RECORD_GRACE_SECONDS + 1)
+    Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: later).run_cycle()
     scaled_up = events(kube, "ScaledUp")
-    assert len(scaled_up) == 1 and "2 elastic pod(s)" in scaled_up[0]["message"]
+    assert len(scaled_up) == 1 and "1 of 2 elastic pod(s)" in scaled_up[0]["message"]
+    assert "up: 1 of 2 gate(s) lifted (interrupted)" in kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][
+        DECISION]
 
 
 def test_a_deposed_leader_stops_before_its_next_write() -> None:
