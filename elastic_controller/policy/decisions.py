@@ -3,7 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+
+class HoldReason:
+    """The reason codes of a ``HoldNote`` (growth held back), one per rule that holds it."""
+
+    COOLDOWN = "Cooldown"  # cooldownSeconds after its last scale event (``until``: when it ends)
+    SNOOZED = "Snoozed"  # scaleUpSnoozeSeconds after a shrink for a gang (``until``: when it ends)
+    QUEUE_SCALE_UP_LIMIT = "MaxScaleUpPerCycle"  # its queue grew maxScaleUpPerCycle jobs this cycle
+    CHECKPOINT_TOO_OLD = "CheckpointTooOld"  # older than scaleUpAfterCheckpointSeconds: waits for the next
+    BELOW_MIN_GAIN = "BelowMinScaleUpGain"  # what fits is not worth a restart
+    NO_ALLOWED_COUNT = "NoAllowedCount"  # what fits is not one of its allowed worker counts
+    GANG_NEEDS_IT = "WaitingGangNeedsIt"  # growing it would feed a waiting gang (held below that size)
+
+    ALL = (COOLDOWN, SNOOZED, QUEUE_SCALE_UP_LIMIT, CHECKPOINT_TOO_OLD, BELOW_MIN_GAIN, NO_ALLOWED_COUNT,
+           GANG_NEEDS_IT)
+
+
+class HoldNote(str):
+    """A note on growth held back: the text (it *is* a ``str``: logs, tables and older callers use
+    it as one) with the ``job`` it is about, a ``reason`` code (``HoldReason``) and ``until`` (when
+    the hold ends by itself, for a cooldown or snooze; None otherwise)."""
+
+    job: str
+    reason: str
+    until: datetime | None
+
+    def __new__(cls, text: str, job: str, reason: str, until: datetime | None = None) -> HoldNote:
+        note = super().__new__(cls, text)
+        note.job, note.reason, note.until = job, reason, until
+        return note
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the fields
+        return (HoldNote, (str(self), self.job, self.reason, self.until))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +88,7 @@ class CyclePlan:
     gate_releases: tuple[GateRelease, ...] = ()
     scale_up_blocked_by: tuple[str, ...] = ()  # waiting gangs that hold back scale-up
     waiting: tuple[str, ...] = ()  # every waiting gang, starving or not
-    notes: tuple[str, ...] = field(default=())  # growth held back, and why (one per job at most)
+    notes: tuple[HoldNote, ...] = field(default=())  # growth held back, and why (one per job at most)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import timedelta
 
 from .cooldowns import cooldown_remaining
-from .decisions import GateRelease
+from .decisions import GateRelease, HoldNote, HoldReason
 from .fit import Capacity, fits_all, place_all, pod_demand
 from .keys import LAST_SCALE_DIRECTION, Direction
 from .model import JobView, PodView, newest_checkpoint
@@ -169,7 +169,7 @@ def _snoozed(world: World, job: JobState) -> bool:
     return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds()
 
 
-def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> str:
+def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> HoldNote:
     """Why ``job`` (in cooldown or snoozed: ``job.cooling or _snoozed``) is not grown this cycle, with
     the time it may grow again: the later of its cooldown's end and its snooze's (both when equal,
     the snooze: it says more). Built only for a job with gated pods below its max. ``views``: the
@@ -188,12 +188,13 @@ def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> str
     if snooze_end is not None and (cool_end is None or snooze_end >= cool_end):
         assert job.pg is not None and job.pg.last_scale is not None
         unset = "" if policy.scaleUpSnoozeSeconds is not None else " (unset: its queue's cooldownSeconds)"
-        return head + (f"snoozed until {format_time(snooze_end)} (shrunk at {format_time(job.pg.last_scale)}; "
-                       f"scaleUpSnoozeSeconds {policy.snooze_seconds()}{unset}: a job shrunk for a gang is not "
-                       "grown straight back)")
+        return HoldNote(head + (
+            f"snoozed until {format_time(snooze_end)} (shrunk at {format_time(job.pg.last_scale)}; "
+            f"scaleUpSnoozeSeconds {policy.snooze_seconds()}{unset}: a job shrunk for a gang is not "
+            "grown straight back)"), job.key, HoldReason.SNOOZED, snooze_end)
     assert cool_end is not None
-    return head + (f"in cooldown until {format_time(cool_end)} (cooldownSeconds {policy.cooldownSeconds} after "
-                   "its last scale event)")
+    return HoldNote(head + (f"in cooldown until {format_time(cool_end)} (cooldownSeconds {policy.cooldownSeconds} "
+                            "after its last scale event)"), job.key, HoldReason.COOLDOWN, cool_end)
 
 
 def _checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
@@ -250,7 +251,7 @@ def _stays(job: JobState, now_workers: int) -> str:
 
 
 def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_for: Collection[str] = (),
-                       ) -> tuple[list[GateRelease], list[str], list[str]]:
+                       ) -> tuple[list[GateRelease], list[str], list[HoldNote]]:
     """(releases in decision order, keys of the gangs that block scale-up, notes: growth held back
     and why, one per job at most: in cooldown or snoozed (by job key), then in decision order its
     queue's maxScaleUpPerCycle used up, its checkpoint too old, a growth not worth a restart or to
@@ -275,7 +276,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         return [], [], []
     cap = (capacity or world.free_now).copy()
     blocking = {g.key for g in blocking_gangs(world)} | set(evicted_for)
-    notes: list[str] = []
+    notes: list[HoldNote] = []
     blocked: list[str] = []
     # Per queue: what this cycle places in it besides the snapshot (blocking gangs' room set aside,
     # released pods), which the share model weighs with it (``ShareModel.admits``).
@@ -334,10 +335,10 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         if per_queue.get(job.queue, 0) >= policy.maxScaleUpPerCycle:
             if _next_fits(world, job, by_job[jid][0], cap, placed):
                 limit = policy.maxScaleUpPerCycle
-                notes.append(_stays(job, now_workers) + (
+                notes.append(HoldNote(_stays(job, now_workers) + (
                     f"queue {job.queue} has maxScaleUpPerCycle 0 (its jobs do not grow)" if limit == 0 else
                     f"queue {job.queue} already grew maxScaleUpPerCycle {limit} job(s) this cycle "
-                    "(in scale-up order); it is considered again next cycle"))
+                    "(in scale-up order); it is considered again next cycle"), jid, HoldReason.QUEUE_SCALE_UP_LIMIT))
             continue
         first = first_of[jid]
         age = _checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
@@ -348,9 +349,10 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 # The checkpoint's time, not its age: the note stays the same from cycle to cycle (the
                 # agent logs a note at INFO only when its text is new).
                 last = format_time(world.now - timedelta(seconds=age))
-                notes.append(_stays(job, now_workers) + (
+                notes.append(HoldNote(_stays(job, now_workers) + (
                     f"its last checkpoint, at {last}, is older than scaleUpAfterCheckpointSeconds {window}: "
-                    "growing now would lose the work since; it waits for its next checkpoint"))
+                    "growing now would lose the work since; it waits for its next checkpoint"), jid,
+                    HoldReason.CHECKPOINT_TOO_OLD))
             continue
         # The largest size that fits now: lowest indexes first, each where it fits (capacity only
         # shrinks as pods are placed, so the first pod that does not fit ends the job's growth).
@@ -402,17 +404,18 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         gain = (target - now_workers) / max(1, now_workers)
         if target == now_workers or (not first and not off_count and gain < policy.minScaleUpGain):
             if hold:
-                notes.append(f"job {jid} stays at {now_workers} {hold}" + (
-                    "" if target == now_workers else f" ({target} would not be worth a restart)"))
+                notes.append(HoldNote(f"job {jid} stays at {now_workers} {hold}" + (
+                    "" if target == now_workers else f" ({target} would not be worth a restart)"), jid,
+                    HoldReason.GANG_NEEDS_IT))
             elif target > now_workers:
-                notes.append(_stays(job, now_workers) + (
+                notes.append(HoldNote(_stays(job, now_workers) + (
                     f"{target} fit now, but +{gain:.0%} is below minScaleUpGain {policy.minScaleUpGain:g} "
-                    "(not worth a restart); the room goes to the next job"))
+                    "(not worth a restart); the room goes to the next job"), jid, HoldReason.BELOW_MIN_GAIN))
             elif taken and allowed is not None:  # some fit, but no allowed count between
-                notes.append(_stays(job, now_workers) + (
+                notes.append(HoldNote(_stays(job, now_workers) + (
                     f"{now_workers + len(taken)} fit now, but no count from {now_workers + 1} to "
                     f"{now_workers + len(taken)} is one of its allowed counts ({allowed.describe()}); "
-                    "the room goes to the next job"))
+                    "the room goes to the next job"), jid, HoldReason.NO_ALLOWED_COUNT))
             keep = 0  # not worth a restart (or no valid size): the room goes back to the next jobs
         else:
             keep = target - now_workers
@@ -425,7 +428,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         job.added += len(taken)
         per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
         if hold:
-            notes.append(f"job {jid} grows to {target} {hold}")
+            notes.append(HoldNote(f"job {jid} grows to {target} {hold}", jid, HoldReason.GANG_NEEDS_IT))
         sizes = f" (allowed counts {allowed.describe()})" if allowed is not None and constrained else ""
         after = ("" if age is None else
                  f", checkpointed {age:.0f}s ago (within scaleUpAfterCheckpointSeconds {window})")
