@@ -253,7 +253,7 @@ class Agent:
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)
-            execute_plan(ex, plan, now, report)
+            execute_plan(ex, plan, now, report, snapshot)
         except NotLeaderError as exc:
             report.not_leader = True
             self.metrics.write_refused("not-leader")
@@ -292,7 +292,8 @@ class Agent:
         # minScaleUpGain keeps its note for many cycles), at DEBUG while it repeats.
         for note in plan.notes:
             log.log(logging.DEBUG if note in self._notes else logging.INFO, "scale-up held back",
-                    extra={"note": note, "dry_run": self.dry_run})
+                    extra={"note": note, "job": note.job, "reason": note.reason,
+                           "dry_run": self.dry_run})
         self._notes = frozenset(plan.notes)
 
     # ------------------------------------------------------------------ the loop
