@@ -28,6 +28,7 @@ from ..policy import keys
 from ..policy.decisions import CyclePlan
 from ..policy.notices import NoticeReview
 from ..policy.settings import ElasticConfig
+from .gauges import CycleState
 
 # One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
 # the executor had modules of its own).
@@ -80,6 +81,8 @@ class AgentMetrics(Protocol):
 
     def starving(self, by_queue: dict[str, int]) -> None: ...
 
+    def state(self, state: CycleState) -> None: ...
+
     def cycle(self, seconds: float) -> None: ...
 
 
@@ -100,6 +103,9 @@ class NoMetrics:
         return None
 
     def starving(self, by_queue: dict[str, int]) -> None:
+        return None
+
+    def state(self, state: CycleState) -> None:
         return None
 
     def cycle(self, seconds: float) -> None:
