@@ -142,6 +142,13 @@ class PrometheusMetrics:
             self.scale_up_held.labels(*key).set(state.held_jobs.get(key, 0))
         self._held |= set(state.held_jobs)
 
+    def clear_state(self) -> None:
+        """Drop every state gauge's series (this replica stopped leading: its last values are stale)."""
+        for gauge in (self.gated_pods, self.scale_up_held, self.under_notice, self.elastic_gpus,
+                      self.deserved_gpus, self.allocated_gpus, self.starving_gangs):
+            gauge.clear()
+        self._held, self._state_queues, self._queues = set(), set(), set()
+
     # hooks
     def watch_restart(self, res: Any, reason: str) -> None:
         self.watch_restarts.labels(res.plural, reason.split(":")[0]).inc()
@@ -288,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
         for t in agent_thread:
             t.join(10)
         agent_thread.clear()
+        metrics.clear_state()  # a follower exports no state of its own
 
     code = 0
     # Campaign only with warm caches: a leader must act at once (and renew its Lease) after winning.

@@ -69,3 +69,13 @@ def test_the_agent_exports_them_and_a_cleared_hold_reads_zero() -> None:
     text = metrics.render()[0].decode()
     assert 'volcano_elastic_scale_up_held_jobs{queue="vision",reason="Cooldown"} 0.0' in text
     assert 'volcano_elastic_scale_up_held_jobs{queue="vision",reason="BelowMinScaleUpGain"} 1.0' in text
+
+
+def test_a_replica_that_stops_leading_drops_its_state() -> None:
+    kube = cluster()
+    metrics = PrometheusMetrics()
+    Agent(kube, FakeStore(kube), CFG, EventRecorder(kube), clock=lambda: b.NOW, metrics=metrics).run_cycle()
+    assert "volcano_elastic_gated_pods{" in metrics.render()[0].decode()
+    metrics.clear_state()
+    text = metrics.render()[0].decode()
+    assert "volcano_elastic_gated_pods{" not in text and "volcano_elastic_scale_up_held_jobs{" not in text
