@@ -127,6 +127,7 @@ def _publish(ex: Executor, key: str, text: str, now: datetime, reason: str, even
     when its kind changed and the write went through."""
     if not ex.ours(key):
         return
+    text = text[:MAX_TEXT]  # as written: a longer text would never compare equal to its stored self
     current = ex.pg_annotations(key).get(keys.LAST_DECISION, "")
     stamp_len = len(text.split(" ", 1)[0])
     if current[stamp_len:] == text[stamp_len:]:
@@ -137,7 +138,7 @@ def _publish(ex: Executor, key: str, text: str, now: datetime, reason: str, even
         if last is not None and 0 <= (now - last).total_seconds() < REFRESH_SECONDS:
             return  # same kind, new words: refreshed at most once per REFRESH_SECONDS
     try:
-        ex.patch_pg(key, {keys.LAST_DECISION: text[:MAX_TEXT]})
+        ex.patch_pg(key, {keys.LAST_DECISION: text})
     except KubeError as exc:
         log.debug("last-decision not written", extra={"podgroup": key, "error": str(exc)})
         return

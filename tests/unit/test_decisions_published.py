@@ -101,3 +101,15 @@ def test_a_gang_gets_one_event_per_outcome() -> None:
     write_decisions(ex, plan, CycleReport(plan, failed={"team-b/b": "pdb: refused"}), b.ago(-15))
     assert sorted((e["reason"], e["type"]) for e in kube.of(EVENTS)) == [("GangPlanNotExecuted", "Warning"),
                                                                          ("GangWaiting", "Normal")]
+
+
+def test_a_long_decision_is_written_once() -> None:
+    kube, ex = executor(a_job(), b.gang("team-b", "b", members=4, gpus=1))
+    plan = CyclePlan(starving=(GangDecision("team-b/b", "default", "wait", "excluded: " + "x" * 900),))
+    write_decisions(ex, plan, CycleReport(plan), b.NOW)
+    stored = kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION]
+    assert len(stored) == 500
+    before = len(writes(kube))
+    for s in range(61, 400, 61):  # past REFRESH_SECONDS each time: the same (cut) text is not rewritten
+        write_decisions(ex, plan, CycleReport(plan), b.ago(-s))
+    assert len(writes(kube)) == before
