@@ -22,6 +22,7 @@ from typing import Any
 from .execute.executor import LEDGER_TTL, AgentMetrics, CycleReport, Executor, NoMetrics, NotLeaderError, log
 from .execute.executor import PDB_REFUSAL_SECONDS as PDB_REFUSAL_SECONDS
 from .execute.executor import InjectedFault as InjectedFault  # re-exported: tests and docs name them here
+from .execute.gauges import cycle_state
 from .execute.notices import act_on_notices
 from .execute.plan import execute_plan
 from .execute.resume import check_records, resume_interrupted
@@ -274,7 +275,8 @@ class Agent:
             report.plan_seconds = time.perf_counter() - t_plan
             report.plan = plan
             self._log_plan(plan)
-            execute_plan(ex, plan, now, report)
+            self._publish_state(plan, report)
+            execute_plan(ex, plan, now, report, snapshot)
         except NotLeaderError as exc:
             report.not_leader = True
             self.metrics.write_refused("not-leader")
@@ -352,6 +354,13 @@ class Agent:
         """``Executor.restore_pg``: the conditional take-back of a cooldown stamp."""
         self.executor.restore_pg(key, ours, before)
 
+    def _publish_state(self, plan: CyclePlan, report: CycleReport) -> None:
+        """The state gauges from the planner's view of this cycle (``execute.gauges``); the world is
+        not kept past this."""
+        world, self.plan_cache.world = self.plan_cache.world, None
+        if world is not None:
+            self.metrics.state(cycle_state(world, plan, report.notices))
+
     def _log_plan(self, plan: CyclePlan) -> None:
         for d in plan.starving:
             log.info("gang decision", extra={"podgroup": d.pod_group, "queue": d.queue, "decision": d.decision,
@@ -367,7 +376,8 @@ class Agent:
         # minScaleUpGain keeps its note for many cycles), at DEBUG while it repeats.
         for note in plan.notes:
             log.log(logging.DEBUG if note in self._notes else logging.INFO, "scale-up held back",
-                    extra={"note": note, "dry_run": self.dry_run})
+                    extra={"note": note, "job": note.job, "reason": note.reason,
+                           "dry_run": self.dry_run})
         self._notes = frozenset(plan.notes)
 
     # ------------------------------------------------------------------ the loop

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from ..execute.gauges import CycleState
 from ..healthserver import HealthServer
 from ..logs import json_handler
 from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
@@ -94,6 +95,22 @@ class PrometheusMetrics:
             "scheduler_idle_seconds": Gauge(p + "scheduler_idle_seconds", "Seconds gangs have fit while no pod "
                                             "was placed (0: the scheduler places, or nothing waits)", registry=r),
         }
+        # State, from the planner's view of the last cycle (execute/gauges.py), per queue.
+        self.gated_pods = Gauge(p + "gated_pods", "Elastic pods held by a scale-up gate, last cycle", ["queue"],
+                                registry=r)
+        self.scale_up_held = Gauge(p + "scale_up_held_jobs",
+                                   "Jobs whose growth is held back (a gated pod fits), by reason code, last cycle",
+                                   ["queue", "reason"], registry=r)
+        self.under_notice = Gauge(p + "pods_under_notice", "Elastic workers under an eviction notice, last cycle",
+                                  ["queue"], registry=r)
+        self.elastic_gpus = Gauge(p + "queue_elastic_gpus", "GPUs held by the queue's elastic workers (above min)",
+                                  ["queue"], registry=r)
+        self.deserved_gpus = Gauge(p + "queue_deserved_gpus",
+                                   "The queue's deserved GPUs as the share model counts them", ["queue"], registry=r)
+        self.allocated_gpus = Gauge(p + "queue_allocated_gpus",
+                                    "The queue's allocated GPUs as the share model counts them", ["queue"], registry=r)
+        self._held: set[tuple[str, str]] = set()
+        self._state_queues: set[str] = set()
 
     # AgentMetrics
     def eviction(self, queue: str, reason: str) -> None:
@@ -123,6 +140,25 @@ class PrometheusMetrics:
 
     def alarm(self, name: str, value: float) -> None:
         self.alarms[name].set(value)
+    def state(self, state: CycleState) -> None:
+        """Every gauge of the cycle's state; a queue or (queue, reason) seen before and gone now reads 0."""
+        queues = self._state_queues | set(state.gated_pods) | set(state.deserved_gpus)
+        for gauge, values in ((self.gated_pods, state.gated_pods), (self.under_notice, state.under_notice),
+                              (self.elastic_gpus, state.elastic_gpus), (self.deserved_gpus, state.deserved_gpus),
+                              (self.allocated_gpus, state.allocated_gpus)):
+            for q in queues | set(values):
+                gauge.labels(q).set(values.get(q, 0))
+        self._state_queues = queues
+        for key in self._held | set(state.held_jobs):
+            self.scale_up_held.labels(*key).set(state.held_jobs.get(key, 0))
+        self._held |= set(state.held_jobs)
+
+    def clear_state(self) -> None:
+        """Drop every state gauge's series (this replica stopped leading: its last values are stale)."""
+        for gauge in (self.gated_pods, self.scale_up_held, self.under_notice, self.elastic_gpus,
+                      self.deserved_gpus, self.allocated_gpus, self.starving_gangs):
+            gauge.clear()
+        self._held, self._state_queues, self._queues = set(), set(), set()
 
     # hooks
     def watch_restart(self, res: Any, reason: str) -> None:
@@ -274,6 +310,7 @@ def run(args: argparse.Namespace) -> int:
         for t in agent_thread:
             t.join(10)
         agent_thread.clear()
+        metrics.clear_state()  # a follower exports no state of its own
 
     code = 0
     # Campaign only with warm caches: a leader must act at once (and renew its Lease) after winning.

@@ -32,6 +32,7 @@ from ..policy.decisions import CyclePlan
 from ..policy.notices import NoticeReview
 from ..policy.parse import parse_time
 from ..policy.settings import ElasticConfig
+from .gauges import CycleState
 
 # One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
 # the executor had modules of its own).
@@ -107,6 +108,8 @@ class AgentMetrics(Protocol):
 
     def starving(self, by_queue: dict[str, int]) -> None: ...
 
+    def state(self, state: CycleState) -> None: ...
+
     def cycle(self, seconds: float) -> None: ...
 
     def alarm(self, name: str, value: float) -> None: ...  # ALARMS: clock skew, other writers, scheduler idle
@@ -129,6 +132,9 @@ class NoMetrics:
         return None
 
     def starving(self, by_queue: dict[str, int]) -> None:
+        return None
+
+    def state(self, state: CycleState) -> None:
         return None
 
     def cycle(self, seconds: float) -> None:

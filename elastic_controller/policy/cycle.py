@@ -50,6 +50,8 @@ def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, cache: 
 def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
           search: SearchMode, pdb_refused: frozenset[str] = frozenset()) -> CyclePlan:
     world = build_world(snapshot, cfg, now, cache)
+    if cache is not None:
+        cache.world = world
     decisions: list[GangDecision] = []
     evictions: list[Eviction] = []
     starving = starving_gangs(world)

@@ -189,11 +189,13 @@ class PlanCache:
     def __init__(self) -> None:
         self.pods = PodIndexCache()
         self.nodes: NodeBase | None = None  # the nodes of the previous cycle
+        self.world: World | None = None  # the last cycle's world (the agent's state gauges read it, then drop it)
 
     def reset(self) -> None:
         """Forget everything: the next cycle is built cold."""
         self.pods.reset()
         self.nodes = None
+        self.world = None
 
 
 def node_base(nodes: tuple[NodeView, ...], cache: PlanCache | None = None) -> NodeBase:

@@ -89,7 +89,7 @@ def test_a_notice_is_given_instead_of_an_eviction() -> None:
         assert a[keys.EVICT_AFTER] == b.ts(b.NOW + timedelta(seconds=NOTICE))
         assert not terminating(kube, name)
     assert sorted(reasons(kube)) == [("Pod", "a-worker-4", "EvictionNotice"), ("Pod", "a-worker-5", "EvictionNotice"),
-                                     ("PyTorchJob", "a", "EvictionNotice")]
+                                     ("PodGroup", "b", "GangEvictionNotice"), ("PyTorchJob", "a", "EvictionNotice")]
     pg = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
     assert pg[keys.LAST_SCALE_TIME] == b.ts(b.NOW)  # the cooldown starts with the notice
     assert "eviction notice to 2 elastic worker(s)" in pg[keys.LAST_DECISION]
