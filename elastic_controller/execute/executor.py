@@ -25,6 +25,7 @@ from ..kube.events import EventRecorder
 from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from ..notice import Notices
 from ..policy import keys
+from ..policy.budget import next_count, previous_count
 from ..policy.decisions import CyclePlan
 from ..policy.notices import NoticeReview
 from ..policy.settings import ElasticConfig
@@ -137,6 +138,11 @@ def split(key: str) -> tuple[str, str]:
     return ns, name
 
 
+def _counted(ours: dict[str, str]) -> tuple[str, ...]:
+    """The restart count among the keys of a stamp (a scale-down's), to check and take back with it."""
+    return (keys.RESTARTS_USED,) if keys.RESTARTS_USED in ours else ()
+
+
 def down_decision(stamp: str, n: int, gang: str) -> str:
     """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang`` (its ending is
     what ``policy.resume.plan_stamp_for`` recognises)."""
@@ -190,13 +196,21 @@ class Executor:
 
     def stamp(self, key: str, ours: dict[str, str]) -> None:
         """A scale event: the PodGroup's stamp (cooldown state, last-decision), then its copy on the
-        PyTorchJob (time and direction), which a PodGroup deleted by hand does not take along."""
-        self.patch_pg(key, dict(ours))
+        PyTorchJob (time and direction), which a PodGroup deleted by hand does not take along.
+
+        A scale-down also counts one of torchrun's restarts (``restarts-used``, policy/budget.py) in
+        the same writes: ``ours`` gains the count written, so that ``restore_pg`` can take it back."""
         ns, name = split(key)
-        if self.store.get(PYTORCHJOBS, name, ns) is None:
+        job = self.store.get(PYTORCHJOBS, name, ns)
+        if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and keys.RESTARTS_USED not in ours:
+            job_ann = ((job or {}).get("metadata") or {}).get("annotations") or {}
+            ours[keys.RESTARTS_USED] = next_count(self.pg_annotations(key), job_ann)
+        self.patch_pg(key, dict(ours))
+        if job is None:
             return
         self.fence(f"patch pytorchjob {key}")
-        copy = {k: ours[k] for k in (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION) if k in ours}
+        copy = {k: ours[k] for k in (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.RESTARTS_USED)
+                if k in ours}
         try:
             out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": copy}}, ns)
         except KubeError as exc:  # the PodGroup's stamp is the one that counts first
@@ -240,14 +254,15 @@ class Executor:
             except NotFoundError:
                 return
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in SCALE_KEYS):
+            if any(ann.get(k) != ours.get(k) for k in (*SCALE_KEYS, *_counted(ours))):
                 log.info("cooldown stamp changed since ours; not restored", extra={"job": key})
                 return
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
             self.fence(f"restore podgroup {key}")
+            back: dict[str, str | None] = {k: before.get(k) for k in SCALE_KEYS}
+            back.update({k: previous_count(ours[k]) for k in _counted(ours)})
             try:
-                out = self.api.patch(PODGROUPS, name, {"metadata": {
-                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in SCALE_KEYS}}}, ns)
+                out = self.api.patch(PODGROUPS, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
             except ConflictError:
                 continue
             self.store.put(PODGROUPS, out)
@@ -264,13 +279,14 @@ class Executor:
             except NotFoundError:
                 return
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in copy_keys):
+            if any(ann.get(k) != ours.get(k) for k in (*copy_keys, *_counted(ours))):
                 return
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
             self.fence(f"restore pytorchjob {key}")
+            back: dict[str, str | None] = {k: before.get(k) for k in copy_keys}
+            back.update({k: previous_count(ours[k]) for k in _counted(ours)})
             try:
-                out = self.api.patch(PYTORCHJOBS, name, {"metadata": {
-                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in copy_keys}}}, ns)
+                out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
             except ConflictError:
                 continue
             self.store.put(PYTORCHJOBS, out)

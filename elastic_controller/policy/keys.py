@@ -28,6 +28,9 @@ COPIED_TO_PODGROUP = (WORKER_COUNTS, WORKER_STEP)
 LAST_SCALE_TIME = f"{PREFIX}/last-scale-time"
 LAST_SCALE_DIRECTION = f"{PREFIX}/last-scale-direction"
 LAST_DECISION = f"{PREFIX}/last-decision"
+# "N": how many of torchrun's restarts our scale-downs (and Volcano's preemptions) have used on the
+# job, written with the cooldown stamp on the PodGroup and the PyTorchJob (policy/budget.py).
+RESTARTS_USED = f"{PREFIX}/restarts-used"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it
