@@ -11,9 +11,10 @@ from typing import Any
 
 from .common import add_config_flag, add_kubeconfig_flag, load_config_or_exit
 
-HELP = "show elastic jobs per queue: min/current/max, fulfillment, cooldown, gated and starving pods, why"
+HELP = ("show elastic jobs per queue: min/current/max, fulfillment, cooldown, torchrun restarts used of "
+        "maxRestarts, gated and starving pods, why")
 
-COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "GATED", "STARVING", "LAST DECISION")
+COLUMNS = ("JOB", "MIN", "CUR", "MAX", "FULFILLED", "COOLDOWN", "RESTARTS", "GATED", "STARVING", "LAST DECISION")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
                namespace: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Queue -> rows (pure: objects in, rows out)."""
     from ..policy import keys
+    from ..policy.budget import budget_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import plan_cycle
     from ..policy.notices import in_flight, review_notices, with_notices
@@ -69,6 +71,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         policy = cfg.queue_policy(pg.queue)
         decision = starving.get(pg.key)
         why = pg.annotations.get(keys.LAST_DECISION, "")
+        budget = budget_of(pg, job) if bounds is not None and bounds.elastic else None
         if decision is not None:
             why = f"now: {decision.decision}: {decision.reason}"
         row = {
@@ -79,6 +82,10 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "fulfillment": round(fulfillment(workers, bounds.min_replicas, bounds.max_replicas), 2)
             if bounds and workers >= bounds.min_replicas else None,
             "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
+            # torchrun restarts our shrinks used (restarts-used) of maxRestarts; spent: no victim
+            # (policy/budget.py). None when the job is not elastic or its PyTorchJob is not listed.
+            "restarts": None if budget is None else {"used": budget.used, "max": budget.max_restarts,
+                                                     "spent": budget.spent},
             "gated": sum(1 for p in pods if p.pending and p.gated(gate)),
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
@@ -153,12 +160,16 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
         for r in rows[queue]:
             f = "-" if r["fulfillment"] is None else f"{r['fulfillment']:.2f}"
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
+            budget = r.get("restarts")
+            restarts = "-" if budget is None else (
+                f"{'?' if budget['used'] is None else budget['used']}/{budget['max']}"
+                + (" spent" if budget["spent"] else ""))
             why = r["lastDecision"]
             why = why if len(why) <= width else why[: width - 1] + "…"
             job = r["job"]
             if r.get("adoptedPods"):
                 job, adopted = f"{job} (adopted)", True
-            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, str(r["gated"]),
+            table.append((job, str(r["min"]), str(r["current"]), str(r["max"]), f, cd, restarts, str(r["gated"]),
                           str(r["starving"]), why or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
         for row in table:

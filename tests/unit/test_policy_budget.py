@@ -25,7 +25,7 @@ from elastic_controller.policy.model import ElasticBounds, JobView, PodGroupView
 from elastic_controller.policy.parse import parse_pod
 from elastic_controller.policy.roles import plan_role
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.builders import elastic_job, gang, job_pod, node, plan_of, pytorchjob
+from tests.builders import NOW, elastic_job, gang, items, job_pod, node, plan_of, pytorchjob, queue
 
 # minWorkersToShrink 0: every job above its min may give (the budget is the rule under test).
 CFG = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))
@@ -201,3 +201,28 @@ def test_the_store_host_is_never_evicted_even_when_it_alone_would_make_room() ->
     plan = plan_of(*objs, cfg=CFG)
     assert names(plan) == []
     assert reason(plan)[0] == "wait"
+
+
+# -- status -----------------------------------------------------------------------------------------
+def test_status_shows_the_budget_and_why_the_gang_waits() -> None:
+    from elastic_controller.cli.status import build_rows, render
+
+    objs = items(node("n0", gpus=4), node("n1", gpus=4), queue("default"), *job("a", max_restarts=3, used="2"),
+                 *job("b", max_restarts=10, used="1", node_name="n1"),
+                 *elastic_job("ns", "c", min_r=1, max_r=2, running=2, nodes=["n1"]),
+                 *gang("ns", "g", members=1, gpus=5))
+    for o in objs:  # status lists the PodGroups the controller made (and waiting gangs)
+        if o["kind"] == "PodGroup" and o["metadata"]["name"] != "g":
+            o["metadata"].setdefault("labels", {})[keys.MANAGED_BY_LABEL] = keys.MANAGED_BY
+    rows = {r["job"]: r for r in build_rows(objs, CFG, NOW)["default"]}
+    assert rows["ns/a"]["restarts"] == {"used": 2, "max": 3, "spent": True}
+    assert rows["ns/b"]["restarts"] == {"used": 1, "max": 10, "spent": False}
+    assert rows["ns/c"]["restarts"] is None  # no PyTorchJob listed: unknown
+    assert "restart budget spent (2 of 3 used, 1 kept in reserve)" in rows["ns/g"]["lastDecision"]
+    text = render({"default": list(rows.values())}, width=400)
+    header, *lines = [line for line in text.splitlines() if line.startswith("  ")]
+    assert "RESTARTS" in header.split()
+    line_a = next(line for line in lines if line.split()[0] == "ns/a")
+    assert "2/3 spent" in line_a
+    assert "1/10" in next(line for line in lines if line.split()[0] == "ns/b")
+
