@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from elastic_controller.execute.evictions import execute_evictions
 from elastic_controller.execute.executor import CycleReport, Executor
 from elastic_controller.execute.gates import execute_releases
@@ -17,6 +19,8 @@ from elastic_controller.policy import keys
 from elastic_controller.policy.decisions import CyclePlan, GateRelease
 from elastic_controller.policy.model import Snapshot
 from tests import builders as b
+from tests.unit.test_agent import make
+from tests.unit.test_agent_faults import WRITES, Killed, kill_at_write, restarted
 from tests.unit.test_execute import a_job, executor, victims
 
 USED = keys.RESTARTS_USED
@@ -144,3 +148,40 @@ def test_a_volcano_preemption_counts_a_restart() -> None:
     assert preemptions.note(pod)
     assert preemptions.count(ex, Snapshot(), b.NOW) == ["team-a/a-worker-5"]
     assert counts(kube) == ("1", "1")
+
+
+def tight_world() -> list[Any]:
+    """test_agent.world() with maxRestarts 2: the plan's one shrink leaves the reserve only, so the
+    count it writes makes the job spent for any later plan."""
+    return b.items(b.node("n1"), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6, max_restarts=2),
+                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
+                   b.gang("team-b", "b", members=4, gpus=1))
+
+
+def _one_plan() -> list[tuple[str, str]]:
+    """The (verb, resource) of each write of the plan, in order."""
+    kube, agent = make(tight_world())
+    agent.run_cycle()
+    return [(c[0], c[1]) for c in kube.calls if c[0] in WRITES and not c[4] and c[1] != "events"]
+
+
+PLAN = _one_plan()
+
+
+@pytest.mark.parametrize("kill_at", range(len(PLAN)))
+def test_a_plan_killed_at_any_write_is_finished_and_counted_once(kill_at: int) -> None:
+    # The count this plan wrote with its own stamp does not bar finishing it (as its own cooldown
+    # does not), and the next agent does not count the same shrink again.
+    kube, agent = make(tight_world())
+    kill_at_write(kube, kill_at)
+    with pytest.raises(Killed):
+        agent.run_cycle()
+    kube.faults.clear()
+    report = restarted(kube).run_cycle()
+    real = sorted({c[3] for c in kube.verbs("evict", dry_run=False)})
+    assert real == ["a-worker-4", "a-worker-5"], report
+    # Killed on the job's copy itself: the PodGroup's count stands (the next shrink writes both
+    # again, from the larger), as the job's copy of the cooldown stamp does.
+    job_copy_lost = PLAN[kill_at] == ("patch-merge", "pytorchjobs")
+    assert counts(kube) == ("1", None if job_copy_lost else "1")
