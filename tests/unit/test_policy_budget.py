@@ -226,3 +226,24 @@ def test_status_shows_the_budget_and_why_the_gang_waits() -> None:
     assert "2/3 spent" in line_a
     assert "1/10" in next(line for line in lines if line.split()[0] == "ns/b")
 
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_indexed_and_exhaustive_search_agree_with_spent_jobs(seed: int) -> None:
+    # The node index leaves spent jobs' workers out of its node profiles; the exhaustive scan asks
+    # every pod: the plans are the same.
+    import random
+
+    from tests.builders import plan_fast_and_exhaustive, snapshot_of
+
+    rng = random.Random(seed)
+    objs: list[Any] = [queue("default")]
+    spent = [rng.random() < 0.5 for _ in range(4)]
+    for i, is_spent in enumerate(spent):  # four full 4-GPU nodes, one job each
+        objs += [node(f"n{i}", gpus=4), *job(f"j{i}", max_restarts=3, used="2" if is_spent else "0",
+                                             node_name=f"n{i}")]
+    objs += gang("ns", "g", members=rng.randint(1, 3), gpus=2)
+    fast, slow = plan_fast_and_exhaustive(snapshot_of(*objs, cfg=CFG), CFG)
+    assert fast == slow
+    victims = {e.job.split("/", 1)[1] for e in fast.evictions}
+    assert not any(spent[int(v[1:])] for v in victims), (spent, victims)  # (seeds 1, 2, 5 evict)
