@@ -23,12 +23,14 @@ from .common import (
     warn,
 )
 
-HELP = "show elastic jobs per queue: min/current/max, elastic workers, cooldown, gated pods and why, starving"
+HELP = ("show elastic jobs per queue: min/current/max, elastic workers, cooldown, torchrun restarts used of "
+        "maxRestarts, gated pods and why, starving")
 
 EPILOG = """\
 Columns: MIN/CUR/MAX workers (pods, for a plain gang); ELASTIC: elastic workers running of those the job
 may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<min" one below it);
-COOLDOWN left; GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
+COOLDOWN left; RESTARTS: torchrun restarts our shrinks used of maxRestarts ("spent": no victim);
+GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
 rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION.
 -o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
 "Status", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
@@ -40,7 +42,8 @@ chart's volcano-elastic-viewer ClusterRole grants exactly that)."""
 FORBIDDEN_HINT = ("decisions are planned on the whole cluster, so this needs cluster-wide list on nodes, pods, "
                   "PodGroups, queues, PriorityClasses and PyTorchJobs: ask for the volcano-elastic-viewer ClusterRole")
 
-COLUMNS = ("JOB", "MIN", "CUR", "MAX", "ELASTIC", "COOLDOWN", "GATED", "WHY GATED", "STARVING", "LAST DECISION")
+COLUMNS = ("JOB", "MIN", "CUR", "MAX", "ELASTIC", "COOLDOWN", "RESTARTS", "GATED", "WHY GATED", "STARVING",
+           "LAST DECISION")
 
 # Why gated pods stay gated, besides the planner's HoldReason codes (its HOLD notes):
 GROWING = "Growing"  # the agent releases some of them this cycle
@@ -94,6 +97,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     """Queue -> rows, jobs in natural order (pure: objects in, rows out). The plan is made on all of
     ``items``; ``namespace`` only filters the rows."""
     from ..policy import keys
+    from ..policy.budget import budget_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import plan_cycle
     from ..policy.notices import in_flight, review_notices, with_notices
@@ -130,6 +134,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         policy = cfg.queue_policy(pg.queue)
         decision = starving.get(pg.key)
         why = pg.annotations.get(keys.LAST_DECISION, "")
+        budget = budget_of(pg, job) if bounds is not None and bounds.elastic else None
         if decision is not None:
             why = f"now: {decision.decision}: {decision.reason}"
         gated = sum(1 for p in pods if p.pending and p.gated(gate))
@@ -146,6 +151,10 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "elasticWorkers": workers - bounds.min_replicas if bounds and at_least_min else None,
             "elasticMax": bounds.max_replicas - bounds.min_replicas if bounds else None,
             "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
+            # torchrun restarts our shrinks used (restarts-used) of maxRestarts; spent: no victim
+            # (policy/budget.py). None when the job is not elastic or its PyTorchJob is not listed.
+            "restarts": None if budget is None else {"used": budget.used, "max": budget.max_restarts,
+                                                     "spent": budget.spent},
             "gated": gated,
             "gatedReason": gated_reason(pg.key, running, pg.min_member, plan) if gated else None,
             "starving": len(decision.needed) if decision else 0,
@@ -280,11 +289,16 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
         cells = [COLUMNS]
         for r in rows[queue]:
             cd = f"{r['cooldownSeconds']}s" if r["cooldownSeconds"] else "-"
+            budget = r.get("restarts")
+            restarts = "-" if budget is None else (
+                f"{'?' if budget['used'] is None else budget['used']}/{budget['max']}"
+                + (" spent" if budget["spent"] else ""))
             why = r["lastDecision"] if wide else clip(r["lastDecision"], width)
             job = r["job"]
             if r.get("adoptedPods"):
                 job, adopted = f"{job} (adopted)", True
-            cells.append((job, str(r["min"]), str(r["current"]), str(r["max"]), _elastic(r), cd, str(r["gated"]),
+            cells.append((job, str(r["min"]), str(r["current"]), str(r["max"]), _elastic(r), cd, restarts,
+                          str(r["gated"]),
                           _why_gated(r, wide), str(r["starving"]), why or "-"))
         lines.extend(table(cells, "  "))
         lines.append("")

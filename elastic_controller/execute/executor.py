@@ -28,6 +28,7 @@ from ..kube.events import EventRecorder
 from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from ..notice import Notices
 from ..policy import keys
+from ..policy.budget import next_count, previous_count
 from ..policy.decisions import CyclePlan
 from ..policy.notices import NoticeReview
 from ..policy.parse import parse_time
@@ -178,6 +179,11 @@ def split(key: str) -> tuple[str, str]:
     return ns, name
 
 
+def _counted(ours: dict[str, str]) -> tuple[str, ...]:
+    """The restart count among the keys of a stamp (a scale-down's), to check and take back with it."""
+    return (keys.RESTARTS_USED,) if keys.RESTARTS_USED in ours else ()
+
+
 def down_decision(stamp: str, n: int, gang: str) -> str:
     """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang`` (its ending is
     what ``policy.resume.plan_stamp_for`` recognises)."""
@@ -281,14 +287,21 @@ class Executor:
     def stamp(self, key: str, ours: dict[str, str]) -> None:
         """A scale event: the PodGroup's stamp (cooldown state, last-decision and the scale record,
         removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
-        which a PodGroup deleted by hand does not take along."""
+        which a PodGroup deleted by hand does not take along.
+
+        A scale-down also counts one of torchrun's restarts (``restarts-used``, policy/budget.py) in
+        the same writes: ``ours`` gains the count written, so that ``restore_pg`` can take it back."""
+        ns, name = split(key)
+        job = self.store.get(PYTORCHJOBS, name, ns)
+        if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and keys.RESTARTS_USED not in ours:
+            job_ann = ((job or {}).get("metadata") or {}).get("annotations") or {}
+            ours[keys.RESTARTS_USED] = next_count(self.pg_annotations(key), job_ann)
         self.patch_pg(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)})
         self.fault("podgroup-stamped")
-        ns, name = split(key)
-        if self.store.get(PYTORCHJOBS, name, ns) is None:
+        if job is None:
             return
         self.fence(f"patch pytorchjob {key}")
-        copy: dict[str, str | None] = {k: ours[k] for k in COPY_KEYS if k in ours}
+        copy: dict[str, str | None] = {k: ours[k] for k in (*COPY_KEYS, keys.RESTARTS_USED) if k in ours}
         copy.setdefault(keys.SCALE_RECORD, None)
         try:
             out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": copy}}, ns)
@@ -335,7 +348,7 @@ class Executor:
             except NotFoundError:
                 return False
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in RESTORE_KEYS):
+            if any(ann.get(k) != ours.get(k) for k in (*RESTORE_KEYS, *_counted(ours))):
                 log.info("cooldown stamp changed since ours; not restored", extra={"job": key})
                 rec = parse_record(ann.get(keys.SCALE_RECORD))
                 if rec is not None:
@@ -343,9 +356,10 @@ class Executor:
                 return False
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
             self.fence(f"restore podgroup {key}")
+            back: dict[str, str | None] = {k: before.get(k) for k in RESTORE_KEYS}
+            back.update({k: previous_count(ours[k]) for k in _counted(ours)})
             try:
-                out = self.api.patch(PODGROUPS, name, {"metadata": {
-                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in RESTORE_KEYS}}}, ns)
+                out = self.api.patch(PODGROUPS, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
             except ConflictError:
                 continue
             self.store.put(PODGROUPS, out)
@@ -362,13 +376,14 @@ class Executor:
             except NotFoundError:
                 return
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in COPY_KEYS):
+            if any(ann.get(k) != ours.get(k) for k in (*COPY_KEYS, *_counted(ours))):
                 return
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
             self.fence(f"restore pytorchjob {key}")
+            back: dict[str, str | None] = {k: before.get(k) for k in COPY_KEYS}
+            back.update({k: previous_count(ours[k]) for k in _counted(ours)})
             try:
-                out = self.api.patch(PYTORCHJOBS, name, {"metadata": {
-                    "resourceVersion": rv, "annotations": {k: before.get(k) for k in COPY_KEYS}}}, ns)
+                out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
             except ConflictError:
                 continue
             self.store.put(PYTORCHJOBS, out)

@@ -32,6 +32,9 @@ LAST_DECISION = f"{PREFIX}/last-decision"
 # acts on, the stamp it replaced); recovery takes back a stamp whose actions never happened, and an
 # undo compares this (not "a stamp like ours") before restoring. execute/resume.py, docs/failure-model.md.
 SCALE_RECORD = f"{PREFIX}/scale-record"
+# "N": how many of torchrun's restarts our scale-downs (and Volcano's preemptions) have used on the
+# job, written with the cooldown stamp on the PodGroup and the PyTorchJob (policy/budget.py).
+RESTARTS_USED = f"{PREFIX}/restarts-used"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it

@@ -6,8 +6,9 @@ the agent holds eviction rights cluster-wide: the annotation is a claim to check
 A resumed eviction passes every check a fresh plan's victim passes (issue 23, items 1 and 6): the
 gang exists, still waits and has starved; every victim is a running elastic worker of another job
 of no higher priority, past its minimum runtime, in a job that stays at or above its current min
-without all of them, out of cooldown (a cooldown stamped by this very plan excepted), within the
-queue shares; and the gang still needs them (its needed pods do not fit without them) and they
+without all of them, out of cooldown (a cooldown stamped by this very plan excepted), with torchrun
+restarts to spare (the count this very plan wrote with its stamp excepted), within the queue
+shares; and the gang still needs them (its needed pods do not fit without them) and they
 suffice (its needed pods fit with them gone: a record written only in part is planned afresh).
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from . import keys
+from .budget import RestartBudget
 from .eviction import Planner, starving_gangs
 from .fit import place_all, pod_demand
 from .model import PodGroupView, PodView, Snapshot
@@ -64,6 +66,10 @@ def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_
         job = world.jobs.get(key)
         if job is not None:
             job.cooling = False
+            # The stamp wrote the plan's restart count with it: the job is judged as the plan judged
+            # it, before that count (else a plan that took a job down to its reserve could not finish).
+            if job.budget is not None and job.budget.used:
+                job.budget = RestartBudget(job.budget.used - 1, job.budget.max_restarts)
     refused: dict[str, str] = {}
     for v in victims:
         if v.role is not keys.Role.ELASTIC:

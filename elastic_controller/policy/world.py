@@ -10,6 +10,7 @@ from datetime import datetime
 from operator import attrgetter, is_
 
 from . import keys
+from .budget import RestartBudget, budget_of
 from .capacity import CapacityModel
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
@@ -47,6 +48,8 @@ class JobState:
     # the cycle: (-its last checkpoint's POSIX time, or +inf when unknown; the GPUs that restart).
     loss: tuple[float, int] = (math.inf, 0)
     job_ref: str = ""  # ns/PyTorchJob name (from the pods' job-name label; "" when none)
+    # torchrun's restarts our shrinks have used (budget.py); None when the PyTorchJob is not known.
+    budget: RestartBudget | None = None
 
     def current_workers(self) -> int:
         return self.running_workers - self.taken + self.added
@@ -145,10 +148,11 @@ class World:
 
     def never_victim(self, job_key: str, workers: int | None = None) -> str | None:
         """Why none of the job's workers can be a victim this cycle, for any gang (``TOO_SMALL``,
-        ``ALLOWED_COUNTS``), or None. ``workers``: the size to judge it at (default: its running
-        workers at the cycle's start, as the eviction search does; the gates ask about the size a
-        growth would give it). The eviction search (``eviction.admissibility``) and the gates
-        (``gates.blocking_gangs``) both ask this, so that they cannot disagree on who may give."""
+        ``ALLOWED_COUNTS``, its restart budget spent: ``budget.RestartBudget.reason``), or None.
+        ``workers``: the size to judge it at (default: its running workers at the cycle's start, as
+        the eviction search does; the gates ask about the size a growth would give it). The eviction
+        search (``eviction.admissibility``) and the gates (``gates.blocking_gangs``) both ask this, so
+        that they cannot disagree on who may give."""
         job = self.jobs.get(job_key)
         if job is None:
             return None
@@ -157,6 +161,8 @@ class World:
             return TOO_SMALL
         if no_smaller_count(allowed_of(job), n):
             return ALLOWED_COUNTS
+        if job.budget is not None and job.budget.spent:
+            return job.budget.reason()
         return None
 
     def future_capacity(self) -> Capacity:
@@ -350,8 +356,9 @@ def current_bounds(pod_bounds: ElasticBounds | None, view: JobView | None, pg: P
 
 def _apply_job_objects(jobs: dict[str, JobState], snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
                        pods_by_group: Mapping[str, list[PodView]]) -> None:
-    """What the PyTorchJob objects say over what the pods say: current bounds and the job's own
-    cooldown stamp (kept on the job so that a recreated PodGroup does not lose it)."""
+    """What the PyTorchJob objects say over what the pods say: current bounds, the job's own
+    cooldown stamp (kept on the job so that a recreated PodGroup does not lose it) and its restart
+    budget (``budget.budget_of``: left unknown for a job whose PyTorchJob is not in the snapshot)."""
     if not snapshot.jobs:
         for job in jobs.values():
             if job.bounds is not None and job.pg is not None:
@@ -363,6 +370,7 @@ def _apply_job_objects(jobs: dict[str, JobState], snapshot: Snapshot, cfg: Elast
         view = views.get(job.job_ref)
         if job.bounds is not None:
             job.bounds = current_bounds(job.bounds, view, job.pg, _masters(pods_by_group.get(job.key, ())))
+        job.budget = budget_of(job.pg, view)
         if view is not None and not job.cooling and (view.last_scale is not None or view.last_scale_invalid):
             job.cooling = in_cooldown(job.pg, cfg.queue_policy(job.queue), now, view)
 

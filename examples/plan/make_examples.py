@@ -25,6 +25,7 @@ from tests.builders import (  # noqa: E402
     node,
     podgroup,
     priority_class,
+    pytorchjob,
     queue,
 )
 
@@ -100,6 +101,15 @@ def examples() -> dict[str, dict[str, object]]:
         elastic_job("team-scratch", "sweep", min_r=2, max_r=12, gpus=2, nodes=NODES, queue="scratch"),
         bert,
     )
+    # 8. The restart budget: the scale-down-for-gang cluster, but resnet's PyTorchJob gives torchrun
+    #    maxRestarts 3 and two of them are used already (restarts-used 2, two earlier shrinks). A third
+    #    shrink would leave no restart for a failure that is not ours: resnet is no victim, and bert's
+    #    reason says so.
+    spent = pytorchjob("team-vision", "resnet", workers=16, min_r=2, max_r=16, gpus=2, queue="vision",
+                       max_restarts=3)
+    spent["metadata"]["annotations"] = {"volcano-elastic.io/restarts-used": "2"}
+    out["restart-budget-spent"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
+                                                           nodes=NODES, queue="vision"), spent, b)
     return out
 
 

@@ -84,3 +84,13 @@ def test_department_tree_story(capsys: pytest.CaptureFixture[str]) -> None:
     assert [s["decision"] for s in plan["starving"]] == ["evict"]
     assert [e["pod"] for e in plan["evictions"]] == [f"team-scratch/sweep-worker-{i}" for i in (11, 10, 9, 8)]
     assert "real capability" in plan["starving"][0]["reason"]
+
+
+def test_restart_budget_story(capsys: pytest.CaptureFixture[str]) -> None:
+    # scale-down-for-gang's cluster, but resnet has used 2 of its maxRestarts 3: a third shrink would
+    # leave no restart in reserve, so none of its 14 elastic workers is a victim and bert says why.
+    plan = json.loads(_plan("restart-budget-spent", capsys))
+    assert plan["evictions"] == [] and [s["decision"] for s in plan["starving"]] == ["wait"]
+    assert "candidates excluded: 14 restart budget spent (2 of 3 used, 1 kept in reserve)" in \
+        plan["starving"][0]["reason"]
+    assert plan["scaleUpBlockedBy"] == []  # a gang no victim can feed holds back no growth

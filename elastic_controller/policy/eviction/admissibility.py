@@ -93,6 +93,8 @@ class Admissibility(PlannerBase):
             return "unknown job"
         if job.pg is None:
             return "no PodGroup"  # not ours to shrink: a neighbour's job, or one the controller refused
+        if job.budget is not None and job.budget.spent:
+            return job.budget.reason()  # one more shrink would end it, or leave no restart in reserve
         if job.priority > gang.priority:
             return "higher priority"
         if job.cooling and not self.w.policy(job.queue).preemptDuringCooldown:

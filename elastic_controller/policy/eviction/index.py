@@ -96,6 +96,8 @@ class NodeIndex(PlannerBase):
             job = jobs.get(p.job_id)
             if job is None or job.bounds is None or job.pg is None or p.key in taken:
                 continue
+            if job.budget is not None and job.budget.spent:
+                continue  # never a victim (its restart budget), as a job without PodGroup
             policy = w.policy(job.queue)
             if not old_enough(p.scheduled_at, policy.minRuntimeSeconds, now):
                 continue

@@ -1,0 +1,187 @@
+"""The restart counter (issue 29, part 4): every scale-down stamp counts one of torchrun's restarts in
+``volcano-elastic.io/restarts-used``, in the same writes as the cooldown stamp (PodGroup and
+PyTorchJob); taking a stamp back takes its count back; a scale-up counts nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_controller.execute.evictions import execute_evictions
+from elastic_controller.execute.executor import CycleReport, Executor
+from elastic_controller.execute.gates import execute_releases
+from elastic_controller.execute.resume import forget
+from elastic_controller.execute.stamps import Preemptions
+from elastic_controller.kube.fake import FakeKube
+from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
+from elastic_controller.policy import keys
+from elastic_controller.policy.decisions import CyclePlan, GateRelease
+from elastic_controller.policy.model import Snapshot
+from tests import builders as b
+from tests.unit.test_agent import make
+from tests.unit.test_agent_faults import WRITES, Killed, kill_at_write, restarted
+from tests.unit.test_execute import a_job, executor, victims
+
+USED = keys.RESTARTS_USED
+
+
+def spy(kube: FakeKube) -> list[tuple[str, str, Any]]:
+    """Every patch body sent, as (resource, name, body)."""
+    bodies: list[tuple[str, str, Any]] = []
+    real = kube.patch
+
+    def patch(res: Any, name: str, body: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        bodies.append((res.plural, name, body))
+        return real(res, name, body, namespace, **kw)
+
+    kube.patch = patch  # type: ignore[method-assign]
+    return bodies
+
+
+def counts(kube: FakeKube) -> tuple[str | None, str | None]:
+    """(the PodGroup's count, the PyTorchJob's count) of team-a/a."""
+    pg = kube.get(PODGROUPS, "a", "team-a")["metadata"].get("annotations") or {}
+    job = kube.get(PYTORCHJOBS, "a", "team-a")["metadata"].get("annotations") or {}
+    return pg.get(USED), job.get(USED)
+
+
+def set_counts(kube: FakeKube, pg: str | None, job: str | None) -> None:
+    for res, value in ((PODGROUPS, pg), (PYTORCHJOBS, job)):
+        obj = kube.get(res, "a", "team-a")
+        ann = obj["metadata"].setdefault("annotations", {})
+        ann.pop(USED, None)
+        if value is not None:
+            ann[USED] = value
+        kube.add(res, obj)
+
+
+def evict(ex: Executor, *pods: str) -> CycleReport:
+    report = CycleReport(CyclePlan())
+    execute_evictions(ex, "team-b/b", victims(*pods), b.NOW, report)
+    assert report.failed == {}
+    return report
+
+
+def test_each_shrink_counts_one_restart_in_the_stamps_own_writes() -> None:
+    kube, ex = executor(a_job())
+    bodies = spy(kube)
+    evict(ex, "a-worker-4", "a-worker-5")  # two victims of one job: one restart of the job, not two
+    assert counts(kube) == ("1", "1")
+    stamps = [(res, body["metadata"]["annotations"]) for res, _, body in bodies
+              if res in ("podgroups", "pytorchjobs")]
+    # the count rides in the very patches that carry the cooldown stamp: never one without the other
+    assert [res for res, _ in stamps] == ["podgroups", "pytorchjobs"]
+    assert all(a[USED] == "1" and a[keys.LAST_SCALE_TIME] == b.ts(b.NOW) for _, a in stamps), stamps
+    evict(ex, "a-worker-3")
+    assert counts(kube) == ("2", "2")
+
+
+def test_the_count_goes_on_from_the_larger_copy() -> None:
+    kube, ex = executor(a_job())
+    set_counts(kube, None, "3")  # a PodGroup recreated by hand: the job kept its count
+    evict(ex, "a-worker-5")
+    assert counts(kube) == ("4", "4")
+    set_counts(kube, "6", "4")
+    evict(ex, "a-worker-4")
+    assert counts(kube) == ("7", "7")
+
+
+def test_a_scale_up_counts_nothing() -> None:
+    kube, ex = executor(a_job(running=4))
+    set_counts(kube, "2", "2")
+    report = CycleReport(CyclePlan())
+    execute_releases(ex, [GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room")], b.NOW, report)
+    assert report.released == ["team-a/a-worker-4"]
+    assert kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"][keys.LAST_SCALE_DIRECTION] == "up"
+    assert counts(kube) == ("2", "2")  # a regrow gives no restart back, and costs none
+
+
+def test_undo_takes_the_count_back_only_while_it_is_ours() -> None:
+    kube, ex = executor(a_job())
+    set_counts(kube, "2", "2")
+    before = {"team-a/a": ex.pg_annotations("team-a/a")}
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "x"}
+    ex.stamp("team-a/a", ours)
+    assert ours[USED] == "3" and counts(kube) == ("3", "3")
+    ex.undo("team-b/b", before, {"team-a/a": ours}, [])
+    assert counts(kube) == ("2", "2")
+    # a first count taken back leaves no annotation at all
+    set_counts(kube, None, None)
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "y"}
+    ex.stamp("team-a/a", ours)
+    ex.undo("team-b/b", {"team-a/a": {}}, {"team-a/a": ours}, [])
+    assert counts(kube) == (None, None)
+    # another writer counted meanwhile: its count stays
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "z"}
+    ex.stamp("team-a/a", ours)
+    set_counts(kube, "5", "5")
+    ex.undo("team-b/b", {"team-a/a": {}}, {"team-a/a": ours}, [])
+    assert counts(kube) == ("5", "5")
+
+
+def test_forgetting_an_interrupted_plan_keeps_the_count() -> None:
+    # forget() does not know what the count was before the plan: it keeps it (one restart too many
+    # counted is a shrink fewer, never a job killed).
+    kube, ex = executor(a_job())
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down",
+            keys.LAST_DECISION: f"{b.ts(b.NOW)} down: 1 elastic worker(s) evicted to make room for team-b/b"}
+    ex.stamp("team-a/a", ours)
+    victim = kube.get(PODS, "a-worker-5", "team-a")
+    victim["metadata"]["annotations"][keys.EVICTED_FOR] = "team-b/b"
+    kube.add(PODS, victim)
+    snap = b.snapshot_of(kube.of(PODS), kube.of(PODGROUPS))
+    view = next(p for p in snap.pods if p.key == "team-a/a-worker-5")
+    forget(ex, "team-b/b", [view], ["team-a/a"], snap, b.NOW, "test")
+    ann = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
+    assert keys.LAST_SCALE_DIRECTION not in ann  # the stamp was taken back
+    assert counts(kube) == ("1", "1")
+
+
+def test_a_volcano_preemption_counts_a_restart() -> None:
+    # A worker Volcano preempted is a dead peer to torchrun like one we evict.
+    kube, ex = executor(a_job())
+    pod = kube.get(PODS, "a-worker-5", "team-a")
+    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(b.ago(3))})
+    preemptions = Preemptions()
+    assert preemptions.note(pod)
+    assert preemptions.count(ex, Snapshot(), b.NOW) == ["team-a/a-worker-5"]
+    assert counts(kube) == ("1", "1")
+
+
+def tight_world() -> list[Any]:
+    """test_agent.world() with maxRestarts 2: the plan's one shrink leaves the reserve only, so the
+    count it writes makes the job spent for any later plan."""
+    return b.items(b.node("n1"), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6, max_restarts=2),
+                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
+                   b.gang("team-b", "b", members=4, gpus=1))
+
+
+def _one_plan() -> list[tuple[str, str]]:
+    """The (verb, resource) of each write of the plan, in order."""
+    kube, agent = make(tight_world())
+    agent.run_cycle()
+    return [(c[0], c[1]) for c in kube.calls if c[0] in WRITES and not c[4] and c[1] != "events"]
+
+
+PLAN = _one_plan()
+
+
+@pytest.mark.parametrize("kill_at", range(len(PLAN)))
+def test_a_plan_killed_at_any_write_is_finished_and_counted_once(kill_at: int) -> None:
+    # The count this plan wrote with its own stamp does not bar finishing it (as its own cooldown
+    # does not), and the next agent does not count the same shrink again.
+    kube, agent = make(tight_world())
+    kill_at_write(kube, kill_at)
+    with pytest.raises(Killed):
+        agent.run_cycle()
+    kube.faults.clear()
+    report = restarted(kube).run_cycle()
+    real = sorted({c[3] for c in kube.verbs("evict", dry_run=False)})
+    assert real == ["a-worker-4", "a-worker-5"], report
+    # Killed on the job's copy itself: the PodGroup's count stands (the next shrink writes both
+    # again, from the larger), as the job's copy of the cooldown stamp does.
+    job_copy_lost = PLAN[kill_at] == ("patch-merge", "pytorchjobs")
+    assert counts(kube) == ("1", None if job_copy_lost else "1")
