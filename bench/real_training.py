@@ -161,26 +161,37 @@ def current_world(log: list[dict[str, Any]]) -> int:
 
 
 def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each change of world size between two training steps: the stall (last step at the old size
-    to the first at the new), the steps done again, the restart count after it."""
+    """One event per restart of the training processes after the first start (torchrun restarts every
+    worker at each membership change): the world size before and after, the stall (the last training
+    step before it to the first step after it: None when another restart came first), the steps
+    done again after resuming from the checkpoint, and
+    the restart count torchelastic reports after it. A shrink and a regrow with no step between
+    (plain torchrun still in its rendezvous when the evicted workers come back) are two events, the
+    first with no step at its size."""
     events: list[dict[str, Any]] = []
-    last: dict[str, Any] | None = None
-    resumed_from: int | None = None
+    last_step: dict[str, Any] | None = None
+    world: int | None = None
+    since = 0.0
     for r in log:
         if r.get("event") == "start":
-            resumed_from = int(r["from"])
+            if world is not None:
+                events.append({
+                    "kind": "grow" if r["world"] > world else "shrink" if r["world"] < world else "restart",
+                    "fromWorkers": world, "toWorkers": r["world"], "stallSeconds": None,
+                    "stepsRedone": max(0, int(last_step["step"]) - int(r["from"])) if last_step else 0,
+                    "restartBudgetUsed": int(r.get("restart", 0)), "_since": since,
+                })
+                last_step = None
+            world = int(r["world"])
             continue
         if "step" not in r or "event" in r:
             continue
-        if last is not None and r["world"] != last["world"]:
-            events.append({
-                "kind": "grow" if r["world"] > last["world"] else "shrink",
-                "fromWorkers": last["world"], "toWorkers": r["world"],
-                "stallSeconds": round(r["t"] - last["t"], 2),
-                "stepsRedone": max(0, int(last["step"]) - (resumed_from if resumed_from is not None else last["step"])),
-                "restartBudgetUsed": int(r.get("restart", 0)),
-            })
-        last = r
+        if events and events[-1]["stallSeconds"] is None and last_step is None:
+            events[-1]["stallSeconds"] = round(r["t"] - events[-1]["_since"], 2)
+        last_step = r
+        since = r["t"]
+    for e in events:
+        e.pop("_since")
     return events
 
 
