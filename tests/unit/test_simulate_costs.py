@@ -14,10 +14,11 @@ from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.simulate.classes import per_class
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
+from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import ImportOptions, JobSpec, TraceError, detect_format, load_trace
 
-LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
+LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 
 
 def cluster(nodes: int = 1, gpus: int = 8) -> ClusterSpec:
