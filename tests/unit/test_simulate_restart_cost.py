@@ -76,3 +76,24 @@ def test_the_engine_stalls_each_event_by_its_cost(cost: RestartCost, a_finish: f
 
 def test_the_default_is_torchrun_with_a_gpu_restart() -> None:
     assert SimSettings().restart_cost == TORCHRUN
+
+
+def _flags(*argv: str) -> RestartCost | str:
+    import argparse
+
+    from elastic_controller.cli import simulate as cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return cli._restart_cost(parser.parse_args(list(argv)))
+
+
+def test_the_cli_flags_pick_the_model() -> None:
+    assert _flags() == TORCHRUN
+    assert _flags("--restart-cost-model", "kit", "--restart-seconds", "12") == RestartCost(model="kit", restart=12.0)
+    assert _flags("--last-call-timeout", "5") == RestartCost(restart=25.0, last_call=5.0)
+    # --restart-penalty keeps working: the fixed model
+    assert _flags("--restart-penalty", "45") == fixed_cost(45)
+    assert _flags("--restart-cost-model", "fixed", "--restart-seconds", "45") == fixed_cost(45)
+    assert "not with --restart-cost-model kit" in str(_flags("--restart-penalty", "60", "--restart-cost-model", "kit"))
+    assert "twice" in str(_flags("--restart-penalty", "60", "--restart-seconds", "30"))
