@@ -1,7 +1,8 @@
 """Restart-aware elasticity (issue 19) against its targets: seeds of the bundled mix, each on its own.
 
     .venv/bin/python bench/restart_costs.py [--seeds 1,2,3] [--checkpoint-interval 1800]
-        [--restart-penalty 60] [--policies elastic,static-max,volcano-gang] [--config FILE]
+        [--restart-cost-model torchrun] [--restart-seconds 25] [--restart-penalty S]
+        [--policies elastic,static-max,volcano-gang] [--config FILE]
 
 Per seed and policy: restarts per job (all jobs, and elastic ones), average and p99 JCT against
 static-max's, and the worst class (elastic/rigid x max workers, 5 jobs or more) by its average JCT
@@ -67,11 +68,46 @@ def measures(result: SimResult, base: SimResult | None, specs: dict[str, JobSpec
     return out
 
 
+def add_cost_flags(ap: argparse.ArgumentParser) -> None:
+    """The restart cost flags of ``volcano-elastic simulate`` (``--restart-cost-model`` takes a list)."""
+    ap.add_argument("--restart-cost-model", default="torchrun", metavar="M,...",
+                    help="torchrun, kit or fixed, or several side by side (default: torchrun)")
+    ap.add_argument("--restart-seconds", type=float, default=None,
+                    help="the fixed restart part of every event (default: the simulator's, 25)")
+    ap.add_argument("--restart-penalty", type=float, default=None,
+                    help="the fixed model's penalty (default 60, the simulator's model before issue 29); "
+                    "given alone: the fixed model only")
+
+
+def cost_settings(args: argparse.Namespace, model: str) -> dict[str, Any]:
+    """SimSettings keyword arguments for one restart cost model of the flags (a simulator without
+    the cost model, another checkout's, gets the fixed penalty)."""
+    fields = {f.name for f in dataclasses.fields(SimSettings)}
+    if "restart_cost" not in fields:
+        penalty = args.restart_penalty if args.restart_penalty is not None else 60.0
+        print(f"note: this simulator has no restart cost model: a fixed {penalty:g}s", file=sys.stderr)
+        return {"restart_penalty": penalty}
+    from elastic_controller.simulate.restarts import DEFAULT_RESTART_SECONDS, RestartCost
+
+    if model == "fixed":
+        return {"restart_cost": RestartCost(model="fixed", restart=60.0 if args.restart_penalty is None
+                                            else args.restart_penalty)}
+    seconds = DEFAULT_RESTART_SECONDS if args.restart_seconds is None else args.restart_seconds
+    return {"restart_cost": RestartCost(model=model, restart=seconds)}
+
+
+def cost_models(args: argparse.Namespace) -> list[str]:
+    """The models to run: ``--restart-cost-model``'s (``--restart-penalty`` alone: fixed)."""
+    if args.restart_penalty is not None and args.restart_cost_model == "torchrun":
+        return ["fixed"]
+    return args.restart_cost_model.split(",")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--checkpoint-interval", type=float, default=1800.0)
-    ap.add_argument("--restart-penalty", type=float, default=60.0)
+    add_cost_flags(ap)
     ap.add_argument("--policies", default="elastic,static-max,volcano-gang")
     ap.add_argument("--config", default=None)
     ap.add_argument("--classes", action="store_true", help="print every class of every policy")
@@ -89,7 +125,7 @@ def main() -> int:
         extra["checkpoint_interval"] = args.checkpoint_interval
     else:
         print("note: this simulator has no checkpoint interval: restarts cost the penalty only", file=sys.stderr)
-    settings = SimSettings(restart_penalty=args.restart_penalty, **extra)
+    settings = SimSettings(**cost_settings(args, cost_models(args)[0]), **extra)
     print(f"{'seed':>4} {'policy':<13} {'restarts/job':>12} {'elastic r/j':>11} {'avg JCT':>8} {'p99 JCT':>8} "
           f"{'worst class':>20}")
     for seed in (int(s) for s in args.seeds.split(",")):

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..policy.settings import SHARE_PLUGINS, SharesConfig
 from .common import add_config_flag, load_config_or_exit
+
+if TYPE_CHECKING:
+    from ..simulate.restarts import RestartCost
 
 HELP = "simulate a job trace on a cluster under elastic, volcano-gang, static-max and static-min scheduling"
 
@@ -60,8 +63,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--seeds", metavar="LIST",
                      help="generated traces: run every seed of LIST (1,2,3 or 1-5), print mean and spread, "
                      "write one summary per seed under --out/seed-N/")
-    sim.add_argument("--restart-penalty", type=float, default=60.0, metavar="SECONDS",
-                     help="time a job makes no progress after each restart (default: 60)")
+    sim.add_argument("--restart-cost-model", choices=("torchrun", "kit", "fixed"), default=None,
+                     help="what a scale event stalls a job (every worker restarts): torchrun (its c10d "
+                     "rendezvous: detection 1.5s, + 12.5s keep-alive expiry after a removal, + the last call "
+                     "(--last-call-timeout) while the new size is below max or 0.5s at max, + --restart-seconds), "
+                     "kit (the job kit's launcher: its round completes when the announced size joined: "
+                     "detection 1.5s, + 5s after a removal, + 0.5s, + --restart-seconds) or fixed "
+                     "(--restart-seconds after every event); the work since the last checkpoint is lost on "
+                     "top (default: torchrun, or fixed with --restart-penalty; docs/simulate.md)")
+    sim.add_argument("--restart-seconds", type=float, default=None, metavar="SECONDS",
+                     help="the fixed restart part of every scale event: process start, imports, model build, "
+                     "checkpoint load (default: 25, a GPU job of about a billion parameters; measured 12-64s "
+                     "on a GPU by model size, 2-7s for torch on CPU)")
+    sim.add_argument("--last-call-timeout", type=float, default=30.0, metavar="SECONDS",
+                     help="--restart-cost-model torchrun: the jobs' c10d last_call_timeout (rdzvConf; "
+                     "default: 30, torchrun's)")
+    sim.add_argument("--restart-penalty", type=float, default=None, metavar="SECONDS",
+                     help="the same stall after every scale event, whatever it is: the fixed model with "
+                     "--restart-seconds SECONDS (the simulator's model before the measured costs; was 60)")
     sim.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="SECONDS",
                      help="a job checkpoints after every SECONDS of progress; a restart loses the work since "
                      "its last checkpoint (default: 1800; 0: off, nothing lost)")
@@ -129,6 +148,22 @@ def run_inputs(args: argparse.Namespace, trace: str, seed: int, plugin: str, hie
     }
 
 
+def _restart_cost(args: argparse.Namespace) -> RestartCost | str:
+    """The restart cost model of the flags, or what is wrong with them."""
+    from ..simulate.restarts import DEFAULT_RESTART_SECONDS, RestartCost
+
+    if args.restart_penalty is not None:
+        if args.restart_cost_model not in (None, "fixed"):
+            return (f"--restart-penalty is the fixed model: not with --restart-cost-model {args.restart_cost_model} "
+                    "(give its fixed restart part as --restart-seconds)")
+        if args.restart_seconds is not None and args.restart_seconds != args.restart_penalty:
+            return "--restart-penalty and --restart-seconds give the fixed penalty twice: give one of them"
+        return RestartCost(model="fixed", restart=args.restart_penalty)
+    seconds = DEFAULT_RESTART_SECONDS if args.restart_seconds is None else args.restart_seconds
+    return RestartCost(model=args.restart_cost_model or "torchrun", restart=seconds,
+                       last_call=args.last_call_timeout)
+
+
 def run(args: argparse.Namespace) -> int:
     from importlib.resources import files
     from pathlib import Path
@@ -138,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     from ..simulate.generate import GeneratorOptions, generate, with_worker_counts
     from ..simulate.plots import MISSING, have_matplotlib, write_plots
     from ..simulate.quota import capacity_problems
+    from ..simulate.restarts import describe as describe_restart_cost
     from ..simulate.runner import print_run, run_policies
     from ..simulate.scaling import CurveError, parse_curve
     from ..simulate.seeds import class_ratio_table, parse_seeds, seeds_table
@@ -157,10 +193,14 @@ def run(args: argparse.Namespace) -> int:
         curve = parse_curve(args.scaling_efficiency)
     except CurveError as exc:
         return _fail(str(exc))
-    if (args.restart_penalty < 0 or args.grace_period < 0 or args.cycle_seconds < 0
+    if any(v is not None and v < 0 for v in (args.restart_penalty, args.restart_seconds)) or (
+            args.last_call_timeout < 0 or args.grace_period < 0 or args.cycle_seconds < 0
             or args.checkpoint_interval < 0 or args.pod_cooldown < 0):
-        return _fail("--restart-penalty, --grace-period, --cycle-seconds, --checkpoint-interval and "
-                     "--pod-cooldown must not be negative")
+        return _fail("--restart-penalty, --restart-seconds, --last-call-timeout, --grace-period, --cycle-seconds, "
+                     "--checkpoint-interval and --pod-cooldown must not be negative")
+    restart_cost = _restart_cost(args)
+    if isinstance(restart_cost, str):
+        return _fail(restart_cost)
     if args.checkpoint_on_notice is not None and not args.checkpoint_on_notice >= 0:
         return _fail(f"--checkpoint-on-notice {args.checkpoint_on_notice:g}: write the seconds after the notice "
                      "begins at which a job under notice checkpoints (0 or more); leave it out to have jobs "
@@ -252,14 +292,14 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot write output: {exc}")
 
-    settings = SimSettings(restart_penalty=args.restart_penalty, grace_period=args.grace_period, curve=curve,
+    settings = SimSettings(restart_cost=restart_cost, grace_period=args.grace_period, curve=curve,
                            cycle_seconds=args.cycle_seconds, checkpoint_interval=args.checkpoint_interval,
                            allow_whole_bundle=not args.no_whole_bundle, pod_cooldown=args.pod_cooldown,
                            enqueue=not args.no_enqueue, capacity_first_tier=args.capacity_first_tier,
                            notice_checkpoint=-1.0 if args.checkpoint_on_notice is None else args.checkpoint_on_notice)
     ckpt = f"every {args.checkpoint_interval:g}s" if args.checkpoint_interval else "off"
     print(f"{cluster.node_count} nodes, {cluster.total_gpus} GPUs; scaling efficiency {curve.describe()}, "
-          f"restart penalty {args.restart_penalty:g}s, checkpoints {ckpt}, grace period {args.grace_period:g}s; "
+          f"{describe_restart_cost(restart_cost)}, checkpoints {ckpt}, grace period {args.grace_period:g}s; "
           f"queue shares: {plugin}{' (hierarchical)' if hierarchy else ''}")
     notices = sorted({(name, q.noticeSeconds) for name, q in [("defaults", cfg.defaults), *cfg.queues.items()]
                       if q.noticeSeconds > 0})

@@ -30,7 +30,7 @@ from ..policy.settings import ElasticConfig, QueuePolicy
 from .cluster import ClusterSpec
 from .gang import GangActions
 from .nodes import NodeTable
-from .restarts import advance, checkpoint_now, lose_since_checkpoint
+from .restarts import RestartCost, advance, checkpoint_now, lose_since_checkpoint
 from .scaling import ScalingCurve
 from .state import SimJob, SimPod
 from .trace import JobSpec
@@ -81,7 +81,9 @@ def default_planner() -> Planner:
 
 @dataclass(frozen=True, slots=True)
 class SimSettings:
-    restart_penalty: float = 60.0  # seconds without progress after every scale event
+    # seconds without progress after a scale event, by the event (restarts.RestartCost: torchrun's
+    # rendezvous, the job kit's, or a fixed penalty)
+    restart_cost: RestartCost = field(default_factory=RestartCost)
     grace_period: float = 30.0  # an evicted worker holds its GPUs this long
     curve: ScalingCurve = field(default_factory=lambda: ScalingCurve(per_doubling=0.95))
     start: datetime = EPOCH
@@ -145,6 +147,7 @@ class JobResult:
     trace_min: int = 0  # the trace's bounds (min_workers/max_workers are the policy's)
     trace_max: int = 0
     lost_work: float = 0.0  # GPU-seconds of work done again after restarts (checkpoints)
+    restart_seconds: float = 0.0  # seconds it made no progress after scale events (SimSettings.restart_cost)
 
     @property
     def finished(self) -> bool:
@@ -441,7 +444,10 @@ class Simulator:
         elif joins_first:
             pass  # they join the first rendezvous, which waits its last call for more workers
         else:
-            job.resume_at = max(now + self.settings.restart_penalty, job.resume_at)
+            stall = self.settings.restart_cost.seconds(running < before, running, job.bounds_max)
+            resume = max(now + stall, job.resume_at)
+            job.restart_seconds += resume - max(now, job.resume_at)
+            job.resume_at = resume
             if job.whole_evicted:
                 job.whole_evicted = False  # counted when it was evicted
             elif job.last_restart != now:
@@ -864,7 +870,7 @@ class Simulator:
                 min_seen=j.min_seen if j.started else 0, max_seen=j.max_seen, work=j.spec.work,
                 work_done=j.work_done, held_gpu_seconds=j.held_gpu_seconds,
                 scale_events=tuple(j.scale_events), trace_min=j.spec.min_workers,
-                trace_max=j.spec.max_workers, lost_work=j.lost_work)
+                trace_max=j.spec.max_workers, lost_work=j.lost_work, restart_seconds=j.restart_seconds)
             for j in self.jobs)
         first = min((j.submit for j in jobs), default=0.0)
         last = max((j.finish for j in jobs), default=0.0)

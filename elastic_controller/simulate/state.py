@@ -75,6 +75,7 @@ class SimJob:
         "rate",
         "replicas",
         "requests",
+        "restart_seconds",
         "restarts",
         "resume_at",
         "running",
@@ -129,6 +130,7 @@ class SimJob:
         self.admitted = False  # Volcano's enqueue let its PodGroup in (Inqueue)
         self.since_checkpoint = 0.0  # seconds of progress since its last checkpoint
         self.lost_work = 0.0  # GPU-seconds of work redone after restarts
+        self.restart_seconds = 0.0  # seconds without progress after scale events
         self.whole_evicted = False  # all its workers were evicted; its next start is a restart
         self.nominated: list[SimPod] = []  # victims evicted for it, still terminating (volcano-gang)
 

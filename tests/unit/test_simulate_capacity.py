@@ -17,11 +17,12 @@ from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, Simulator, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate
 from elastic_controller.simulate.quota import CapacityQuota, capacity_problems
+from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.state import SimPod
 from elastic_controller.simulate.trace import JobSpec
 
-LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
+LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 # reclaim scenarios: every PodGroup Inqueue at once (the overcommit plugin would keep a gang Pending
 # on a full cluster, and then nothing reclaims for it)
 NO_ENQUEUE = dataclasses.replace(LINEAR, enqueue=False)

@@ -21,10 +21,11 @@ from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, default_planner, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate, powers_of_two, with_worker_counts
+from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
 
-LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
+LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 HEAD = "name,submit,min,max,gpus,work,workerCounts\n"
 
 

@@ -14,10 +14,11 @@ from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.simulate.classes import per_class
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
+from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import ImportOptions, JobSpec, TraceError, detect_format, load_trace
 
-LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
+LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 
 
 def cluster(nodes: int = 1, gpus: int = 8) -> ClusterSpec:
@@ -362,7 +363,7 @@ def test_planning_at_every_agent_interval_changes_nothing(seed: int) -> None:
     two = ClusterSpec((NodePool("gpu", 8, 8, 96_000, 2**40),), (QueueSpec("a", weight=2), QueueSpec("b")))
     cfg = ElasticConfig(queues={"b": QueuePolicy(scaleUpSnoozeSeconds=900, noticeSeconds=30)})
     jobs = generate(two, GeneratorOptions(jobs=40, load=1.2, seed=seed, max_hours=2))
-    settings = SimSettings(restart_penalty=60, checkpoint_interval=1800)
+    settings = SimSettings(restart_cost=fixed_cost(60), checkpoint_interval=1800)
     events = simulate(jobs, two, cfg, "elastic", settings)
     every = simulate(jobs, two, cfg, "elastic", dataclasses.replace(settings, every_cycle=True))
     assert every.plan_calls > 3 * events.plan_calls  # it did plan far more often

@@ -12,11 +12,12 @@ from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate
+from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec
 
 # hand-computed trajectories: no checkpoint loss (tests of it set an interval)
-LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0)
+LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 ANY_SIZE = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))  # jobs of any size may give
 
 
