@@ -142,12 +142,13 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
     name = f"pytest-{os.getpid()}-{key.replace('-', '')}"
     keep = os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") == "1"
     env = os.environ.get
-    b = Box(BoxOptions(name=name, profile=profile, keep_on_failure=keep,
-                       nodes=int(env("VOLCANO_ELASTIC_BOX_NODES", "4")),
-                       gpus_per_node=int(env("VOLCANO_ELASTIC_BOX_GPUS_PER_NODE", "8")),
-                       volcano_conf=volcano_conf or env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours"),
-                       **({"nodes": 0, "real_nodes": real_nodes, "real_node_images": images, "timeout": 180}
-                          if real_nodes else {})))
+    opts = BoxOptions(name=name, profile=profile, keep_on_failure=keep,
+                      nodes=int(env("VOLCANO_ELASTIC_BOX_NODES", "4")),
+                      gpus_per_node=int(env("VOLCANO_ELASTIC_BOX_GPUS_PER_NODE", "8")),
+                      volcano_conf=volcano_conf or env("VOLCANO_ELASTIC_VOLCANO_CONF", "ours"))
+    if real_nodes:  # real nodes only: every pod really runs
+        opts.nodes, opts.real_nodes, opts.real_node_images, opts.timeout = 0, real_nodes, images, 180.0
+    b = Box(opts)
     t0 = time.monotonic()
     try:
         b.up()
