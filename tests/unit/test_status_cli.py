@@ -105,9 +105,9 @@ def test_gated_pods_say_why_with_the_planners_codes(monkeypatch: pytest.MonkeyPa
     assert (resnet["elasticWorkers"], resnet["elasticMax"], resnet["fulfillment"]) == (0, 14, 0.0)
     _, table_out, _ = status(capsys)
     line = next(line for line in table_out.splitlines() if "team-nlp/gpt" in line).split()
-    assert line[4:8] == ["2/3", "-", "1", "BelowMinScaleUpGain"], line
+    assert line[4:6] == ["2/3", "-"] and line[7:9] == ["1", "BelowMinScaleUpGain"], line  # [6]: RESTARTS
     resnet_line = next(line for line in table_out.splitlines() if "team-vision/resnet" in line).split()
-    assert resnet_line[4] == "0/14" and resnet_line[7] == "Growing"
+    assert resnet_line[4] == "0/14" and resnet_line[8] == "Growing"
     assert note["message"] not in table_out  # the code in the table, the whole reason under -o wide
     _, wide, _ = status(capsys, "-o", "wide")
     assert note["message"] in wide
