@@ -62,8 +62,12 @@ def job_rbac(kube: Callable[[type], Any], kc: KubeClient, namespace: str) -> dic
     sa_obj = in_namespace(next(d for d in _example(EXAMPLE) if d["kind"] == "ServiceAccount"), namespace)
     core.create_namespaced_service_account(namespace, sa_obj)
     job = in_namespace(example_job(EXAMPLE), namespace)
-    job["metadata"]["uid"] = "00000000-0000-0000-0000-000000000029"  # an owner that does not exist: GC may
-    assert CheckpointAccess(kc).ensure(job) == "applied"              # collect it, but not within this test
+    # the job exists, so that the garbage collector keeps what it owns (a made-up owner uid was
+    # collected within the test on a loaded machine)
+    created = client.CustomObjectsApi(core.api_client).create_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", job)
+    job["metadata"]["uid"] = created["metadata"]["uid"]
+    assert CheckpointAccess(kc).ensure(job) == "applied"
     sa = sa_obj["metadata"]["name"]
     name = job["metadata"]["name"]
     for pod in (f"{name}-worker-0", f"{name}-worker-1", "other-job-worker-0"):
