@@ -248,7 +248,7 @@ def test_status_and_release_gates_commands(kc: KubeClient, cluster: Cluster, kub
     assert status.returncode == 0, status.stderr
     assert f"{ns}/j" in status.stdout and "QUEUE default" in status.stdout
     row = next(line for line in status.stdout.splitlines() if f"{ns}/j" in line).split()
-    assert row[1:4] == ["2", "2", "4"] and row[6] == "2"  # min cur max ... gated
+    assert row[1:4] == ["2", "2", "4"] and row[7] == "2"  # min cur max ... gated (after ELASTIC, COOLDOWN, RESTARTS)
     out = cli("release-gates", f"{ns}/j")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("lifted") == 2
