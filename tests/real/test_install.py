@@ -74,6 +74,13 @@ def wait_installed(box: Any, core: Any) -> None:
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnose(box)}") from None
     assert lease
+    # the certgen Job writes caBundle into both webhook configurations after they are applied: until
+    # then the API server cannot verify our webhook ("certificate signed by unknown authority")
+    adm = client.AdmissionregistrationV1Api(core.api_client)
+    wait_until("caBundle in both webhook configurations", lambda: all(
+        w.client_config.ca_bundle for cfg in (adm.list_mutating_webhook_configuration().items
+                                              + adm.list_validating_webhook_configuration().items)
+        if cfg.metadata.name.startswith("volcano-elastic") for w in cfg.webhooks or []), 120, interval=1)
     eps = core.read_namespaced_endpoints("volcano-elastic-webhook", NAMESPACE)
     assert sum(len(s.addresses or []) for s in eps.subsets or []) == 2  # the Service has both replicas
 
