@@ -48,7 +48,9 @@ def test_all_policies_write_summary_and_jobs(files: dict[str, str], capsys: pyte
     assert (inputs["version"], inputs["trace"], inputs["cluster"]) == (__version__, files["trace"], files["cluster"])
     assert inputs["traceSha256"] == hashlib.sha256(Path(files["trace"]).read_bytes()).hexdigest()
     assert inputs["policies"] == list(summary) and inputs["config"] is None and inputs["seed"] is None
-    assert inputs["flags"]["restart_penalty"] == 60.0 and inputs["flags"]["out"] == files["out"]
+    # no --restart-penalty: the per-event cost model's default (flags record what was given)
+    assert inputs["flags"]["restart_penalty"] is None and "restart_cost_model" in inputs["flags"]
+    assert inputs["flags"]["out"] == files["out"]
     for values in summary.values():
         assert tuple(values) == SUMMARY_KEYS
         assert [(c["kind"], c["maxWorkers"], c["jobs"]) for c in values["perClass"]] == [
