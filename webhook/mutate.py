@@ -103,11 +103,15 @@ def env_ops(spec: Mapping[str, Any], elastic: bool, warnings: list[str]) -> list
     user set it), and the operator's empty PET_STANDALONE read as "1"."""
     ops: list[dict[str, Any]] = []
     for i, container in enumerate(spec.get("containers") or []):
-        if container.get("name") != keys.PYTORCH_CONTAINER:
+        if not isinstance(container, Mapping) or container.get("name") != keys.PYTORCH_CONTAINER:
             continue
         env = container.get("env") or []
-        names = {e.get("name"): e for e in env}
+        if not isinstance(env, list):  # malformed: the API server's own validation refuses it
+            break
+        names = {e["name"]: e for e in env if isinstance(e, Mapping) and isinstance(e.get("name"), str)}
         for j, e in enumerate(env):
+            if not isinstance(e, Mapping):
+                continue
             if e.get("name") == PET_STANDALONE and e.get("value") == "" and "valueFrom" not in e:
                 ops.append({"op": "replace", "path": f"/spec/containers/{i}/env/{j}/value", "value": "1"})
         if not elastic:
