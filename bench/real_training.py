@@ -1,7 +1,7 @@
 """A real elastic training job through volcano-elastic, on the box's real nodes, measured.
 
     python bench/real_training.py --out FILE [--baseline] [--gangs K] [--steps N] [--max-restarts R]
-                                  [--notice-seconds S] [--box NAME]
+                                  [--notice-seconds S] [--evict-directly] [--box NAME] [--keep-box]
 
 Brings up what it needs (a box with two real nodes x 4 fake GPUs, our image and the training image
 built here, our chart installed in the cluster by Helm with the e2e tier's short time constants),
@@ -9,15 +9,23 @@ then runs examples/training/elastic_train.py (torch on CPU, gloo, a tiny model, 
 checkpoints on a shared host directory) as a PyTorchJob with 2..4 workers of 2 GPUs under the
 job kit's launcher. It starts at min and takes its elastic workers in its first rendezvous; K
 gangs (2 workers x 2 GPUs, another queue, 15 s of work) arrive one after another, each is given
-room by our agent (real evictions: SIGTERM, the grace period), and the job grows back after each.
+room by our agent (real evictions: SIGTERM, the grace period), and the job grows back after each;
+a gang for which the job may not be shrunk (its restart budget spent) waits until the job ends.
+`--notice-seconds S` gives the job's victims an eviction notice (the job checkpoints on it and its
+victim waits for the eviction: no step redone); `--evict-directly` evicts a worker without our
+agent (with `--max-restarts 0`: what restartPolicy OnFailure does when torchrun has no restart left).
 `--baseline` runs the same with the job's torchrun as it is today (no kit: plain torchrun's
 rendezvous, VOLCANO_ELASTIC_RDZV=off).
 
 FILE gets JSON: succeeded, stepsTarget, stepsDone, torch (version), events[] with kind (grow |
 shrink), fromWorkers, toWorkers, stallSeconds (last step at the old size to the first at the new),
 stepsRedone (steps done again after resuming from the checkpoint) and restartBudgetUsed (the
-surviving agents' TORCHELASTIC_RESTART_COUNT after the event); plus the progress log itself.
-tests/real/test_training.py runs it (one gang) and checks the targets.
+surviving agents' TORCHELASTIC_RESTART_COUNT after the event); gangRuns[] (each gang's wait, whether
+it ran only after the job ended, and its PodGroup's last-decision while it waited); held[] (a
+victim's rank waiting for its eviction after the notice's checkpoint, instead of training on);
+plus the progress log itself.
+tests/real/test_training.py runs it (one gang; a notice, maxRestarts 2 and three gangs) and checks
+the targets.
 """
 
 from __future__ import annotations
@@ -80,13 +88,17 @@ def bring_up(name: str | None) -> tuple[Box, bool]:
     return b, True
 
 
-def install(b: Box, notice_seconds: int, queue_b: str) -> None:
+NOTICE_QUEUE = "train-notice"  # the queue whose victims get a notice (noticeSeconds from install())
+NOTICE_SECONDS = 30
+
+
+def install(b: Box, notice_seconds: int = NOTICE_SECONDS) -> None:
+    """Our chart, as the real tier installs it, plus queue NOTICE_QUEUE with `notice_seconds`."""
     b.kubectl("create", "namespace", NAMESPACE, check=False)
     sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
                                    "networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
     sets += [f"--set-json={s}" for s in CONFIG_SETS]
-    if notice_seconds:
-        sets.append(f"--set-json=config.defaults.noticeSeconds={notice_seconds}")
+    sets.append(f'--set-json=config.queues.{NOTICE_QUEUE}={{"noticeSeconds": {notice_seconds}}}')
     r = helm(b, "install", RELEASE, str(ROOT / CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
              *sets)
     if r.returncode != 0:
@@ -196,22 +208,57 @@ def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- the story
+def pod_decision(objs: Any, ns: str, job: str) -> str:
+    """The job's PodGroup's last-decision annotation (what `kubectl describe` shows), or ""."""
+    try:
+        pgs = objs.list_namespaced_custom_object(*VC, ns, "podgroups").get("items", [])
+    except client.ApiException:
+        return ""
+    for pg in pgs:
+        owners = pg["metadata"].get("ownerReferences") or []
+        if any(o.get("name") == job for o in owners) or pg["metadata"]["name"] == job:
+            return str((pg["metadata"].get("annotations") or {}).get("volcano-elastic.io/last-decision", ""))
+    return ""
+
+
+def evict(core: Any, ns: str, pod: str) -> None:
+    core.create_namespaced_pod_eviction(pod, ns, {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                  "metadata": {"name": pod, "namespace": ns}})
+
+
+def container_restarts(core: Any, ns: str, job: str) -> dict[str, int]:
+    return {p.metadata.name: sum(c.restart_count for c in p.status.container_statuses or [])
+            for p in worker_pods(core, ns, job)}
+
+
 def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: int, baseline: bool,
-        shared_root: Path) -> dict[str, Any]:
+        shared_root: Path, evict_directly: bool = False) -> dict[str, Any]:
+    """The scenario: the job starts at min and takes its elastic workers, then `gangs` gangs come one
+    after another (each waits until it runs, or until the job ends when the job may not be shrunk:
+    its restart budget spent); the job grows back after each gang it gave way to. `notice_seconds`:
+    the job runs in NOTICE_QUEUE, whose victims get an eviction notice (install() configured it with
+    this many seconds; 0: another queue, no notice). `evict_directly`: no gang; the
+    job's highest worker is evicted through the Eviction API by this script (not our agent), the
+    way a node drain or another scheduler would: with `max_restarts` 0 the survivors' torchrun has no
+    restart left, and the container's restartPolicy decides."""
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
     api = client.ApiClient(cfg)
     core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
     tag = uuid.uuid4().hex[:5]
-    ns, qa, qb = f"train-{tag}", f"train-a-{tag}", f"train-b-{tag}"
+    ns, qa, qb = f"train-{tag}", NOTICE_QUEUE if notice_seconds else f"train-a-{tag}", f"train-b-{tag}"
     shared = shared_root / tag
     shared.mkdir(parents=True)
     shared.chmod(0o777)
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for q in (qa, qb):
-        objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
-                                                          "kind": "Queue", "metadata": {"name": q},
-                                                          "spec": {"weight": 1, "reclaimable": True}})
+        try:
+            objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                                              "kind": "Queue", "metadata": {"name": q},
+                                                              "spec": {"weight": 1, "reclaimable": True}})
+        except client.ApiException as exc:
+            if exc.status != 409:  # NOTICE_QUEUE left by an earlier run is fine
+                raise
     job = "train"
     core.create_namespaced_service_account(ns, {"metadata": {"name": job}})
     core.create_namespaced_config_map(ns, {"metadata": {"name": f"{job}-script"},
@@ -221,33 +268,67 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     t0 = time.monotonic()
     objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
                                          training_job(job, qa, steps, max_restarts, shared, baseline))
-    say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, "
+    say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, queue {qa}, "
         f"{'plain torchrun (baseline)' if baseline else 'the kit'}")
     wait_until("the job trains at 4 workers", lambda: current_world(progress(shared, job)) == 4, 300, interval=1)
     say(f"4 workers training after {time.monotonic() - t0:.0f}s")
+
+    def finished() -> str:
+        state = job_state(objs, ns, job)
+        return state if state in ("Succeeded", "Failed") else ""
+
+    gang_log: list[dict[str, Any]] = []
+    direct: dict[str, Any] = {}
+    if evict_directly:
+        victim = sorted(p.metadata.name for p in running(core, ns, job))[-1]
+        before = container_restarts(core, ns, job)
+        evict(core, ns, victim)
+        say(f"evicted {victim} through the Eviction API (not our agent)")
+        wait_until("the job trains again", lambda: finished() or (
+            current_world(progress(shared, job)) > 0 and len(scale_events(progress(shared, job))) >= 1
+            and scale_events(progress(shared, job))[-1]["stallSeconds"] is not None), 300, interval=1)
+        direct = {"evicted": victim, "containerRestartsBefore": before}
     for k in range(gangs):
         g = f"gang-{k}"
         objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
-        wait_until(f"{g} runs", lambda g=g: len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded",
-                   240, interval=1)
-        say(f"{g} runs; the job trains at {current_world(progress(shared, job))}")
+        t_gang = time.monotonic()
+        decision = ""
+
+        def gang_runs(g: str = g) -> bool:
+            nonlocal decision
+            if len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded":
+                return True
+            decision = pod_decision(objs, ns, g) or decision
+            return False
+
+        wait_until(f"{g} runs", gang_runs, steps * 2 + 300, interval=1)
+        job_ended = bool(finished())
+        entry = {"gang": g, "waitSeconds": round(time.monotonic() - t_gang, 1), "afterTheJobEnded": job_ended,
+                 "decisionWhileWaiting": decision}
+        gang_log.append(entry)
+        now_at = "the job had ended" if job_ended else f"the job trains at {current_world(progress(shared, job))}"
+        say(f"{g} runs after {entry['waitSeconds']}s; {now_at}")
         wait_until(f"{g} succeeded", lambda g=g: job_state(objs, ns, g) == "Succeeded", 120, interval=1)
-        if job_state(objs, ns, job) == "Succeeded":
-            break
+        if job_ended or finished():
+            continue
         wait_until("the job back at 4 workers", lambda: current_world(progress(shared, job)) == 4
-                   or job_state(objs, ns, job) in ("Succeeded", "Failed"), 300, interval=1)
+                   or bool(finished()), 300, interval=1)
         say(f"back at {current_world(progress(shared, job))} workers")
-    state = wait_until("the job finished", lambda: job_state(objs, ns, job) in ("Succeeded", "Failed")
-                       and job_state(objs, ns, job), steps * 2 + 300, interval=2)
+    state = wait_until("the job finished", finished, steps * 2 + 300, interval=2)
+    if direct:
+        direct["containerRestartsAfter"] = container_restarts(core, ns, job)
     log = progress(shared, job)
     done = max((int(r["step"]) for r in log if "step" in r and "event" not in r), default=0)
     gated_left = [p.metadata.name for p in worker_pods(core, ns, job)
                   if GATE in [g.name for g in p.spec.scheduling_gates or []]]
     result = {
         "succeeded": state == "Succeeded", "state": state, "stepsTarget": steps, "stepsDone": done,
-        "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts, "noticeSeconds": notice_seconds,
+        "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts,
+        "noticeSeconds": notice_seconds, "queue": qa,
         "torch": "Debian bookworm python3-torch 1.13.1 (CPU)", "seconds": round(time.monotonic() - t0, 1),
-        "events": scale_events(log), "gatedLeft": gated_left, "log": log,
+        "events": scale_events(log), "gangRuns": gang_log, "gatedLeft": gated_left,
+        "held": [r for r in log if r.get("event") == "hold"], **({"evictedDirectly": direct} if direct else {}),
+        "log": log,
     }
     for q in (qa, qb):
         try:
@@ -267,18 +348,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gangs", type=int, default=1)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--max-restarts", type=int, default=10)
-    ap.add_argument("--notice-seconds", type=int, default=0, help="every queue's noticeSeconds")
+    ap.add_argument("--notice-seconds", type=int, default=0,
+                    help=f"run the job in queue {NOTICE_QUEUE}, whose victims get this notice (0: no notice; "
+                         "with --box, the installed release's notice applies)")
+    ap.add_argument("--evict-directly", action="store_true",
+                    help="no gangs: evict the job's highest worker through the Eviction API ourselves "
+                         "(with --max-restarts 0: what restartPolicy OnFailure does when torchrun has no restart left)")
     ap.add_argument("--box", help="use this running box (with real nodes and our chart installed)")
     ap.add_argument("--keep-box", action="store_true")
     a = ap.parse_args(argv)
     b, started = bring_up(a.box)
     try:
         if started or helm(b, "status", RELEASE, "-n", NAMESPACE).returncode != 0:
-            install(b, a.notice_seconds, "")
+            install(b, a.notice_seconds or NOTICE_SECONDS)
             core = client.CoreV1Api(client.ApiClient(_cfg(b)))
             wait_installed(b, core)
-        result = run(b, steps=a.steps, gangs=a.gangs, max_restarts=a.max_restarts, notice_seconds=a.notice_seconds,
-                     baseline=a.baseline, shared_root=b.dir / "shared")
+        result = run(b, steps=a.steps, gangs=0 if a.evict_directly else a.gangs, max_restarts=a.max_restarts,
+                     notice_seconds=a.notice_seconds, baseline=a.baseline, shared_root=b.dir / "shared",
+                     evict_directly=a.evict_directly)
     finally:
         if started and not a.keep_box:
             b.down(quiet=True)

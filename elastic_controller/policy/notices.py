@@ -9,9 +9,12 @@ cycle, ``review_notices`` sorts every such live pod into exactly one of
   runs at a count outside its allowed counts (``worker-counts``/``worker-step``) that evicting its
   noticed victims would bring back to one (part of the job's rounded victim group was evicted, the
   rest not, e.g. a PodDisruptionBudget refused one): such a notice runs on (``_completes_a_group``);
-- **due**: the notice ran out (``now >= evict-after``), or its job recorded a checkpoint strictly
-  later than the notice began (``evict-after`` minus the victim's queue's ``noticeSeconds``), or its
-  ``evict-after`` cannot be read: evict it now;
+- **due**: the notice ran out (``now >= evict-after``), or its job recorded a checkpoint since the
+  notice began (``evict-after`` minus the victim's queue's ``noticeSeconds``, less one second: the
+  deadline is rounded up to a whole second and checkpoint times have whole seconds, while a job
+  answers a notice within a second: 0.5 s measured on real nodes, where a strict comparison let
+  the job wait out its whole notice; a checkpoint up to a second older than the notice counts, at
+  most a second of work), or its ``evict-after`` cannot be read: evict it now;
 - **pending**: otherwise, with the time left (the planner counts it as in flight for its gang).
 
 A notice is never shortened except by a newer checkpoint; ``given`` holds the deadlines the agent
@@ -30,6 +33,10 @@ from .keys import EVICT_AFTER, EVICTED_FOR
 from .model import JobView, PodGroupView, PodView, Snapshot, newest_checkpoint
 from .settings import ElasticConfig
 from .times import format_time
+
+# The deadline is rounded up to a whole second and checkpoint times have whole seconds: a
+# checkpoint this much older than the notice's computed start may still be its answer.
+ROUNDING = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +156,7 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
         began = deadline - timedelta(seconds=notice)
         job_name = pod.job_name and f"{pod.namespace}/{pod.job_name}"
         checkpoint = newest_checkpoint(jobs.get(job_name) if job_name else None, group, job_pods.get(pod.job_id, ()))
-        if checkpoint is not None and checkpoint > began:
+        if checkpoint is not None and checkpoint >= began - ROUNDING:
             due.append(DueNotice(facts, f"job {pod.job_id} checkpointed at {format_time(checkpoint)}, after the "
                                         f"notice began at {format_time(began)}"))
             continue

@@ -102,6 +102,10 @@ def main() -> None:
                                   "t": time.time(), "restart": kit.restart_count()}) + "\n")
         if watch.checkpoint_now(done):
             checkpoint(done, "notice")
+            if watch.victim:  # this rank's pod is evicted next: say so in the log (other ranks are quiet)
+                with open(d / "progress.jsonl", "a") as f:
+                    f.write(json.dumps({"event": "hold", "rank": rank, "step": done, "t": time.time()}) + "\n")
+            watch.hold()  # the victim's rank waits for its eviction (its SIGTERM ends the wait): nothing redone
         elif done % a.checkpoint_every == 0 or done == a.steps:
             checkpoint(done, "interval")
     if log:

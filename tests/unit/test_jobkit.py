@@ -222,6 +222,42 @@ def test_a_single_process_watch_needs_no_collective() -> None:
         kit.NoticeWatch(every=0)
 
 
+def test_the_victim_rank_holds_after_its_notice_checkpoint_until_the_notice_goes() -> None:
+    notice = datetime(2026, 11, 26, 10, 5, tzinfo=UTC)
+    seen: dict[int, datetime | None] = {0: None, 1: notice}  # rank 1's pod is the victim
+    flags: dict[int, int] = {}
+
+    def reduce(flag: int) -> int:
+        flags[len(flags)] = flag
+        return max(flags.values())
+
+    clock = [notice - timedelta(seconds=20)]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:  # the agent withdraws the notice after 3 s
+        slept.append(s)
+        clock[0] += timedelta(seconds=s)
+        if len(slept) == 6:
+            seen[1] = None
+
+    watches = {r: kit.NoticeWatch(every=1, all_reduce_max=reduce, read=lambda r=r: seen[r]) for r in (1, 0)}
+    assert watches[1].checkpoint_now(1) and watches[0].checkpoint_now(1)
+    assert watches[1].victim and not watches[0].victim
+    assert watches[0].hold(sleep=sleep, now=lambda: clock[0]) == 0.0  # not the victim: its collective waits
+    assert watches[1].hold(sleep=sleep, now=lambda: clock[0]) == pytest.approx(3.0)
+    assert watches[1].hold(sleep=sleep, now=lambda: clock[0]) == 0.0  # once per notice checkpoint
+    # No eviction and no withdrawal: training goes on `grace` seconds after the notice's time.
+    seen[1] = notice + timedelta(minutes=1)
+    clock[0] = notice
+    flags.clear()
+    assert watches[1].checkpoint_now(2)
+    assert watches[1].hold(grace=10, sleep=sleep, now=lambda: clock[0]) == pytest.approx(70.5)
+    # A checkpoint for the interval (no notice) holds nothing.
+    flags.clear()
+    assert not watches[1].checkpoint_now(3)
+    assert watches[1].hold(sleep=sleep, now=lambda: clock[0]) == 0.0
+
+
 def test_the_default_watch_reads_the_downward_api_file(podinfo: Path) -> None:
     watch = kit.NoticeWatch(every=2)
     assert not watch.checkpoint_now(2)

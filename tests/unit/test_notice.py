@@ -128,7 +128,7 @@ def test_a_checkpoint_after_the_notice_evicts_at_once() -> None:
 def test_an_old_checkpoint_does_not_shorten_the_notice() -> None:
     kube, notices, _ = setup()
     kube.patch(PYTORCHJOBS, "a", {"metadata": {"annotations": {
-        keys.LAST_CHECKPOINT_TIME: b.ts(T - timedelta(seconds=1))}}}, "ns")
+        keys.LAST_CHECKPOINT_TIME: b.ts(T - timedelta(seconds=2))}}}, "ns")  # 1 s before would count (rounding)
     notices.give("ns/g", [victim(3)])
     r = notices.review(snapshot(kube), T + timedelta(seconds=60))
     assert r.due == () and len(r.pending) == 1

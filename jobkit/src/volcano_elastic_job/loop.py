@@ -8,8 +8,9 @@ given an all-reduce (max), agrees on it with one tiny collective at those steps 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from .podinfo import eviction_notice
@@ -35,6 +36,7 @@ class NoticeWatch:
         self.read = read
         self.answered: datetime | None = None  # the notice a checkpoint was already made for
         self.collectives = 0  # how many all-reduces this watch made (one per `every` steps)
+        self._hold_for: datetime | None = None  # this pod's notice that the last True answered
 
     def pending(self) -> datetime | None:
         """This pod's notice if it is new (no checkpoint answered it yet), else None."""
@@ -54,11 +56,41 @@ class NoticeWatch:
         if self.all_reduce_max is not None:
             flag = int(self.all_reduce_max(flag))
             self.collectives += 1
+        self._hold_for = None
         if flag:
             if notice is not None:
                 self.answered = notice
+                self._hold_for = notice
             return True
         return False
+
+    @property
+    def victim(self) -> bool:
+        """Whether this rank's pod had the notice that the last True of :meth:`checkpoint_now`
+        answered (so :meth:`hold` will wait)."""
+        return self._hold_for is not None
+
+    def hold(self, grace: float = 60.0, *, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep,
+             now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> float:
+        """Call right after the checkpoint that :meth:`checkpoint_now` asked for: on the rank whose pod
+        has the notice, wait for the eviction instead of training on (every step after the checkpoint
+        would be done again after the restart). The eviction follows the recorded checkpoint within
+        one agent cycle, or comes at the notice's time at the latest; its SIGTERM ends the wait. It
+        returns (and training goes on) when the notice is withdrawn, or ``grace`` seconds after the
+        notice's time if no eviction came. The other ranks return at once and wait in their next
+        collective. Returns the seconds waited."""
+        notice, self._hold_for = self._hold_for, None
+        if notice is None:
+            return 0.0
+        waited = 0.0
+        while True:
+            current = self.read()
+            if current is None or current != notice:  # withdrawn (or replaced by a new notice)
+                return waited
+            if (now() - notice).total_seconds() > grace:
+                return waited
+            sleep(poll)
+            waited += poll
 
 
 def torch_all_reduce_max(device: Any = None) -> AllReduceMax:
