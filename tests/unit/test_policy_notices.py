@@ -80,7 +80,8 @@ CASES = [
     # Found on real nodes: the job answered 0.5 s after the notice, in the second it began.
     ("checkpoint exactly when the notice began", {"victim_checkpoint": ago(60)}, "due", "checkpointed"),
     ("checkpoint in the second before (rounding)", {"victim_checkpoint": ago(61)}, "due", "checkpointed"),
-    ("checkpoint before the notice", {"victim_checkpoint": ago(62), "job_checkpoint": ago(3600)}, "pending", "60s left"),
+    ("checkpoint before the notice", {"victim_checkpoint": ago(62), "job_checkpoint": ago(3600)}, "pending",
+     "60s left"),
     ("newest of several wins", {"victim_checkpoint": ago(3600), "sibling_checkpoint": ago(10),
                                 "job_checkpoint": ago(7200)}, "due", "checkpointed at 2026-01-01T12:59:50Z"),
     ("unreadable evict-after", {"evict_after": "soon"}, "due", "'soon' cannot be read"),
