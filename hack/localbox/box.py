@@ -8,6 +8,12 @@ kwok GPU nodes and the Kubeflow training operator, all on 127.0.0.1.
 
 State lives in <cache>/boxes/<name>/state.json so that another process (hack/local-down.sh)
 can stop a box started by hack/local-up.sh.
+
+This module is the orchestrator: profiles, state.json, the lock, up/down/status, and the process
+bookkeeping (start on fresh ports, wait, restart after a lost port race, stop) that the component
+modules use through component.BoxLike. What each component runs, with which flags and files, lives
+in its own module: etcd.py, apiserver.py (PKI, kubeconfig, CRDs), kcm.py, volcano.py, kwok.py,
+training_operator.py; real nodes and their DNS in realnode.py. Process mechanics are in procs.py.
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,10 +31,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import apiserver, etcd, kcm, kwok, paths, realnode, training_operator, volcano
+from . import apiserver, etcd, kcm, kwok, paths, procs, realnode, training_operator, volcano
 from .kube import Kube
 from .options import BoxOptions
-from .procs import BoxError, Proc, _proc_start_time, free_port, log_tail, proc_alive
+from .procs import BoxError, Proc, free_port, proc_alive
 from .realnode import RealNodes
 from .volcano import scheduler_conf_names, version_tuple
 
@@ -61,7 +66,7 @@ class Box:
         self.dir = paths.boxes_dir() / self.opts.name
         self.procs: dict[str, Proc] = {}
         self.ports: dict[str, int] = {}
-        self._popen: dict[str, subprocess.Popen] = {}
+        self._popen: dict[str, subprocess.Popen[bytes]] = {}
         self._kube: Kube | None = None
         self._specs: dict[str, tuple[Callable[[], list[str]], Callable[[], bool], tuple[str, ...],
                                      dict[str, str] | None]] = {}
@@ -159,45 +164,11 @@ class Box:
     # ------------------------------------------------------------------ processes
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        log = self.logs_dir / f"{name}.log"
-        full_env = dict(os.environ)
-        full_env.pop("KUBECONFIG", None)
-        # everything talks to 127.0.0.1: never through a proxy from the environment
-        for k in ("NO_PROXY", "no_proxy"):
-            full_env[k] = ",".join(x for x in (full_env.get(k), "127.0.0.1", "localhost") if x)
-        full_env.update(env or {})
-        with open(log, "ab") as lf:
-            lf.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
-            lf.flush()
-            p = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.dir, env=full_env, start_new_session=True)
-        st = None
-        for _ in range(50):
-            st = _proc_start_time(p.pid)
-            if st:
-                break
-            time.sleep(0.01)
-        proc = Proc(name=name, pid=p.pid, start_time=st or "?", log=str(log), argv=argv)
+        p, proc = procs.spawn(name, argv, self.logs_dir / f"{name}.log", self.dir, env)
         self.procs[name] = proc
         self._popen[name] = p
         self._save()
         return proc
-
-    def _wait_healthy(self, name: str, check: Callable[[], bool], timeout: float | None = None) -> None:
-        timeout = timeout or self.opts.timeout
-        proc = self.procs.get(name)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc is not None and not proc_alive(proc):
-                raise BoxError(f"{name} exited during start-up (log {proc.log}); last lines:\n{log_tail(proc.log)}")
-            try:
-                if check():
-                    return
-            except Exception:
-                pass
-            time.sleep(0.2)
-        where = f" (log {proc.log}); last lines:\n{log_tail(proc.log)}" if proc else ""
-        raise BoxError(f"{name} did not become healthy within {timeout:.0f}s{where}")
 
     def _start(self, name: str, make_argv: Callable[[], list[str]], check: Callable[[], bool],
                port_keys: tuple[str, ...] = (), env: dict[str, str] | None = None,
@@ -220,23 +191,17 @@ class Box:
         self._log_offsets[name] = log.stat().st_size if log.exists() else 0
         return self._spawn(name, make_argv(), env)
 
-    def _port_conflict(self, name: str) -> bool:
-        try:
-            with open(self.logs_dir / f"{name}.log", "rb") as f:
-                f.seek(self._log_offsets.get(name, 0))
-                return b"address already in use" in f.read()
-        except OSError:
-            return False
-
     def wait_started(self, name: str, check: Callable[[], bool], t0: float) -> None:
         """Wait for a component's health; if it lost a port race (another process took a
         port between our probe and its bind), restart it on other ports (twice at most)."""
         for attempt in range(3):
             try:
-                self._wait_healthy(name, check)
+                procs.wait_healthy(name, self.procs.get(name), check, self.opts.timeout)
                 break
             except BoxError:
-                if attempt == 2 or name not in self._specs or not self._port_conflict(name):
+                conflict = procs.log_has(self.logs_dir / f"{name}.log", self._log_offsets.get(name, 0),
+                                         b"address already in use")
+                if attempt == 2 or name not in self._specs or not conflict:
                     raise
                 self.say(f"{name}: a port was taken meanwhile; restarting it on other ports")
                 self._kill(self.procs[name])
@@ -244,30 +209,7 @@ class Box:
         self.say(f"{name} healthy in {time.monotonic() - t0:.1f}s (pid {self.procs[name].pid})")
 
     def _kill(self, proc: Proc, grace: float = 10.0) -> None:
-        if not proc_alive(proc):
-            self._reap(proc.name)
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            except PermissionError:
-                os.kill(proc.pid, sig)
-            deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5)
-            while time.monotonic() < deadline:
-                self._reap(proc.name)
-                if not proc_alive(proc):
-                    break
-                time.sleep(0.05)
-            if not proc_alive(proc):
-                break
-        # the group may still hold children
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self._reap(proc.name)
+        procs.kill_group(proc, lambda: self._reap(proc.name), grace)
 
     def _reap(self, name: str) -> None:
         p = self._popen.get(name)
@@ -327,7 +269,7 @@ class Box:
                          f"(stop it with hack/local-down.sh --name {self.opts.name})")
             else:
                 self.say("start failed; stopping everything that was started")
-                kept = self._keep_logs()
+                kept = paths.keep_failed_logs(self.opts.name, self.logs_dir)
                 self.down(quiet=True)
                 if kept is not None:
                     self.say(f"the logs of the failed start are kept in {kept}")
@@ -341,24 +283,6 @@ class Box:
         self._save()
         self.say(f"box {self.opts.name!r} is up in {time.monotonic() - t0:.1f}s: {self.server}")
         return self.kubeconfig
-
-    def _keep_logs(self) -> Path | None:
-        """Move the logs of a failed start out of the box dir (which down() removes)."""
-        if not self.logs_dir.is_dir():
-            return None
-        root = paths.boxes_dir() / ".failed-logs"
-        if root.is_dir():  # keep a day's worth
-            for old in root.iterdir():
-                if time.time() - old.stat().st_mtime > 86400:
-                    shutil.rmtree(old, ignore_errors=True)
-        dst = root / self.opts.name
-        shutil.rmtree(dst, ignore_errors=True)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.move(str(self.logs_dir), str(dst))
-        except OSError:
-            return None
-        return dst
 
     @property
     def real(self) -> RealNodes | None:
@@ -461,7 +385,7 @@ class Box:
         return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle or self.ca_bundle}
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
-                timeout: float = 60) -> subprocess.CompletedProcess:
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(paths.binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
                               input=input, capture_output=True, text=True, check=check, timeout=timeout)
 

@@ -1,5 +1,5 @@
 """What a component module (etcd.py, apiserver.py, kcm.py, volcano.py, kwok.py,
-training_operator.py) may use of the box: `BoxLike`, a protocol that `box.Box` satisfies.
+training_operator.py, realnode.py) may use of the box: `BoxLike`, a protocol that `box.Box` satisfies.
 
 The component modules type their `box` parameter with it instead of importing box.py, so that
 box.py (which imports them all) is the only module that knows the Box class and the import
@@ -49,3 +49,8 @@ class BoxLike(Protocol):
                wait: bool = True) -> None: ...
 
     def wait_started(self, name: str, check: Callable[[], bool], t0: float) -> None: ...
+
+    # realnode.py stops and restarts kubelets
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc: ...
+
+    def _kill(self, proc: Proc, grace: float = 10.0) -> None: ...
