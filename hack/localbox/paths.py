@@ -1,11 +1,14 @@
-"""Where the box finds its binaries, CRDs and state (shared with hack/build-binaries.sh)."""
+"""Where the box finds its binaries, CRDs and state, and keeps the logs of a failed start (shared
+with hack/build-binaries.sh)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 HACK_DIR = Path(__file__).resolve().parent.parent
@@ -100,6 +103,26 @@ def build_log(name: str) -> Path:
 
 def boxes_dir() -> Path:
     return cache_root() / "boxes"
+
+
+def keep_failed_logs(name: str, logs_dir: Path) -> Path | None:
+    """Move the logs of box `name`'s failed start out of its dir (which down() removes), to
+    <boxes>/.failed-logs/<name>; older than a day there are removed. None when there are none."""
+    if not logs_dir.is_dir():
+        return None
+    root = boxes_dir() / ".failed-logs"
+    if root.is_dir():  # keep a day's worth
+        for old in root.iterdir():
+            if time.time() - old.stat().st_mtime > 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    dst = root / name
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.move(str(logs_dir), str(dst))
+    except OSError:
+        return None
+    return dst
 
 
 def binary(name: str) -> Path:

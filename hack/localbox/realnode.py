@@ -41,7 +41,7 @@ from .kube import http_ok
 from .procs import BoxError, Proc, free_port, log_tail, proc_alive
 
 if TYPE_CHECKING:
-    from .box import Box
+    from .component import BoxLike as Box  # the protocol box.Box satisfies: no import cycle
 
 BRIDGE = "vebox0"
 SUBNET = "10.88.0.0/16"

@@ -1,0 +1,90 @@
+"""The Kubeflow training operator (PyTorchJob only): the certificates its cert-controller expects,
+its ValidatingWebhookConfiguration pointed at 127.0.0.1, and the process."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+from . import paths, pki
+from .component import BoxLike, Started
+from .kube import http_ok
+from .procs import BoxError
+
+OPERATOR_NAMESPACE = "kubeflow"
+OPERATOR_WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
+OPERATOR_WEBHOOK_SECRET = "training-operator-webhook-cert"
+# cert-controller (inside the training operator) only checks that this file exists; the
+# webhook server itself reads $TMPDIR/k8s-webhook-server/serving-certs (TMPDIR is per box).
+OPERATOR_FIXED_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def prereqs(box: BoxLike) -> None:
+    """Give the training operator the certificates its cert-controller expects, and point
+    its ValidatingWebhookConfiguration at 127.0.0.1 (there is no Service to route to)."""
+    d = box.pki_dir / "training-operator"
+    svc = f"training-operator.{OPERATOR_NAMESPACE}.svc"
+    # CA must verify for the DNS name "training-operator-ca" and be RSA/PKCS#1 (cert-controller)
+    ca = pki.make_ca("training-operator-ca", key_kind="rsa", dns_names=["training-operator-ca"],
+                     orgs=["training-operator"])
+    srv = pki.issue(ca, svc, dns_names=[svc, f"{svc}.cluster.local", "localhost"], ips=["127.0.0.1"])
+    ca.write(d / "ca.crt", d / "ca.key")
+    srv.write(d / "tls.crt", d / "tls.key")
+    cert_dir = box.dir / "tmp" / "k8s-webhook-server" / "serving-certs"
+    srv.write(cert_dir / "tls.crt", cert_dir / "tls.key")
+    if not (OPERATOR_FIXED_CERT_DIR / "tls.crt").exists():
+        try:
+            srv.write(OPERATOR_FIXED_CERT_DIR / "tls.crt", OPERATOR_FIXED_CERT_DIR / "tls.key")
+            box.created_fixed_cert_dir = True
+        except OSError as e:
+            raise BoxError(f"cannot create {OPERATOR_FIXED_CERT_DIR} (the training operator waits for "
+                           f"a file there): {e}") from None
+
+    k = box.kube
+    k.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": OPERATOR_NAMESPACE}})
+    k.apply(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/secrets/{OPERATOR_WEBHOOK_SECRET}", {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": OPERATOR_WEBHOOK_SECRET, "namespace": OPERATOR_NAMESPACE},
+        "data": {"ca.crt": base64.b64encode(ca.cert_pem).decode(),
+                 "ca.key": base64.b64encode(ca.key_pem).decode(),
+                 "tls.crt": base64.b64encode(srv.cert_pem).decode(),
+                 "tls.key": base64.b64encode(srv.key_pem).decode()},
+    })
+    url = f"https://127.0.0.1:{box.ports['operator_webhook']}/validate-kubeflow-org-v1-pytorchjob"
+    k.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{OPERATOR_WEBHOOK_CONFIG}", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": OPERATOR_WEBHOOK_CONFIG},
+        "webhooks": [{
+            "name": "validator.pytorchjob.training-operator.kubeflow.org",
+            "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(ca.cert_pem).decode()},
+            "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}],
+        }],
+    })
+
+
+def start(box: BoxLike) -> Started:
+    """Start the training operator in the background. Its certificates and webhook configuration
+    (for the port just picked) come first, on every (re)start: see prereqs."""
+    kc = str(box.kubeconfig)
+
+    def argv() -> list[str]:
+        prereqs(box)
+        return [
+            str(paths.binary("training-operator")), f"--kubeconfig={kc}",
+            "--enable-scheme=pytorchjob", "--leader-elect=false",
+            f"--webhook-server-port={box.ports['operator_webhook']}",
+            f"--metrics-bind-address=127.0.0.1:{box.ports['operator_metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{box.ports['operator_probe']}",
+            "--zap-devel=false", "--zap-log-level=info",
+        ]
+
+    t = time.monotonic()
+    box._start("training-operator", argv, lambda: True,
+               port_keys=("operator_webhook", "operator_metrics", "operator_probe"),
+               env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "TMPDIR": str(box.dir / "tmp")}, wait=False)
+    return {"training-operator": (t, lambda: http_ok(f"http://127.0.0.1:{box.ports['operator_probe']}/readyz"))}
