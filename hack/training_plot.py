@@ -182,12 +182,13 @@ def recorded_when(run: Run) -> str:
 
 def describe_event(e: ScaleEvent, max_restarts: Any = None) -> str:
     what = {"grow": "grow", "shrink": "shrink", "restart": "restart at the same size"}[e.kind]
-    parts = [f"{what} {e.from_workers} -> {e.to_workers} workers at {e.t_start:.1f} s"]
+    head = f"{what} {e.from_workers} -> {e.to_workers} workers"
+    started = f"the {e.to_workers} workers started at {e.t_start:.1f} s"
     if e.stall_seconds is not None and e.last_step_t is not None and e.first_step_t is not None:
-        parts.append(f"training stalled {e.stall_seconds:.1f} s (no step from {e.last_step_t:.1f} s "
-                     f"to {e.first_step_t:.1f} s)")
+        parts = [f"{head}: training stalled {e.stall_seconds:.1f} s (no step from {e.last_step_t:.1f} s "
+                 f"to {e.first_step_t:.1f} s; {started})"]
     else:
-        parts.append("no step at this size (another restart came first)")
+        parts = [f"{head}: no step at this size ({started}; another restart came first)"]
     parts.append(f"resumed from the checkpoint at step {e.resumed_from}: {e.steps_redone} step(s) done again")
     budget = f"{e.restart_budget_used} of {max_restarts}" if max_restarts is not None else str(e.restart_budget_used)
     parts.append(f"torchrun restarts used: {budget}")
