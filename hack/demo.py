@@ -323,8 +323,9 @@ def shout(lines: Sequence[str]) -> None:
     """A message nobody scrolls past (no colour needed)."""
     bar = "!" * 100
     print("\n" + bar)
-    for line in lines:
-        for part in textwrap.wrap(line, 96) or [""]:
+    for line in "\n".join(lines).splitlines():
+        for part in textwrap.wrap(line, 96, subsequent_indent="    " if line.startswith("    ") else "",
+                                  break_on_hyphens=False) or [""]:
             print("!!  " + part)
     print(bar, flush=True)
 
@@ -397,8 +398,9 @@ def real_training(mode: str, out_dir: Path, *, keep: bool, problems: Sequence[st
         try:
             run = training_plot.load(out_json)
         except training_plot.PlotError as e:
-            why.append(f"bench/real_training.py ended with exit code {rc} and no result ({e})"
-                       + (f"; its last lines:\n{tail}" if tail else ""))
+            why.append(f"bench/real_training.py ended with exit code {rc} and "
+                       + (f"a result that does not read ({e})" if out_json.exists() else "no result")
+                       + (f"; its last lines:\n{textwrap.indent(tail, '    ')}" if tail else ""))
         else:
             label = f"LIVE RUN on this machine, {training_plot.recorded_when(run)}; result in {out_json}"
             ok = rc == 0

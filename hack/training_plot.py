@@ -226,7 +226,7 @@ def terminal(run: Run, width: int = 100, label: str | None = None) -> str:
 
     lines: list[str] = []
     if label:
-        lines += textwrap.wrap(label, width)
+        lines += textwrap.wrap(label, width, break_on_hyphens=False, break_long_words=False)
     lines += textwrap.wrap(f"Elastic training on real nodes: {outcome(run)}; torch: {torch_version(run)}"
                            + _setup(run), width)
     lines.append("")
