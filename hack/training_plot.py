@@ -251,6 +251,8 @@ def terminal(run: Run, width: int = 100, label: str | None = None) -> str:
     top = run.max_world
     rows = min(top, WORLD_ROWS_MAX)
     values = [round(top * (rows - i) / rows) for i in range(rows)]
+    for w in sorted({s.world for s in run.steps}):  # the sizes trained at get rows of their own, exactly
+        values[min(range(rows), key=lambda i: abs(values[i] - w))] = w
     grid = [[STALL if stalled[c] else " " for c in range(n)] for _ in range(rows)]
     for s in run.steps:
         r = min(range(rows), key=lambda i: abs(values[i] - s.world))

@@ -205,3 +205,15 @@ def test_the_command_refuses_what_is_not_a_run(tmp_path: Path, capsys: pytest.Ca
     bad.write_text(json.dumps({"log": [{"event": "start", "world": 2, "t": 1.0}]}))
     assert tp.main([str(bad)]) == 2
     assert "no training step" in capsys.readouterr().err
+
+
+def test_more_sizes_than_rows_still_show_the_sizes_trained_at_exactly() -> None:
+    log: list[dict[str, Any]] = [{"event": "start", "from": 0, "world": 16, "t": 0.0, "restart": 0}]
+    log += [{"step": i, "world": 16, "loss": 1 / i, "t": float(i), "restart": 0} for i in range(1, 50)]
+    log += [{"event": "start", "from": 40, "world": 7, "t": 80.0, "restart": 1}]
+    log += [{"step": i, "world": 7, "loss": 1 / i, "t": 40.0 + i, "restart": 1} for i in range(41, 200)]
+    chart = tp.terminal(tp.parse(log, {}))
+    world_at, marks, _ = training_columns(chart)
+    assert [(old, new) for _, _, old, new in changes(world_at)] == [(16, 7)]
+    assert sum(1 for line in chart.splitlines() if re.match(r"^\s*\d+ \|", line)) == tp.WORLD_ROWS_MAX
+    assert list(marks.values()) == ["A"]
