@@ -1,7 +1,7 @@
 """The README's main job: elastic scaling, live, on the local control plane; then ``plan`` and
-``simulate`` on the bundled examples.
+``simulate`` on the bundled examples; then a real elastic training job on real nodes, drawn.
 
-    python -m hack.demo [--keep] [--skip-live] [--out DIR]
+    python -m hack.demo [--keep] [--skip-live] [--out DIR] [--real-training auto|on|off]
 
 The live part starts a box (real kube-apiserver, etcd, Volcano, kwok 4 x 8 GPU nodes, training
 operator), our webhook (certificates from ``volcano-elastic certs``, registered by URL) and our
@@ -13,31 +13,47 @@ controller + agent, then tells the story with short timers (cooldown 20 s):
 3. job B (team-nlp, 2 workers x 4 GPUs) arrives: A's highest elastic workers are evicted for it;
 4. B finishes: A grows back once its cooldown has passed (6 -> 8: +33 %, at least the demo's
    minScaleUpGain of 0.3).
+
+The real-training part (``--real-training``, default ``auto``) runs ``bench/real_training.py``: a box
+with two real nodes (kubelet + containerd), our chart, and a torchrun job (torch on CPU) of 2..4
+workers that a gang shrinks and that grows back; its world size and loss over time are drawn in the
+terminal and in ``OUT/../real-training.svg`` (``hack/training_plot.py``). The demo's own box is down
+by then (only one box with real nodes runs at a time, and two boxes would share the CPUs). Where the
+host cannot run real nodes (``auto``), or the run fails, the demo says so and draws the recorded run
+``bench/results/real_training-kit.json`` instead, labelled as recorded. ``on`` also exits 1 then;
+``off`` skips the part.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hack.localbox import Box, BoxOptions  # noqa: E402
+from hack import training_plot  # noqa: E402
+from hack.localbox import Box, BoxOptions, list_boxes, realnode  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
 from hack.localbox.box import free_port  # noqa: E402
 
 COOLDOWN = 20
 GPUS = 4
+DEMO_BOX = "demo"
+REAL_TRAINING = REPO / "bench" / "real_training.py"
+RECORDED = REPO / "bench" / "results" / "real_training-kit.json"
 CONFIG = f"""\
 apiVersion: volcano-elastic.io/v1alpha1
 kind: ElasticConfig
@@ -258,7 +274,7 @@ def _port_open(port: int) -> bool:
 
 def live(keep: bool) -> None:
     banner("a control plane in a box: kube-apiserver, etcd, Volcano, kwok (4 nodes x 8 GPUs), training operator")
-    box = Box(BoxOptions(name="demo", nodes=4, gpus_per_node=8))
+    box = Box(BoxOptions(name=DEMO_BOX, nodes=4, gpus_per_node=8))
     box.up()
     say(f"box up; kubeconfig {box.kubeconfig}")
     work = Path(tempfile.mkdtemp(prefix="volcano-elastic-demo-"))
@@ -299,16 +315,131 @@ def offline(out: Path) -> None:
     print(f"summary: {cap_out / 'summary.json'}")
 
 
+# ---------------------------------------------------------------------------- real training
+Runner = Callable[[Path], tuple[int, str]]
+
+
+def shout(lines: Sequence[str]) -> None:
+    """A message nobody scrolls past (no colour needed)."""
+    bar = "!" * 100
+    print("\n" + bar)
+    for line in "\n".join(lines).splitlines():
+        for part in textwrap.wrap(line, 96, subsequent_indent="    " if line.startswith("    ") else "",
+                                  break_on_hyphens=False) or [""]:
+            print("!!  " + part)
+    print(bar, flush=True)
+
+
+def real_node_boxes() -> list[str]:
+    """Running boxes with real nodes (their bridge is one per machine)."""
+    found = []
+    for name in list_boxes():
+        b = Box(name=name)
+        if b.load() and (b.opts.real_nodes or int(b.state.get("real_nodes", 0) or 0)):
+            found.append(name)
+    return found
+
+
+def real_training_blockers(problems: Sequence[str], boxes: Sequence[str], real_boxes: Sequence[str],
+                           keep: bool) -> list[str]:
+    """Why the real-training run cannot start now (empty: it can)."""
+    why = []
+    if problems:
+        why.append("this host cannot run real nodes: " + "; ".join(problems))
+    if keep:
+        why.append("--keep leaves the demo's box running, and the real-node box must not share the machine "
+                   "with it (run again with --skip-live once you have stopped it: hack/local-down.sh --name demo)")
+    elif DEMO_BOX in boxes:
+        why.append(f"the demo's box {DEMO_BOX!r} is still running (stop it: hack/local-down.sh --name {DEMO_BOX})")
+    for name in real_boxes:
+        why.append(f"box {name!r} already has real nodes (one such box at a time; stop it: "
+                   f"hack/local-down.sh --name {name})")
+    return why
+
+
+def run_bench(out_json: Path) -> tuple[int, str]:
+    """bench/real_training.py --out OUT_JSON, its progress lines shown as they come; (exit code, last lines)."""
+    cmd = [sys.executable, str(REAL_TRAINING), "--out", str(out_json)]
+    say("$ " + " ".join([Path(cmd[0]).name, *[os.path.relpath(c, REPO) if c.startswith(str(REPO)) else c
+                                               for c in cmd[1:]]]))
+    tail: collections.deque[str] = collections.deque(maxlen=8)
+    with tempfile.TemporaryFile("w+") as summary:
+        proc = subprocess.Popen(cmd, stdout=summary, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            print("   " + line.rstrip(), flush=True)
+            if line.strip():
+                tail.append(line.rstrip())
+        rc = proc.wait()
+    return rc, "\n".join(tail)
+
+
+def real_training(mode: str, out_dir: Path, *, keep: bool, problems: Sequence[str] | None = None,
+                  boxes: Sequence[str] | None = None, real_boxes: Sequence[str] | None = None,
+                  runner: Runner = run_bench, width: int | None = None) -> bool:
+    """The real-training part; True when a live run on this machine met its targets."""
+    if mode == "off":
+        return True
+    banner("a real elastic training job on real nodes (kubelet + containerd): torchrun, torch on CPU, "
+           "2..4 workers; a gang takes two of them, then the job grows back")
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_json = out_dir / "real_training.json"
+    out_svg = out_dir / "real-training.svg"
+    why = real_training_blockers(realnode.host_problems() if problems is None else problems,
+                                 list_boxes() if boxes is None else boxes,
+                                 real_node_boxes() if real_boxes is None else real_boxes, keep)
+    run: training_plot.Run | None = None
+    label = None
+    ok = False
+    if not why:
+        out_json.unlink(missing_ok=True)  # never draw an earlier run's file as this one
+        rc, tail = runner(out_json)
+        try:
+            run = training_plot.load(out_json)
+        except training_plot.PlotError as e:
+            why.append(f"bench/real_training.py ended with exit code {rc} and "
+                       + (f"a result that does not read ({e})" if out_json.exists() else "no result")
+                       + (f"; its last lines:\n{textwrap.indent(tail, '    ')}" if tail else ""))
+        else:
+            label = f"LIVE RUN on this machine, {training_plot.recorded_when(run)}; result in {out_json}"
+            ok = rc == 0
+            if not ok:
+                shout([f"THE REAL TRAINING RUN DID NOT MEET ITS TARGETS (bench/real_training.py exit code {rc}): "
+                       f"{training_plot.outcome(run)}.", f"Its result: {out_json}"])
+    if run is None:
+        shout(["NO REAL TRAINING RUN HERE: " + why[0], *why[1:],
+               f"SHOWING A RECORDED RUN INSTEAD: {os.path.relpath(RECORDED, REPO)}"])
+        run = training_plot.load(RECORDED)
+        label = (f"RECORDED RUN, not this machine's: {os.path.relpath(RECORDED, REPO)} "
+                 f"({training_plot.recorded_when(run)})")
+    cols = width or min(100, max(60, shutil.get_terminal_size((100, 24)).columns))
+    print(training_plot.terminal(run, cols, label))
+    out_svg.write_text(training_plot.svg(run, label))
+    say(f"chart: {out_svg} ({time.monotonic() - started:.0f}s for this part)")
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="leave the box running afterwards")
     parser.add_argument("--skip-live", action="store_true", help="only plan and simulate (no control plane)")
     parser.add_argument("--out", default=str(REPO / "out" / "simulate"), help="simulate output directory")
+    parser.add_argument("--real-training", choices=("auto", "on", "off"), default="auto",
+                        help="the real-node training run after the rest: auto (default) runs it where the host "
+                             "can run real nodes and draws the recorded run where not; on: the same, but exit 1 "
+                             "unless a live run met its targets; off: skip it. Its JSON and SVG go next to --out")
     args = parser.parse_args()
+    if args.real_training == "on" and args.keep:
+        parser.error("--real-training on needs the demo's box down before the real-node box starts: "
+                     "drop --keep, or use --real-training off")
     if not args.skip_live:
         live(args.keep)
     offline(Path(args.out))
+    ok = real_training(args.real_training, Path(args.out).resolve().parent, keep=args.keep)
     banner(f"done in {time.monotonic() - T0:.0f}s")
+    if args.real_training == "on" and not ok:
+        raise SystemExit("demo: --real-training on, and no live real training run met its targets (see above)")
 
 
 if __name__ == "__main__":
