@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:
 
 from kubernetes import client, config  # noqa: E402
 
+from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
 from hack.localbox import Box, BoxOptions, image, realnode  # noqa: E402
 from tests.real.test_install import (  # noqa: E402
     CHART,
@@ -288,28 +289,43 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
             current_world(progress(shared, job)) > 0 and len(scale_events(progress(shared, job))) >= 1
             and scale_events(progress(shared, job))[-1]["stallSeconds"] is not None), 300, interval=1)
         direct = {"evicted": victim, "containerRestartsBefore": before}
+    waiting: dict[str, dict[str, Any]] = {}  # gang -> its entry, while it waits
+
+    def submit(g: str) -> None:
+        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
+        waiting[g] = {"gang": g, "t": time.monotonic(), "decisionWhileWaiting": ""}
+
+    def poll_gangs() -> bool:
+        """Record each waiting gang's decision; move those that run to gang_log. True once none waits."""
+        for g, entry in list(waiting.items()):
+            if len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded":
+                job_ended = bool(finished())
+                gang_log.append({"gang": g, "waitSeconds": round(time.monotonic() - entry.pop("t"), 1),
+                                 "afterTheJobEnded": job_ended, **entry})
+                now_at = "the job had ended" if job_ended else \
+                    f"the job trains at {current_world(progress(shared, job))}"
+                say(f"{g} runs after {gang_log[-1]['waitSeconds']}s; {now_at}")
+                del waiting[g]
+            else:
+                entry["decisionWhileWaiting"] = pod_decision(objs, ns, g) or entry["decisionWhileWaiting"]
+        return not waiting
+
+    def budget_spent(g: str) -> bool:
+        return g in waiting and BUDGET_SPENT in waiting[g]["decisionWhileWaiting"]
+
     for k in range(gangs):
         g = f"gang-{k}"
-        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
-        t_gang = time.monotonic()
-        decision = ""
-
-        def gang_runs(g: str = g) -> bool:
-            nonlocal decision
-            if len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded":
-                return True
-            decision = pod_decision(objs, ns, g) or decision
-            return False
-
-        wait_until(f"{g} runs", gang_runs, steps * 2 + 300, interval=1)
-        job_ended = bool(finished())
-        entry = {"gang": g, "waitSeconds": round(time.monotonic() - t_gang, 1), "afterTheJobEnded": job_ended,
-                 "decisionWhileWaiting": decision}
-        gang_log.append(entry)
-        now_at = "the job had ended" if job_ended else f"the job trains at {current_world(progress(shared, job))}"
-        say(f"{g} runs after {entry['waitSeconds']}s; {now_at}")
+        submit(g)
+        wait_until(f"{g} runs (or waits for the job's restart budget)", lambda g=g: poll_gangs() or budget_spent(g),
+                   steps * 2 + 300, interval=1)
+        if g in waiting:  # the job may not be shrunk again: every gang left comes now, and waits for the job
+            say(f"{g} waits: {waiting[g]['decisionWhileWaiting']}")
+            for rest in range(k + 1, gangs):
+                submit(f"gang-{rest}")
+            wait_until("every gang runs", poll_gangs, steps * 2 + 300, interval=1)
+            break
         wait_until(f"{g} succeeded", lambda g=g: job_state(objs, ns, g) == "Succeeded", 120, interval=1)
-        if job_ended or finished():
+        if finished():
             continue
         wait_until("the job back at 4 workers", lambda: current_world(progress(shared, job)) == 4
                    or bool(finished()), 300, interval=1)
