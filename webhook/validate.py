@@ -203,6 +203,11 @@ def _elastic_rules(obj: Mapping[str, Any], cfg: ElasticConfig) -> JobVerdict:
             f"elasticPolicy.maxRestarts is {shown}: each scale-down uses one torchrun restart on every "
             f"surviving worker; {end}; set it to at least {MIN_MAX_RESTARTS} (more for long jobs)"
         )
+    if bounds.elastic and _sigterm_trap_exits_zero(obj):
+        warnings.append(
+            "the Worker command traps SIGTERM and exits 0: the training operator then marks the whole "
+            "elastic job Succeeded at the first eviction (measured, v1.9.4); exit 143 (128 + 15) instead"
+        )
     if bounds.elastic and _standalone(obj):
         errors.append(
             "elasticPolicy.standalone is true: torchrun then runs its rendezvous on localhost in each pod, so "
@@ -213,6 +218,29 @@ def _elastic_rules(obj: Mapping[str, Any], cfg: ElasticConfig) -> JobVerdict:
     errors += contract.errors
     warnings += contract.warnings
     return JobVerdict(errors=tuple(errors), warnings=tuple(warnings))
+
+
+# `trap '...; exit 0' TERM` (or `exit`, whose status is the last command's: usually 0) in a shell
+# wrapper: the evicted worker ends 0, which the operator reads as the job's success.
+_TRAP = re.compile(r"""trap\s+(['"])(?P<action>.*?)\1\s+(?:\w+\s+)*?(?:SIG)?(?:TERM|15)\b""", re.S)
+_EXITS_ZERO = re.compile(r"\bexit(?:\s+0)?\s*(?:$|;|&&|\|\|)")
+
+
+def _sigterm_trap_exits_zero(obj: Mapping[str, Any]) -> bool:
+    """Whether a Worker container's command traps SIGTERM with an action that exits 0."""
+    specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    for rtype, rspec in specs.items() if isinstance(specs, Mapping) else ():
+        if str(rtype).lower() != "worker" or not isinstance(rspec, Mapping):
+            continue
+        pod_spec = (rspec.get("template") or {}).get("spec") or {}
+        for c in pod_spec.get("containers") or [] if isinstance(pod_spec, Mapping) else []:
+            if not isinstance(c, Mapping):
+                continue
+            words = [w for key in ("command", "args") for w in (c.get(key) or []) if isinstance(w, str)]
+            for m in _TRAP.finditer(" ".join(words)):
+                if _EXITS_ZERO.search(m.group("action").strip()):
+                    return True
+    return False
 
 
 def _standalone(obj: Mapping[str, Any]) -> bool:

@@ -22,6 +22,15 @@ def answer(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
     return resp
 
 
+def with_command(command: list[str], args: list[str] | None = None) -> dict[str, Any]:
+    obj = job()
+    container = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["command"] = command
+    if args is not None:
+        container["args"] = args
+    return obj
+
+
 DENIED = [
     ("min > max", job(workers=4, min_replicas=5, max_replicas=4), "minReplicas (5) is greater than maxReplicas"),
     ("min < 1", job(workers=4, min_replicas=0, max_replicas=4), "must be at least 1"),
@@ -57,6 +66,10 @@ WARNED = [
     ("master with elasticPolicy", job(master=True), ["Master replica"]),
     ("maxRestarts unset", job(max_restarts=None), ["maxRestarts is unset", "the first eviction ends the job"]),
     ("maxRestarts 0", job(max_restarts=0), ["maxRestarts is 0", "the first eviction ends the job"]),
+    ("a SIGTERM trap that exits 0", with_command(["sh", "-c", "trap 'echo bye; exit 0' TERM; torchrun train.py & wait"]),
+     ["traps SIGTERM and exits 0", "marks the whole elastic job Succeeded", "exit 143"]),
+    ("a bare exit on SIGTERM", with_command(["bash", "-c"], ["trap \"kill $PID; exit\" SIGTERM INT; python t.py"]),
+     ["traps SIGTERM and exits 0"]),
     ("maxRestarts low", job(max_restarts=MIN_MAX_RESTARTS - 1),
      [f"maxRestarts is {MIN_MAX_RESTARTS - 1}", f"fails at scale-down number {MIN_MAX_RESTARTS}",
       "every surviving worker"]),
@@ -82,6 +95,9 @@ CLEAN = [
     ("non-elastic job with Never", job(elastic=False, restart_policy="Never")),
     ("min == max with Never", job(workers=3, min_replicas=3, max_replicas=3, restart_policy="Never")),
     ("maxRestarts at threshold", job(max_restarts=MIN_MAX_RESTARTS)),
+    ("a SIGTERM trap that exits 143", with_command(["sh", "-c", "trap 'kill $P; exit 143' TERM; torchrun t.py"])),
+    ("a trap on another signal", with_command(["sh", "-c", "trap 'exit 0' HUP; torchrun t.py"])),
+    ("torchrun itself", with_command(["torchrun", "--nnodes=2:4", "train.py"])),
     ("standalone on a job of fixed size", {**job(elastic=False), "spec": {
         **job(elastic=False)["spec"], "elasticPolicy": {"standalone": True}}}),
 ]
