@@ -266,93 +266,97 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
                                            "data": {"elastic_train.py": SCRIPT.read_text()}})
     wait_until("the queues Open", lambda: all((objs.get_cluster_custom_object(*VC, "queues", q).get("status") or {})
                                               .get("state") == "Open" for q in (qa, qb)), 60)
-    t0 = time.monotonic()
-    objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
-                                         training_job(job, qa, steps, max_restarts, shared, baseline))
-    say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, queue {qa}, "
-        f"{'plain torchrun (baseline)' if baseline else 'the kit'}")
-    wait_until("the job trains at 4 workers", lambda: current_world(progress(shared, job)) == 4, 300, interval=1)
-    say(f"4 workers training after {time.monotonic() - t0:.0f}s")
+    try:
+        t0 = time.monotonic()
+        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
+                                             training_job(job, qa, steps, max_restarts, shared, baseline))
+        say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, queue {qa}, "
+            f"{'plain torchrun (baseline)' if baseline else 'the kit'}")
+        wait_until("the job trains at 4 workers", lambda: current_world(progress(shared, job)) == 4, 300, interval=1)
+        say(f"4 workers training after {time.monotonic() - t0:.0f}s")
 
-    def finished() -> str:
-        state = job_state(objs, ns, job)
-        return state if state in ("Succeeded", "Failed") else ""
+        def finished() -> str:
+            state = job_state(objs, ns, job)
+            return state if state in ("Succeeded", "Failed") else ""
 
-    gang_log: list[dict[str, Any]] = []
-    direct: dict[str, Any] = {}
-    if evict_directly:
-        victim = sorted(p.metadata.name for p in running(core, ns, job))[-1]
-        before = container_restarts(core, ns, job)
-        evict(core, ns, victim)
-        say(f"evicted {victim} through the Eviction API (not our agent)")
-        wait_until("the job trains again", lambda: finished() or (
-            current_world(progress(shared, job)) > 0 and len(scale_events(progress(shared, job))) >= 1
-            and scale_events(progress(shared, job))[-1]["stallSeconds"] is not None), 300, interval=1)
-        direct = {"evicted": victim, "containerRestartsBefore": before}
-    waiting: dict[str, dict[str, Any]] = {}  # gang -> its entry, while it waits
+        gang_log: list[dict[str, Any]] = []
+        direct: dict[str, Any] = {}
+        if evict_directly:
+            victim = sorted(p.metadata.name for p in running(core, ns, job))[-1]
+            before = container_restarts(core, ns, job)
+            evict(core, ns, victim)
+            say(f"evicted {victim} through the Eviction API (not our agent)")
+            wait_until("the job trains again", lambda: finished() or (
+                current_world(progress(shared, job)) > 0 and len(scale_events(progress(shared, job))) >= 1
+                and scale_events(progress(shared, job))[-1]["stallSeconds"] is not None), 900, interval=1)
+            direct = {"evicted": victim, "containerRestartsBefore": before}
+        waiting: dict[str, dict[str, Any]] = {}  # gang -> its entry, while it waits
 
-    def submit(g: str) -> None:
-        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
-        waiting[g] = {"gang": g, "t": time.monotonic(), "decisionWhileWaiting": ""}
+        def submit(g: str) -> None:
+            objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
+            waiting[g] = {"gang": g, "t": time.monotonic(), "decisionWhileWaiting": ""}
 
-    def poll_gangs() -> bool:
-        """Record each waiting gang's decision; move those that run to gang_log. True once none waits."""
-        for g, entry in list(waiting.items()):
-            if len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded":
-                job_ended = bool(finished())
-                gang_log.append({"gang": g, "waitSeconds": round(time.monotonic() - entry.pop("t"), 1),
-                                 "afterTheJobEnded": job_ended, **entry})
-                now_at = "the job had ended" if job_ended else \
-                    f"the job trains at {current_world(progress(shared, job))}"
-                say(f"{g} runs after {gang_log[-1]['waitSeconds']}s; {now_at}")
-                del waiting[g]
-            else:
-                entry["decisionWhileWaiting"] = pod_decision(objs, ns, g) or entry["decisionWhileWaiting"]
-        return not waiting
+        def poll_gangs() -> bool:
+            """Record each waiting gang's decision; move those that run to gang_log. True once none waits."""
+            for g, entry in list(waiting.items()):
+                if len(running(core, ns, g)) >= 2 or job_state(objs, ns, g) == "Succeeded":
+                    job_ended = bool(finished())
+                    gang_log.append({"gang": g, "waitSeconds": round(time.monotonic() - entry.pop("t"), 1),
+                                     "afterTheJobEnded": job_ended, **entry})
+                    now_at = "the job had ended" if job_ended else \
+                        f"the job trains at {current_world(progress(shared, job))}"
+                    say(f"{g} runs after {gang_log[-1]['waitSeconds']}s; {now_at}")
+                    del waiting[g]
+                else:
+                    entry["decisionWhileWaiting"] = pod_decision(objs, ns, g) or entry["decisionWhileWaiting"]
+            return not waiting
 
-    def budget_spent(g: str) -> bool:
-        return g in waiting and BUDGET_SPENT in waiting[g]["decisionWhileWaiting"]
+        def budget_spent(g: str) -> bool:
+            return g in waiting and BUDGET_SPENT in waiting[g]["decisionWhileWaiting"]
 
-    for k in range(gangs):
-        g = f"gang-{k}"
-        submit(g)
-        wait_until(f"{g} runs (or waits for the job's restart budget)", lambda g=g: poll_gangs() or budget_spent(g),
-                   steps * 2 + 300, interval=1)
-        if g in waiting:  # the job may not be shrunk again: every gang left comes now, and waits for the job
-            say(f"{g} waits: {waiting[g]['decisionWhileWaiting']}")
-            for rest in range(k + 1, gangs):
-                submit(f"gang-{rest}")
-            wait_until("every gang runs", poll_gangs, steps * 2 + 300, interval=1)
-            break
-        wait_until(f"{g} succeeded", lambda g=g: job_state(objs, ns, g) == "Succeeded", 120, interval=1)
-        if finished():
-            continue
-        wait_until("the job back at 4 workers", lambda: current_world(progress(shared, job)) == 4
-                   or bool(finished()), 300, interval=1)
-        say(f"back at {current_world(progress(shared, job))} workers")
-    state = wait_until("the job finished", finished, steps * 2 + 300, interval=2)
-    if direct:
-        direct["containerRestartsAfter"] = container_restarts(core, ns, job)
-    log = progress(shared, job)
-    done = max((int(r["step"]) for r in log if "step" in r and "event" not in r), default=0)
-    gated_left = [p.metadata.name for p in worker_pods(core, ns, job)
-                  if GATE in [g.name for g in p.spec.scheduling_gates or []]]
-    result = {
-        "succeeded": state == "Succeeded", "state": state, "stepsTarget": steps, "stepsDone": done,
-        "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts,
-        "noticeSeconds": notice_seconds, "queue": qa,
-        "torch": "Debian bookworm python3-torch 1.13.1 (CPU)", "seconds": round(time.monotonic() - t0, 1),
-        "events": scale_events(log), "gangRuns": gang_log, "gatedLeft": gated_left,
-        "held": [r for r in log if r.get("event") == "hold"], **({"evictedDirectly": direct} if direct else {}),
-        "log": log,
-    }
-    for q in (qa, qb):
-        try:
-            objs.delete_cluster_custom_object(*VC, "queues", q)
-        except client.ApiException:
-            pass
-    core.delete_namespace(ns)
-    api.close()
+        for k in range(gangs):
+            g = f"gang-{k}"
+            submit(g)
+            wait_until(f"{g} runs (or waits for the job's restart budget)", lambda g=g: poll_gangs() or budget_spent(g),
+                       steps * 2 + 300, interval=1)
+            if g in waiting:  # the job may not be shrunk again: every gang left comes now, and waits for the job
+                say(f"{g} waits: {waiting[g]['decisionWhileWaiting']}")
+                for rest in range(k + 1, gangs):
+                    submit(f"gang-{rest}")
+                wait_until("every gang runs", poll_gangs, steps * 2 + 300, interval=1)
+                break
+            wait_until(f"{g} succeeded", lambda g=g: job_state(objs, ns, g) == "Succeeded", 120, interval=1)
+            if finished():
+                continue
+            wait_until("the job back at 4 workers", lambda: current_world(progress(shared, job)) == 4
+                       or bool(finished()), 300, interval=1)
+            say(f"back at {current_world(progress(shared, job))} workers")
+        state = wait_until("the job finished", finished, steps * 2 + 300, interval=2)
+        if direct:
+            direct["containerRestartsAfter"] = container_restarts(core, ns, job)
+        log = progress(shared, job)
+        done = max((int(r["step"]) for r in log if "step" in r and "event" not in r), default=0)
+        gated_left = [p.metadata.name for p in worker_pods(core, ns, job)
+                      if GATE in [g.name for g in p.spec.scheduling_gates or []]]
+        result = {
+            "succeeded": state == "Succeeded", "state": state, "stepsTarget": steps, "stepsDone": done,
+            "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts,
+            "noticeSeconds": notice_seconds, "queue": qa,
+            "torch": "Debian bookworm python3-torch 1.13.1 (CPU)", "seconds": round(time.monotonic() - t0, 1),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": f"{os.cpu_count()} CPUs, {_mem_gib()} GiB, two real nodes x 4 fake GPUs on one host",
+            "events": scale_events(log), "gangRuns": gang_log, "gatedLeft": gated_left,
+            "held": [r for r in log if r.get("event") == "hold"], **({"evictedDirectly": direct} if direct else {}),
+            "log": log,
+        }
+    finally:  # a failed run must not keep the GPUs
+        for q in (qa, qb):
+            try:
+                objs.delete_cluster_custom_object(*VC, "queues", q)
+            except client.ApiException:
+                pass
+        core.delete_namespace(ns)
+        api.close()
     return result
 
 
@@ -389,6 +393,15 @@ def main(argv: list[str] | None = None) -> int:
     summary = {k: v for k, v in result.items() if k != "log"}
     print(json.dumps(summary, indent=2))
     return 0 if result["succeeded"] and result["stepsDone"] == result["stepsTarget"] else 1
+
+
+def _mem_gib() -> int:
+    try:
+        kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal:")).split()[1])
+    except (OSError, StopIteration, ValueError):
+        return 0
+    return round(kib / 2**20)
 
 
 def _cfg(b: Box) -> client.Configuration:

@@ -1,5 +1,5 @@
 """A real elastic torchrun job through volcano-elastic (issue targets as assertions), the scenarios of
-bench/real_training.py on the in-cluster install:
+bench/real_training.py on the in-cluster install, and what the agent does when a real node is lost:
 
 - it starts at min and takes its elastic workers, is shrunk by our in-cluster agent for a gang (real
   eviction, SIGTERM, grace period), resumes at the smaller world size from its shared checkpoint,
@@ -7,12 +7,15 @@ bench/real_training.py on the in-cluster install:
   most the steps since the last checkpoint;
 - in a queue with an eviction notice, with `maxRestarts: 2` and three gangs: the notice's checkpoint
   leaves no step to redo, the job is shrunk once (one restart kept in reserve), the later gangs wait
-  for it with the restart budget as their reason, and it finishes."""
+  for it with the restart budget as their reason, and it finishes;
+- a node's kubelet stops: the pods it ran are ghosts (still Running in the API for the default 300 s
+  toleration), no workers and no victims; no live worker is evicted below the job's min."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,3 +81,95 @@ def test_with_a_notice_nothing_is_redone_and_a_small_restart_budget_outlives_thr
         assert g["afterTheJobEnded"], s
         assert "restart budget spent" in g["decisionWhileWaiting"], s
     assert not result["gatedLeft"]
+
+
+SLEEPER = ["python3", "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(143)); "
+                            "time.sleep(100000)"]
+
+
+def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: Any) -> None:
+    """A node's kubelet stops: its pods stay `Running` in the API (the default 300 s toleration) but
+    are ghosts. The job (2..4) keeps its min of live workers: the agent does not evict a live elastic
+    worker for a waiting gang as if the ghosts were still workers, evicts no ghost, and counts no
+    scale event of its own (restarts-used and the scale stamp unchanged)."""
+    import uuid
+
+    from kubernetes import client
+
+    from hack.localbox.realnode import RealNodes
+    from tests.real.test_install import KF, VC, pytorchjob, running, worker_pods
+    from tests.waiting import wait_until
+
+    box = installed
+    core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)
+    tag = uuid.uuid4().hex[:5]
+    ns, qa, qb = f"lost-{tag}", f"lost-a-{tag}", f"lost-b-{tag}"
+    out = box.dir / "shared" / f"lost-{tag}"
+    out.mkdir(parents=True)
+    out.chmod(0o777)
+    core.create_namespace({"metadata": {"name": ns}})
+    for q in (qa, qb):
+        objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                                          "kind": "Queue", "metadata": {"name": q},
+                                                          "spec": {"weight": 1, "reclaimable": True}})
+    for q in (qa, qb):
+        wait_until(f"queue {q} Open", lambda q=q: (objs.get_cluster_custom_object(*VC, "queues", q)
+                                                   .get("status") or {}).get("state") == "Open", 60)
+    objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", pytorchjob("job", qa, 4, (2, 4), out, SLEEPER))
+    wait_until("the job runs 4 workers", lambda: len(running(core, ns, "job")) >= 4, 180, interval=1)
+    where = {p.metadata.name: p.spec.node_name for p in running(core, ns, "job")}
+    healthy = where["job-worker-2"]  # keeps an elastic worker: the victim a miscount would pick
+    nodes = RealNodes(box, box.opts.real_nodes, box.opts.real_node_gpus)
+    lost = next(i for i in range(box.opts.real_nodes) if nodes.name(i) != healthy)
+    live = sorted(n for n, node in where.items() if node == healthy)
+    ghosts = sorted(n for n, node in where.items() if node != healthy)
+
+    def pg_annotations() -> dict[str, str]:
+        pgs = objs.list_namespaced_custom_object(*VC, ns, "podgroups")["items"]
+        pg = next(p for p in pgs if any(o.get("name") == "job" for o in p["metadata"].get("ownerReferences") or []))
+        return {k: v for k, v in (pg["metadata"].get("annotations") or {}).items() if k.startswith("volcano-elastic")}
+
+    wait_until("the job's growth settled", lambda: not any(
+        g.name.startswith("volcano-elastic") for p in worker_pods(core, ns, "job")
+        for g in p.spec.scheduling_gates or []), 60, interval=1)
+    before = pg_annotations()
+    nodes.stop_kubelet(lost)
+    try:
+        def not_ready() -> bool:
+            conds = {c.type: c.status for c in core.read_node(nodes.name(lost)).status.conditions or []}
+            return conds.get("Ready") != "True"
+
+        wait_until(f"{nodes.name(lost)} NotReady", not_ready, 90, interval=1)
+        gang = pytorchjob("gang", qb, 1, None, out, SLEEPER)  # one pod x 2 GPUs: one victim would do
+        objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang)
+        t = time.monotonic()
+        while time.monotonic() - t < 30:  # the agent runs every second; the gang starves after 3 s
+            pods = {p.metadata.name: p for p in worker_pods(core, ns, "job")}
+            for name in live:
+                p = pods.get(name)
+                assert p is not None and not p.metadata.deletion_timestamp, \
+                    f"live worker {name} on {healthy} evicted while {ghosts} are on the lost node: the job is below min"
+                assert "volcano-elastic.io/evicted-for" not in (p.metadata.annotations or {}), name
+            for name in ghosts:
+                p = pods.get(name)
+                assert p is None or "volcano-elastic.io/evicted-for" not in (p.metadata.annotations or {}), \
+                    f"ghost {name} chosen as a victim"
+            time.sleep(1)
+        after = pg_annotations()
+        for key in ("volcano-elastic.io/restarts-used", "volcano-elastic.io/last-scale-time",
+                    "volcano-elastic.io/scale-record"):
+            assert after.get(key) == before.get(key), (key, before, after)
+        decision = next((p["metadata"].get("annotations") or {} for p in objs.list_namespaced_custom_object(
+            *VC, ns, "podgroups")["items"] if any(o.get("name") == "gang" for o in p["metadata"].get(
+                "ownerReferences") or [])), {}).get("volcano-elastic.io/last-decision", "")
+        print(f"\n[real] lost node {nodes.name(lost)} (ghosts {ghosts}), live {live} on {healthy}; "
+              f"the gang's decision: {decision}")
+    finally:
+        nodes.start_kubelet(lost)
+        wait_until(f"{nodes.name(lost)} Ready again", lambda: not not_ready(), 120, interval=1)
+        for q in (qa, qb):
+            try:
+                objs.delete_cluster_custom_object(*VC, "queues", q)
+            except client.ApiException:
+                pass
+        core.delete_namespace(ns)
