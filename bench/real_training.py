@@ -19,8 +19,10 @@ rendezvous, VOLCANO_ELASTIC_RDZV=off).
 
 FILE gets JSON: succeeded, stepsTarget, stepsDone, torch (version), events[] with kind (grow |
 shrink), fromWorkers, toWorkers, stallSeconds (last step at the old size to the first at the new),
-stepsRedone (steps done again after resuming from the checkpoint) and restartBudgetUsed (the
-surviving agents' TORCHELASTIC_RESTART_COUNT after the event); gangRuns[] (each gang's wait, whether
+stepsRedone (steps done again after resuming from the checkpoint), restartBudgetUsed (the
+surviving agents' TORCHELASTIC_RESTART_COUNT after the event), restartSeconds (rank 0's new process
+start to its first step: spawn, `import torch`, init, checkpoint load) and waitSeconds (the rest:
+detection and rendezvous); gangRuns[] (each gang's wait, whether
 it ran only after the job ended, and its PodGroup's last-decision while it waited); held[] (a
 victim's rank waiting for its eviction after the notice's checkpoint, instead of training on);
 plus the progress log itself.
@@ -192,7 +194,7 @@ def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "kind": "grow" if r["world"] > world else "shrink" if r["world"] < world else "restart",
                     "fromWorkers": world, "toWorkers": r["world"], "stallSeconds": None,
                     "stepsRedone": max(0, int(last_step["step"]) - int(r["from"])) if last_step else 0,
-                    "restartBudgetUsed": int(r.get("restart", 0)), "_since": since,
+                    "restartBudgetUsed": int(r.get("restart", 0)), "_since": since, "_spawned": r.get("spawned"),
                 })
                 last_step = None
             world = int(r["world"])
@@ -200,11 +202,16 @@ def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if "step" not in r or "event" in r:
             continue
         if events and events[-1]["stallSeconds"] is None and last_step is None:
-            events[-1]["stallSeconds"] = round(r["t"] - events[-1]["_since"], 2)
+            e = events[-1]
+            e["stallSeconds"] = round(r["t"] - e["_since"], 2)
+            if e["_spawned"] is not None:  # the new processes' start to their first step; the rest is waiting
+                e["restartSeconds"] = round(r["t"] - e["_spawned"], 2)
+                e["waitSeconds"] = round(e["stallSeconds"] - e["restartSeconds"], 2)
         last_step = r
         since = r["t"]
     for e in events:
         e.pop("_since")
+        e.pop("_spawned")
     return events
 
 

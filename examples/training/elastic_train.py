@@ -23,10 +23,12 @@ import os
 import time
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-import volcano_elastic_job as kit
-from torch.nn.parallel import DistributedDataParallel
+SPAWNED = time.time()  # before `import torch`: the restart part of a scale event starts here
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import volcano_elastic_job as kit  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 GLOBAL_BATCH = 64
 BASE_LR = 0.05
@@ -77,7 +79,7 @@ def main() -> None:
     watch = kit.NoticeWatch(every=a.notice_every, all_reduce_max=kit.torch_all_reduce_max())
     log = open(d / "progress.jsonl", "a", buffering=1) if rank == 0 else None  # noqa: SIM115 - the run's log
     if log:
-        log.write(json.dumps({"event": "start", "from": start, "world": world, "t": time.time(),
+        log.write(json.dumps({"event": "start", "from": start, "world": world, "t": time.time(), "spawned": SPAWNED,
                               "restart": kit.restart_count()}) + "\n")
 
     def checkpoint(step: int, why: str) -> None:
