@@ -27,7 +27,7 @@ it ran only after the job ended, and its PodGroup's last-decision while it waite
 victim's rank waiting for its eviction after the notice's checkpoint, instead of training on);
 plus the progress log itself.
 tests/real/test_training.py runs it (one gang; a notice, maxRestarts 2 and three gangs) and checks
-the targets.
+the targets. Each worker's log is kept in the run's shared directory, `pods/`.
 """
 
 from __future__ import annotations
@@ -234,6 +234,18 @@ def evict(core: Any, ns: str, pod: str) -> None:
                                                   "metadata": {"name": pod, "namespace": ns}})
 
 
+def save_logs(core: Any, ns: str, job: str, out: Path) -> None:
+    """Each worker's log (and its previous container's, after a restart) under OUT, best effort."""
+    out.mkdir(parents=True, exist_ok=True)
+    for p in worker_pods(core, ns, job):
+        for previous in (False, True):
+            try:
+                text = core.read_namespaced_pod_log(p.metadata.name, ns, previous=previous, timestamps=True)
+            except client.ApiException:
+                continue
+            (out / f"{p.metadata.name}{'.previous' if previous else ''}.log").write_text(text)
+
+
 def container_restarts(core: Any, ns: str, job: str) -> dict[str, int]:
     return {p.metadata.name: sum(c.restart_count for c in p.status.container_statuses or [])
             for p in worker_pods(core, ns, job)}
@@ -356,7 +368,8 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
             "held": [r for r in log if r.get("event") == "hold"], **({"evictedDirectly": direct} if direct else {}),
             "log": log,
         }
-    finally:  # a failed run must not keep the GPUs
+    finally:  # a failed run must not keep the GPUs; the workers' logs stay for a look afterwards
+        save_logs(core, ns, job, shared / "pods")
         for q in (qa, qb):
             try:
                 objs.delete_cluster_custom_object(*VC, "queues", q)
