@@ -10,16 +10,10 @@ from elastic_controller.controller import Controller, format_quantity, podgroup_
 from elastic_controller.kube.errors import ConflictError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
-from elastic_controller.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS, Resource
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
-
-KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
-
-
-def load(kube: FakeKube, *groups: Any) -> None:
-    for obj in b.items(*groups):
-        kube.add(KINDS[obj["kind"]], obj)
+from tests.fakecluster import load
 
 
 def make(*groups: Any, cfg: ElasticConfig | None = None) -> tuple[FakeKube, Controller, EventRecorder]:
