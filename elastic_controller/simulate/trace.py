@@ -35,6 +35,7 @@ from .tracerows import (
     _int,
     _need_columns,
     _slug,
+    _text,
 )
 
 # Column layouts of the public traces (header lines as the datasets ship them).
@@ -63,9 +64,7 @@ def _quantity(row: Mapping[str, Any], key: str, unit: str) -> int:
 
 
 def _own_job(row: Mapping[str, Any]) -> JobSpec:
-    name = str(row.get("name") or "").strip()
-    if not name:
-        raise _FieldError("'name' is missing")
+    name = _text(row, "name")
     if not _dns_label(name):
         raise _FieldError(f"'name' must be a DNS label (lowercase letters, digits, '-'), got {name!r}")
     queue = str(row.get("queue") or "default").strip() or "default"
@@ -216,9 +215,7 @@ def parse_helios(text: str, path: str, opts: ImportOptions | None = None) -> lis
             nodes = _int(row, "node_num", low=0)
             cpus = _float(row, "cpu_num")
             submit = _helios_time(row, "submit_time")
-            job_id = str(row.get("job_id") or "").strip()
-            if not job_id:
-                raise _FieldError("'job_id' is missing")
+            job_id = _text(row, "job_id")
         except _FieldError as exc:
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or duration <= 0:
@@ -260,9 +257,7 @@ def parse_alibaba(text: str, path: str, opts: ImportOptions | None = None) -> li
             deleted = _float(row, "deletion_time")
             scheduled_raw = row.get("scheduled_time", "").strip()
             scheduled = _float(row, "scheduled_time") if scheduled_raw else None
-            name = str(row.get("name") or "").strip()
-            if not name:
-                raise _FieldError("'name' is missing")
+            name = _text(row, "name")
         except _FieldError as exc:
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or scheduled is None or deleted <= scheduled:
