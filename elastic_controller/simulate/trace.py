@@ -9,7 +9,7 @@ The format is documented in ``docs/simulate.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,18 @@ def load_yaml_with_lines(text: str, path: str) -> Any:
         raise TraceError(path, line, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
 
 
+def checked_item(item: Any, path: str, what: str, allowed: Collection[str]) -> tuple[dict[str, Any], int]:
+    """A list item of a document read by ``load_yaml_with_lines``: a mapping with only ``allowed``
+    keys (``what`` names it in the error), and its line (taken out of it)."""
+    if not isinstance(item, dict):
+        raise TraceError(path, 0, f"{what} must be a mapping, got {item!r}")
+    line = int(item.pop("__line__"))
+    unknown = [k for k in item if k not in allowed]
+    if unknown:
+        raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+    return item, line
+
+
 def parse_own_yaml(text: str, path: str) -> list[JobSpec]:
     doc = load_yaml_with_lines(text, path)
     items = doc.get("jobs") if isinstance(doc, dict) else doc
@@ -171,13 +183,8 @@ def parse_own_yaml(text: str, path: str) -> list[JobSpec]:
         if extra:
             raise TraceError(path, int(doc["__line__"]), f"unknown key(s): {', '.join(map(str, extra))}")
     jobs = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise TraceError(path, 0, f"a job must be a mapping, got {item!r}")
-        line = int(item.pop("__line__"))
-        unknown = [k for k in item if k not in OWN_REQUIRED + OWN_OPTIONAL]
-        if unknown:
-            raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+    for raw in items:
+        item, line = checked_item(raw, path, "a job", OWN_REQUIRED + OWN_OPTIONAL)
         try:
             jobs.append((line, _own_job(item)))
         except _FieldError as exc:
