@@ -200,11 +200,8 @@ def test_volcano_preemptions_count_as_scale_events() -> None:
                    b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4),
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"]))
     kube, agent = make(objs)
-    p = kube.get(PODS, "j-worker-3", "ns")
     at = b.ago(30)
-    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                      "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(at)})
-    kube.add(PODS, p)
+    kube.add(PODS, b.preempted_by_scheduler(kube.get(PODS, "j-worker-3", "ns"), at))
     report = agent.run_cycle()
     assert report.preemptions == ["ns/j-worker-3"]
     ann = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
@@ -251,10 +248,8 @@ def test_a_preempted_pod_already_gone_still_counts() -> None:
     objs = b.items(b.node("n1"), b.queue("default"),
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"]))
     kube, agent = make(objs)
-    p = kube.get(PODS, "j-worker-3", "ns")
     at = b.ago(10)
-    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                      "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(at)})
+    p = b.preempted_by_scheduler(kube.get(PODS, "j-worker-3", "ns"), at)
     kube.delete(PODS, "j-worker-3", "ns")
     kube.finish_terminations()
     agent.on_event(PODS, "DELETED", p)  # the watch saw it on its way out

@@ -177,8 +177,7 @@ def test_preemptions_noted_from_events_are_stamped_once() -> None:
     pods = Preemptions()
     pod = kube.get(PODS, "a-worker-5", "team-a")
     assert pods.note(pod) is False  # no DisruptionTarget condition
-    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                        "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(b.ago(3))})
+    b.preempted_by_scheduler(pod, b.ago(3))
     assert pods.note(pod) is True
     empty = Snapshot()  # Volcano deleted the pod already: only the noted event tells
     assert pods.count(ex, empty, b.NOW) == ["team-a/a-worker-5"]

@@ -141,9 +141,7 @@ def test_forgetting_an_interrupted_plan_keeps_the_count() -> None:
 def test_a_volcano_preemption_counts_a_restart() -> None:
     # A worker Volcano preempted is a dead peer to torchrun like one we evict.
     kube, ex = executor(a_job())
-    pod = kube.get(PODS, "a-worker-5", "team-a")
-    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                        "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(b.ago(3))})
+    pod = b.preempted_by_scheduler(kube.get(PODS, "a-worker-5", "team-a"), b.ago(3))
     preemptions = Preemptions()
     assert preemptions.note(pod)
     assert preemptions.count(ex, Snapshot(), b.NOW) == ["team-a/a-worker-5"]

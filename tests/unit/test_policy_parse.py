@@ -19,7 +19,19 @@ from elastic_controller.policy.parse import (
     parse_queue,
     parse_time,
 )
-from tests.builders import NOW, T0, ago, node, pod, podgroup, priority_class, pytorchjob, queue, ts
+from tests.builders import (
+    NOW,
+    T0,
+    ago,
+    node,
+    pod,
+    podgroup,
+    preempted_by_scheduler,
+    priority_class,
+    pytorchjob,
+    queue,
+    ts,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -59,9 +71,7 @@ def test_group_from_label_too() -> None:
 
 
 def test_preempted_by_scheduler_condition() -> None:
-    obj = pod("ns", "p", node_name="n")
-    obj["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                        "reason": "PreemptionByScheduler"})
+    obj = preempted_by_scheduler(pod("ns", "p", node_name="n"))
     assert parse_pod(obj).preempted_by_scheduler
 
 
