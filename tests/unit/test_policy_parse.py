@@ -19,19 +19,7 @@ from elastic_controller.policy.parse import (
     parse_queue,
     parse_time,
 )
-from tests.builders import (
-    NOW,
-    T0,
-    ago,
-    node,
-    pod,
-    podgroup,
-    preempted_by_scheduler,
-    priority_class,
-    pytorchjob,
-    queue,
-    ts,
-)
+from tests.builders import NOW, T0, ago, node, pod, podgroup, priority_class, pytorchjob, queue, ts
 
 GPU = "nvidia.com/gpu"
 
@@ -71,7 +59,9 @@ def test_group_from_label_too() -> None:
 
 
 def test_preempted_by_scheduler_condition() -> None:
-    obj = preempted_by_scheduler(pod("ns", "p", node_name="n"))
+    obj = pod("ns", "p", node_name="n")
+    obj["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler"})
     assert parse_pod(obj).preempted_by_scheduler
 
 
