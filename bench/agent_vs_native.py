@@ -89,7 +89,7 @@ from elastic_controller.policy.settings import ElasticConfig  # noqa: E402
 from hack.localbox import Box, BoxOptions  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
 from hack.localbox.box import version_tuple  # noqa: E402
-from tests.e2e.test_elastic_scaling import GPUS_PER_WORKER, start_stack  # noqa: E402
+from tests.e2e.test_elastic_scaling import GPUS_PER_WORKER, pytorchjob, start_stack  # noqa: E402
 
 MODES = {  # mode -> (Volcano scheduler conf, agent and gating on)
     "ours": ("ours", True),
@@ -127,21 +127,6 @@ def agent_config(path: str | None, gating: bool) -> tuple[str, ElasticConfig]:
     doc["gating"] = {**(doc.get("gating") or {}), "enabled": gating}
     text = yaml.safe_dump(doc)
     return text, load_config(text, path)
-
-
-def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None,
-               master: bool = False) -> dict[str, Any]:
-    template = {"spec": {"containers": [{
-        "name": "pytorch", "image": "docker.io/pytorch/pytorch:latest", "command": ["torchrun", "train.py"],
-        "resources": {"limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "cpu": "1", "memory": "1Gi"}}}]}}
-    replicas: dict[str, Any] = {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": template}}
-    if master:
-        replicas["Master"] = {"replicas": 1, "restartPolicy": "OnFailure", "template": template}
-    spec: dict[str, Any] = {"pytorchReplicaSpecs": replicas, "runPolicy": {"schedulingPolicy": {"queue": queue}}}
-    if elastic:
-        spec["elasticPolicy"] = {"minReplicas": elastic[0], "maxReplicas": elastic[1], "rdzvBackend": "c10d",
-                                 "maxRestarts": 100}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
 
 
 def is_master_or_core(labels: dict[str, str], min_workers: int) -> bool:

@@ -46,28 +46,39 @@ def _new_key() -> PrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
+def _builder(subject: x509.Name, issuer: x509.Name, key: PrivateKey, now: datetime.datetime,
+             not_after: datetime.datetime) -> x509.CertificateBuilder:
+    """A certificate for ``key`` with a fresh serial, valid from ``now`` (less ``BACKDATE``) to
+    ``not_after``; no extensions yet."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(not_after)
+    )
+
+
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    """Digital signature; for a CA also certificate and CRL signing; nothing else."""
+    return x509.KeyUsage(
+        digital_signature=True, key_cert_sign=ca, crl_sign=ca, content_commitment=False,
+        key_encipherment=False, data_encipherment=False, key_agreement=False,
+        encipher_only=False, decipher_only=False,
+    )
+
+
 def new_ca(common_name: str, now: datetime.datetime, days: int = CA_DAYS) -> KeyPair:
     key = _new_key()
     # X.509 caps a commonName at 64 characters; clients match SANs, so the CN is only a label.
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
+        _builder(name, name, key, now, now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=True), critical=True)
         .add_extension(ski, critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -86,24 +97,12 @@ def new_serving_cert(
     not_after = min(now + datetime.timedelta(days=days), ca.cert.not_valid_after_utc)
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ip) for ip in ips]
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0][:64])])
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0][:64])]))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
+        _builder(subject, ca.cert.subject, key, now, not_after)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_cert_sign=False, crl_sign=False, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(

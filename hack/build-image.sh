@@ -12,8 +12,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-if [[ -n "${PYTHON:-}" ]]; then PY="$PYTHON"
-elif [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"
-else PY=python3; fi
+source "$ROOT/hack/python.sh"
 export PYTHON="$PY"
 exec "$PY" -c 'import sys; from hack.localbox.image import main; sys.exit(main(sys.argv[1:]))' "$@"

@@ -4,9 +4,7 @@
 #   hack/kubectl.sh get nodes
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ -n "${PYTHON:-}" ]]; then PY="$PYTHON"
-elif [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"
-else PY=python3; fi
+source "$ROOT/hack/python.sh"
 read -r BIN BOXES < <(cd "$ROOT" && "$PY" -c 'from hack.localbox import paths; print(paths.bin_dir(), paths.boxes_dir())')
 if [[ ! -x "$BIN/kubectl" ]]; then
   echo "kubectl.sh: $BIN/kubectl is missing; run: bash hack/build-binaries.sh" >&2; exit 1

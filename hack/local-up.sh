@@ -20,9 +20,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-if [[ -n "${PYTHON:-}" ]]; then PY="$PYTHON"
-elif [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"
-else PY=python3; fi
+source "$ROOT/hack/python.sh"
 
 for a in "$@"; do
   case "$a" in -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exec "$PY" -m hack.localbox up --help ;; esac

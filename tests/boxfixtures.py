@@ -5,8 +5,9 @@ kube-controller-manager + CRDs) and tests/e2e/conftest.py (profile "full": + Vol
 and controllers, kwok GPU nodes, training operator). One box per profile per pytest session;
 a fresh namespace per test.
 
-Fixtures (a tier's conftest does `from tests.boxfixtures import *` and
-`box = box_fixture("core" | "full")`):
+Fixtures (a tier's conftest does `from tests.boxfixtures import *`,
+`box = box_fixture("core" | "full")` and `pytest_collection_modifyitems = mark_tier(__file__,
+pytest.mark.TIER)`):
 
     box                 session  hack.localbox.Box of the tier's profile; .kubeconfig, .server,
                                  .ca_bundle, .kubectl(),
@@ -185,6 +186,19 @@ def box_fixture(profile: str, volcano_conf: str | None = None, real_nodes: int =
                        real_nodes)
 
     return box
+
+
+def mark_tier(conftest: str, mark: pytest.MarkDecorator) -> Callable[[pytest.Config, list[pytest.Item]], None]:
+    """A tier's ``pytest_collection_modifyitems`` hook: every test below the folder of ``conftest``
+    (its ``__file__``) gets ``mark`` (``-m integration`` / ``-m e2e`` select a tier)."""
+    here = Path(conftest).parent
+
+    def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+        for item in items:
+            if here in Path(item.path).parents:
+                item.add_marker(mark)
+
+    return pytest_collection_modifyitems
 
 
 @pytest.fixture(scope="session")

@@ -116,6 +116,16 @@ def pod(ns: str, name: str, *, group: str = "", gpus: int = 1, cpu: str = "4", m
             "status": {"phase": phase or ("Running" if node_name else "Pending"), "conditions": conditions}}
 
 
+def preempted_by_scheduler(obj: dict[str, Any], at: datetime | None = None) -> dict[str, Any]:
+    """Pod ``obj`` (changed in place) with the DisruptionTarget condition Volcano's preemption sets
+    (reason PreemptionByScheduler), since ``at`` when given."""
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    if at is not None:
+        condition["lastTransitionTime"] = ts(at)
+    obj["status"]["conditions"].append(condition)
+    return obj
+
+
 def job_pod(ns: str, job: str, rtype: str, index: int, *, nnodes: str | None, master_replica: bool = False,
             **kw: Any) -> dict[str, Any]:
     labels = {

@@ -138,15 +138,9 @@ def run(args: argparse.Namespace) -> int:
         except InputError as exc:
             fail("queues", str(exc))
     else:
-        from ..kube.errors import ForbiddenError, KubeError
-        from .status import FORBIDDEN_HINT, list_everything
+        from .status import list_everything_or_exit
 
-        try:
-            items = list_everything(connect(args, "queues"))
-        except ForbiddenError as exc:
-            fail("queues", f"{exc} ({FORBIDDEN_HINT})", 1)
-        except KubeError as exc:
-            fail("queues", str(exc), 1)
+        items = list_everything_or_exit(connect(args, "queues"), "queues")
     from ..policy.parse import parse_objects
 
     snapshot, _ = parse_objects(items, cfg)

@@ -327,8 +327,21 @@ def list_everything(client: Any) -> list[dict[str, Any]]:
     return items
 
 
-def run(args: argparse.Namespace) -> int:
+def list_everything_or_exit(client: Any, command: str) -> list[dict[str, Any]]:
+    """``list_everything``, or stop ``command`` with exit code 1 and what the API server said (on a
+    403, with the RBAC it needs: ``FORBIDDEN_HINT``)."""
     from ..kube.errors import ForbiddenError, KubeError
+
+    try:
+        return list_everything(client)
+    except ForbiddenError as exc:
+        fail(command, f"{exc} ({FORBIDDEN_HINT})", 1)
+    except KubeError as exc:
+        fail(command, str(exc), 1)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..kube.errors import KubeError
     from ..kube.resources import EVENTS
     from ..policy.parse import parse_time
     from ..policy.times import format_time
@@ -338,12 +351,7 @@ def run(args: argparse.Namespace) -> int:
     if args.now and parse_time(args.now) is None:
         fail("status", f"--now {args.now!r} is not RFC 3339")
     client = connect(args, "status")
-    try:
-        items = list_everything(client)
-    except ForbiddenError as exc:
-        fail("status", f"{exc} ({FORBIDDEN_HINT})", 1)
-    except KubeError as exc:
-        fail("status", str(exc), 1)
+    items = list_everything_or_exit(client, "status")
     try:
         events, _ = client.list(EVENTS, None, field_selector="type=Warning")
     except KubeError:  # not allowed to list Events cluster-wide: no alarms from them

@@ -25,7 +25,7 @@ from ..kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from ..kube.caches import Store
 from ..kube.errors import ConflictError, InvalidError, KubeError, NotFoundError
 from ..kube.events import EventRecorder
-from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS
+from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
 from ..notice import Notices
 from ..policy import keys
 from ..policy.budget import next_count, previous_count
@@ -341,53 +341,49 @@ class Executor:
         wrote, not on "a stamp like ours"): read, compare, then write with the read's resourceVersion
         as a precondition (a 409 means someone wrote in between: read again). A stamp another agent
         wrote is never overwritten (and said: ``saw_writer``). True when restored."""
-        ns, name = split(key)
-        for _ in range(3):
-            try:
-                live = self.api.get(PODGROUPS, name, ns)
-            except NotFoundError:
-                return False
-            ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in (*RESTORE_KEYS, *_counted(ours))):
-                log.info("cooldown stamp changed since ours; not restored", extra={"job": key})
-                rec = parse_record(ann.get(keys.SCALE_RECORD))
-                if rec is not None:
-                    self.saw_writer(rec, key)
-                return False
-            rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
-            self.fence(f"restore podgroup {key}")
-            back: dict[str, str | None] = {k: before.get(k) for k in RESTORE_KEYS}
-            back.update({k: previous_count(ours[k]) for k in _counted(ours)})
-            try:
-                out = self.api.patch(PODGROUPS, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
-            except ConflictError:
-                continue
-            self.store.put(PODGROUPS, out)
-            self._restore_job_copy(key, ours, before)
-            return True
-        log.warning("cooldown stamp not restored: the PodGroup keeps changing", extra={"job": key})
-        return False
 
-    def _restore_job_copy(self, key: str, ours: dict[str, str], before: dict[str, str]) -> None:
+        def changed(ann: dict[str, str]) -> None:
+            log.info("cooldown stamp changed since ours; not restored", extra={"job": key})
+            rec = parse_record(ann.get(keys.SCALE_RECORD))
+            if rec is not None:
+                self.saw_writer(rec, key)
+
+        restored = self._put_back(PODGROUPS, key, RESTORE_KEYS, ours, before, changed)
+        if restored is None:
+            log.warning("cooldown stamp not restored: the PodGroup keeps changing", extra={"job": key})
+            return False
+        if restored:
+            self._put_back(PYTORCHJOBS, key, COPY_KEYS, ours, before)
+        return restored
+
+    def _put_back(self, res: Resource, key: str, stamp_keys: tuple[str, ...], ours: dict[str, str],
+                  before: dict[str, str], changed: Callable[[dict[str, str]], None] | None = None) -> bool | None:
+        """The compare-and-swap of ``restore_pg`` on one object (the PodGroup, or the job's copy): its
+        ``stamp_keys`` back to ``before`` (and the counts ``ours`` wrote back to the previous ones)
+        while they still are ``ours``. True when written; False when gone, or changed since (then
+        ``changed`` gets the annotations read); None when every try met a conflict."""
         ns, name = split(key)
         for _ in range(3):
             try:
-                live = self.api.get(PYTORCHJOBS, name, ns)
+                live = self.api.get(res, name, ns)
             except NotFoundError:
-                return
+                return False
             ann = (live.get("metadata") or {}).get("annotations") or {}
-            if any(ann.get(k) != ours.get(k) for k in (*COPY_KEYS, *_counted(ours))):
-                return
+            if any(ann.get(k) != ours.get(k) for k in (*stamp_keys, *_counted(ours))):
+                if changed is not None:
+                    changed(ann)
+                return False
             rv = str((live.get("metadata") or {}).get("resourceVersion") or "")
-            self.fence(f"restore pytorchjob {key}")
-            back: dict[str, str | None] = {k: before.get(k) for k in COPY_KEYS}
+            self.fence(f"restore {res.kind.lower()} {key}")
+            back: dict[str, str | None] = {k: before.get(k) for k in stamp_keys}
             back.update({k: previous_count(ours[k]) for k in _counted(ours)})
             try:
-                out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
+                out = self.api.patch(res, name, {"metadata": {"resourceVersion": rv, "annotations": back}}, ns)
             except ConflictError:
                 continue
-            self.store.put(PYTORCHJOBS, out)
-            return
+            self.store.put(res, out)
+            return True
+        return None
 
     def saw_writer(self, rec: ScaleRecord, where: str) -> bool:
         """A scale record by another identity, written after this agent's first cycle: a second

@@ -19,8 +19,9 @@ from .resources import PODS, Resource
 Fault = Callable[[str, Resource, str, str, bool], None]  # (verb, res, namespace, name, dry_run) may raise
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
+def _merge_map(target: Any, patch: Any, merge: Callable[[Any, Any, str], Any]) -> Any:
+    """RFC 7386 for one level: a patch that is not a map replaces ``target``; in a map, null removes
+    the key and any other value is merged into the target's by ``merge(old, new, key)``."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     out = dict(target) if isinstance(target, dict) else {}
@@ -28,8 +29,13 @@ def merge_patch(target: Any, patch: Any) -> Any:
         if v is None:
             out.pop(k, None)
         else:
-            out[k] = merge_patch(out.get(k), v)
+            out[k] = merge(out.get(k), v, k)
     return out
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    return _merge_map(target, patch, lambda old, new, _key: merge_patch(old, new))
 
 
 _MERGE_KEYS = {"schedulingGates": "name", "containers": "name", "conditions": "type"}
@@ -51,15 +57,7 @@ def strategic_patch(target: Any, patch: Any, field: str = "") -> Any:
             else:
                 items[idx] = strategic_patch(items[idx], p)
         return items
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = strategic_patch(out.get(k), v, k)
-    return out
+    return _merge_map(target, patch, strategic_patch)
 
 
 def json_patch(target: Any, ops: list[dict[str, Any]]) -> Any:

@@ -466,12 +466,21 @@ def compare_victim_queues(shares: CapacityShares, rolled: Mapping[str, Amounts],
     return -compare_queues(shares, rolled, left, right)
 
 
-def _why_not_open(shares: CapacityShares, queue: str) -> str | None:
+def _queue_or_why_not(shares: CapacityShares, queue: str) -> QueueAttr | str:
+    """``queue``'s attributes, or why no hook of the plugin takes it: the plugin does not schedule
+    (``readyToSchedule``), or the queue does not exist."""
     if not shares.ready:
         return f"the capacity plugin does not schedule: {shares.problem}"
     attr = shares.get(queue)
     if attr is None:
         return f"queue {queue} does not exist"
+    return attr
+
+
+def _why_not_open(shares: CapacityShares, queue: str) -> str | None:
+    attr = _queue_or_why_not(shares, queue)
+    if isinstance(attr, str):
+        return attr
     if not attr.open:
         return f"queue {queue} is not open"
     if shares.hierarchy and attr.children:
@@ -584,11 +593,9 @@ def may_reclaim_reason(shares: CapacityShares, allocated: Mapping[str, Amounts],
     allocation stays within its real capability on the gang's dimensions (:670), and is within its
     deserved on at least one of them (:677, ``LessEqualPartlyWithDimensionZeroFiltered``); a queue
     without deserved never reclaims. With ``ancestorReclaimLevel`` 0 only the leaf is compared."""
-    if not shares.ready:
-        return f"the capacity plugin does not schedule: {shares.problem}"
-    attr = shares.get(queue)
-    if attr is None:
-        return f"queue {queue} does not exist"
+    attr = _queue_or_why_not(shares, queue)
+    if isinstance(attr, str):
+        return attr
     if not attr.open:
         return f"queue {queue} is not open"
     req = _clean(request)
@@ -623,11 +630,9 @@ def victim_reason(shares: CapacityShares, allocated: Amounts, queue: str, reques
     ``strict`` (ours): the queue also stays at or above its deserved, once the pod is gone, on every
     dimension the pod asks for that deserved has: the planner never takes a queue below its deserved
     share, where Volcano lets the last victim do so."""
-    if not shares.ready:
-        return f"the capacity plugin does not schedule: {shares.problem}"
-    attr = shares.get(queue)
-    if attr is None:
-        return f"queue {queue} does not exist"
+    attr = _queue_or_why_not(shares, queue)
+    if isinstance(attr, str):
+        return attr
     if not attr.reclaimable:
         return f"queue {queue} is not reclaimable"
     req = _clean(request)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..policy.quantity import QuantityError, Resources, parse_resources, to_units
-from .trace import TraceError, load_yaml_with_lines
+from .trace import TraceError, checked_item, load_yaml_with_lines
 
 NODE_KEYS = ("name", "count", "gpus", "cpu", "memory", "pods")
 QUEUE_KEYS = ("name", "weight", "reclaimable", "deserved", "guarantee", "capability", "parent")
@@ -83,13 +83,8 @@ def parse_cluster(text: str, path: str) -> ClusterSpec:
         raise TraceError(path, int(doc["__line__"]), "'nodes' must be a non-empty list of node pools")
     pools: list[NodePool] = []
     names: set[str] = set()
-    for item in nodes:
-        if not isinstance(item, dict):
-            raise TraceError(path, 0, f"a node pool must be a mapping, got {item!r}")
-        line = int(item.pop("__line__"))
-        unknown = [k for k in item if k not in NODE_KEYS]
-        if unknown:
-            raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+    for raw_pool in nodes:
+        item, line = checked_item(raw_pool, path, "a node pool", NODE_KEYS)
         name = str(item.get("name") or f"pool{len(pools)}")
         if name in names:
             raise TraceError(path, line, f"node pool {name!r} defined twice")
@@ -106,13 +101,8 @@ def parse_cluster(text: str, path: str) -> ClusterSpec:
         ))
     queues: list[QueueSpec] = []
     qnames: set[str] = set()
-    for item in doc.get("queues") or [{"name": "default", "__line__": 0}]:
-        if not isinstance(item, dict):
-            raise TraceError(path, 0, f"a queue must be a mapping, got {item!r}")
-        line = int(item.pop("__line__"))
-        unknown = [k for k in item if k not in QUEUE_KEYS]
-        if unknown:
-            raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+    for raw_queue in doc.get("queues") or [{"name": "default", "__line__": 0}]:
+        item, line = checked_item(raw_queue, path, "a queue", QUEUE_KEYS)
         qname = item.get("name")
         if not isinstance(qname, str) or not qname or qname in qnames:
             raise TraceError(path, line, f"queue 'name' must be a new non-empty string, got {qname!r}")

@@ -89,6 +89,14 @@ def _resample(timeline: Sequence[tuple[float, int]], end: float, points: int = 2
     return xs, ys
 
 
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Lay ``fig`` out, write it to ``path`` (100 dpi) and close it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def write_plots(results: Sequence[SimResult], out: Path,
                 summaries: dict[str, dict[str, Any]] | None = None) -> list[Path]:
     plt = _pyplot()
@@ -109,11 +117,7 @@ def write_plots(results: Sequence[SimResult], out: Path,
     ax.set_title("GPU allocation over time")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out / "allocation.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, out / "allocation.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     span: list[float] = []
@@ -137,11 +141,7 @@ def write_plots(results: Sequence[SimResult], out: Path,
     ax.set_title("JCT CDF")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out / "jct_cdf.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, out / "jct_cdf.png"))
     return written
 
 
@@ -173,8 +173,4 @@ def _class_plot(plt: Any, results: Sequence[SimResult], summaries: dict[str, dic
     ax.set_title("Who pays: JCT against static-max per class (kind, max workers; jobs averaged)")
     ax.legend()
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    path = out / "jct_by_class.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / "jct_by_class.png")

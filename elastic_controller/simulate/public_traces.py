@@ -29,6 +29,7 @@ from .tracerows import (
     _int,
     _need_columns,
     _slug,
+    _text,
 )
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -61,9 +62,7 @@ def parse_philly(text: str, path: str, opts: ImportOptions | None = None) -> lis
             duration = _float(row, "duration")
             gpus = _int(row, "num_gpus", low=0)
             _float(row, "gpu_time")
-            cluster = str(row.get("cluster") or "").strip()
-            if not cluster:
-                raise _FieldError("'cluster' is missing")
+            cluster = _text(row, "cluster")
         except _FieldError as exc:
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or duration <= 0:
@@ -84,9 +83,7 @@ def parse_tiresias(text: str, path: str, opts: ImportOptions | None = None) -> l
     jobs = []
     for line, row in rows:
         try:
-            job_id = str(row.get("job_id") or "").strip()
-            if not job_id:
-                raise _FieldError("'job_id' is missing")
+            job_id = _text(row, "job_id")
             gpus = _int(row, "num_gpu", low=0)
             submit = _float(row, "submit_time")
             duration = _float(row, "duration")

@@ -41,6 +41,16 @@ def mean_spread(values: Sequence[float]) -> tuple[float, float, float, float]:
     return mean, sd, min(values), max(values)
 
 
+def _aligned(rows: Sequence[Sequence[str]]) -> str:
+    """``rows`` (the head first) in columns: the first left-aligned, the others right-aligned, a rule
+    under the head."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def seeds_table(policies: Sequence[str], per_seed: dict[int, dict[str, dict[str, Any]]]) -> str:
     """One row per policy: each metric as mean ± standard deviation (min..max) over the seeds."""
     head = ("policy", *(label for _, label, _, _ in METRICS))
@@ -52,11 +62,7 @@ def seeds_table(policies: Sequence[str], per_seed: dict[int, dict[str, dict[str,
             digits = 1 if unit in ("%", "") and key != "restartsPerJob" else 2
             cells.append(f"{mean:.{digits}f}{unit} ±{sd:.{digits}f} ({lo:.{digits}f}..{hi:.{digits}f})")
         rows.append(tuple(cells))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return _aligned(rows)
 
 
 def class_ratio_table(policies: Sequence[str], per_seed: dict[int, dict[str, dict[str, Any]]]) -> str:
@@ -79,8 +85,4 @@ def class_ratio_table(policies: Sequence[str], per_seed: dict[int, dict[str, dic
             vals = classes[key].get(policy, [])
             cells.append(f"{sum(vals) / len(vals):.2f}x ({min(vals):.2f}..{max(vals):.2f})" if vals else "-")
         rows.append(tuple(cells))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return _aligned(rows)

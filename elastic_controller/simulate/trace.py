@@ -9,7 +9,7 @@ The format is documented in ``docs/simulate.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from .tracerows import (
     _int,
     _need_columns,
     _slug,
+    _text,
 )
 
 # Column layouts of the public traces (header lines as the datasets ship them).
@@ -63,9 +64,7 @@ def _quantity(row: Mapping[str, Any], key: str, unit: str) -> int:
 
 
 def _own_job(row: Mapping[str, Any]) -> JobSpec:
-    name = str(row.get("name") or "").strip()
-    if not name:
-        raise _FieldError("'name' is missing")
+    name = _text(row, "name")
     if not _dns_label(name):
         raise _FieldError(f"'name' must be a DNS label (lowercase letters, digits, '-'), got {name!r}")
     queue = str(row.get("queue") or "default").strip() or "default"
@@ -162,6 +161,18 @@ def load_yaml_with_lines(text: str, path: str) -> Any:
         raise TraceError(path, line, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
 
 
+def checked_item(item: Any, path: str, what: str, allowed: Collection[str]) -> tuple[dict[str, Any], int]:
+    """A list item of a document read by ``load_yaml_with_lines``: a mapping with only ``allowed``
+    keys (``what`` names it in the error), and its line (taken out of it)."""
+    if not isinstance(item, dict):
+        raise TraceError(path, 0, f"{what} must be a mapping, got {item!r}")
+    line = int(item.pop("__line__"))
+    unknown = [k for k in item if k not in allowed]
+    if unknown:
+        raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+    return item, line
+
+
 def parse_own_yaml(text: str, path: str) -> list[JobSpec]:
     doc = load_yaml_with_lines(text, path)
     items = doc.get("jobs") if isinstance(doc, dict) else doc
@@ -172,13 +183,8 @@ def parse_own_yaml(text: str, path: str) -> list[JobSpec]:
         if extra:
             raise TraceError(path, int(doc["__line__"]), f"unknown key(s): {', '.join(map(str, extra))}")
     jobs = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise TraceError(path, 0, f"a job must be a mapping, got {item!r}")
-        line = int(item.pop("__line__"))
-        unknown = [k for k in item if k not in OWN_REQUIRED + OWN_OPTIONAL]
-        if unknown:
-            raise TraceError(path, line, f"unknown key(s): {', '.join(map(str, unknown))}")
+    for raw in items:
+        item, line = checked_item(raw, path, "a job", OWN_REQUIRED + OWN_OPTIONAL)
         try:
             jobs.append((line, _own_job(item)))
         except _FieldError as exc:
@@ -216,9 +222,7 @@ def parse_helios(text: str, path: str, opts: ImportOptions | None = None) -> lis
             nodes = _int(row, "node_num", low=0)
             cpus = _float(row, "cpu_num")
             submit = _helios_time(row, "submit_time")
-            job_id = str(row.get("job_id") or "").strip()
-            if not job_id:
-                raise _FieldError("'job_id' is missing")
+            job_id = _text(row, "job_id")
         except _FieldError as exc:
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or duration <= 0:
@@ -260,9 +264,7 @@ def parse_alibaba(text: str, path: str, opts: ImportOptions | None = None) -> li
             deleted = _float(row, "deletion_time")
             scheduled_raw = row.get("scheduled_time", "").strip()
             scheduled = _float(row, "scheduled_time") if scheduled_raw else None
-            name = str(row.get("name") or "").strip()
-            if not name:
-                raise _FieldError("'name' is missing")
+            name = _text(row, "name")
         except _FieldError as exc:
             raise TraceError(path, line, str(exc)) from None
         if gpus == 0 or scheduled is None or deleted <= scheduled:

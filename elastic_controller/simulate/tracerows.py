@@ -110,6 +110,14 @@ def _int(row: Mapping[str, Any], key: str, low: int | None = None, default: int 
     return value
 
 
+def _text(row: Mapping[str, Any], key: str) -> str:
+    """A field that must not be empty, stripped."""
+    value = str(row.get(key) or "").strip()
+    if not value:
+        raise _FieldError(f"{key!r} is missing")
+    return value
+
+
 def _float(row: Mapping[str, Any], key: str, low: float = 0.0, positive: bool = False) -> float:
     raw = row.get(key)
     if raw is None or (isinstance(raw, str) and not raw.strip()):

@@ -58,27 +58,34 @@ def _name(cn: str, orgs: list[str] | tuple[str, ...] = ()) -> x509.Name:
     return x509.Name(attrs)
 
 
-def make_ca(cn: str, *, days: int = 3650, key_kind: str = "ec", dns_names: list[str] | None = None,
-            orgs: list[str] | tuple[str, ...] = ()) -> KeyPair:
-    key = _new_key(key_kind)
+def _builder(subject: x509.Name, issuer: x509.Name, key, days: int, *, ca: bool) -> x509.CertificateBuilder:
+    """A certificate for ``key``: a fresh serial, valid from a day ago for ``days``, a CA or not
+    (basic constraints), keys usable for signatures and key encipherment (and, for a CA, for signing
+    certificates and CRLs)."""
     now = _dt.datetime.now(_dt.UTC)
-    b = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(_name(cn, orgs))
-        .issuer_name(_name(cn, orgs))
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _ONE_DAY)
         .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
-                          data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                          crl_sign=True, encipher_only=False, decipher_only=False),
+                          data_encipherment=False, key_agreement=False, key_cert_sign=ca,
+                          crl_sign=ca, encipher_only=False, decipher_only=False),
             critical=True,
         )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     )
+
+
+def make_ca(cn: str, *, days: int = 3650, key_kind: str = "ec", dns_names: list[str] | None = None,
+            orgs: list[str] | tuple[str, ...] = ()) -> KeyPair:
+    key = _new_key(key_kind)
+    b = _builder(_name(cn, orgs), _name(cn, orgs), key, days, ca=True).add_extension(
+        x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     if dns_names:
         b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns_names]), critical=False)
     cert = b.sign(key, hashes.SHA256())
@@ -92,27 +99,13 @@ def issue(ca: KeyPair, cn: str, *, orgs: list[str] | tuple[str, ...] = (), dns_n
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     ca_cert = ca.cert
     key = _new_key(key_kind)
-    now = _dt.datetime.now(_dt.UTC)
     usages = []
     if server:
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
     if client:
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
     b = (
-        x509.CertificateBuilder()
-        .subject_name(_name(cn, orgs))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _ONE_DAY)
-        .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
-                          data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                          crl_sign=False, encipher_only=False, decipher_only=False),
-            critical=True,
-        )
+        _builder(_name(cn, orgs), ca_cert.subject, key, days, ca=False)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False

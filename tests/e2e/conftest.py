@@ -4,19 +4,10 @@ operator. Fixtures: see tests/boxfixtures.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.boxfixtures import *  # noqa: F403 - the shared fixtures
-from tests.boxfixtures import box_fixture
+from tests.boxfixtures import box_fixture, mark_tier
 
 box = box_fixture("full")
-
-_HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.e2e)
+pytest_collection_modifyitems = mark_tier(__file__, pytest.mark.e2e)

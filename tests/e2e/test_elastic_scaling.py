@@ -23,6 +23,7 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from tests.kubeflow import pytorchjob_manifest
 from tests.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.e2e
@@ -42,18 +43,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None) -> dict[str, Any]:
+def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None,
+               master: bool = False) -> dict[str, Any]:
     template = {"spec": {"containers": [{
         "name": "pytorch", "image": "docker.io/pytorch/pytorch:latest", "command": ["torchrun", "train.py"],
         "resources": {"limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "cpu": "1", "memory": "1Gi"}}}]}}
-    spec: dict[str, Any] = {
-        "pytorchReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": template}},
-        "runPolicy": {"schedulingPolicy": {"queue": queue}},
-    }
-    if elastic:
-        spec["elasticPolicy"] = {"minReplicas": elastic[0], "maxReplicas": elastic[1], "rdzvBackend": "c10d",
-                                 "maxRestarts": 100}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+    return pytorchjob_manifest(name, queue, workers, elastic, template, master=master)
 
 
 def config_text(gating: bool = True) -> str:

@@ -39,23 +39,27 @@ def denied(fn: Any) -> KubeError:
     return info.value
 
 
+def _wait_enforced(sa: KubeClient, admin: KubeClient, namespace: str) -> None:
+    """The API server loads a policy asynchronously: wait for its first denial of a label change."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            sa.patch(PODS, "w", {"metadata": {"labels": {"x": "y"}}}, namespace)
+        except KubeError as exc:
+            assert exc.status in (403, 422), exc
+            return
+        admin.patch(PODS, "w", {"metadata": {"labels": {"x": None}}}, namespace)
+        assert time.monotonic() < deadline, "the admission policy never denied a label change"
+        time.sleep(0.5)
+
+
 def test_the_controller_token_may_only_lift_our_gate_and_write_our_annotations(
         box: Any, installed: list[dict[str, Any]], namespace: str, tmp_path: Path) -> None:  # noqa: F811
     admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
     sa = KubeClient.from_kubeconfig(str(sa_kubeconfig(box, SA_CONTROLLER, tmp_path / "sa.kubeconfig")))
     try:
         admin.create(PODS, _pod(namespace), namespace)
-        # The policy is enforced once the API server has loaded it: wait for its first denial.
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                sa.patch(PODS, "w", {"metadata": {"labels": {"x": "y"}}}, namespace)
-            except KubeError as exc:
-                assert exc.status in (403, 422), exc
-                break
-            admin.patch(PODS, "w", {"metadata": {"labels": {"x": None}}}, namespace)
-            assert time.monotonic() < deadline, "the admission policy never denied a label change"
-            time.sleep(0.5)
+        _wait_enforced(sa, admin, namespace)
 
         # allowed: our annotations (add, change, remove) and removing our gate
         sa.patch(PODS, "w", {"metadata": {"annotations": {"volcano-elastic.io/evicted-for": "ns/g"}}}, namespace)
@@ -94,20 +98,6 @@ def test_the_controller_token_may_only_lift_our_gate_and_write_our_annotations(
     finally:
         sa.close()
         admin.close()
-
-
-def _wait_enforced(sa: KubeClient, admin: KubeClient, namespace: str) -> None:
-    """The API server loads a policy asynchronously: wait for its first denial of a label change."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            sa.patch(PODS, "w", {"metadata": {"labels": {"x": "y"}}}, namespace)
-        except KubeError as exc:
-            assert exc.status in (403, 422), exc
-            return
-        admin.patch(PODS, "w", {"metadata": {"labels": {"x": None}}}, namespace)
-        assert time.monotonic() < deadline, "the admission policy never denied a label change"
-        time.sleep(0.5)
 
 
 def test_the_controller_token_may_not_steer_a_gated_pod(

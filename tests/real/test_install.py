@@ -9,8 +9,6 @@ finishes, A grows back after its cooldown. `helm uninstall` leaves no gate and n
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,8 +19,10 @@ import pytest
 from kubernetes import client
 
 from hack.localbox import image
+from tests.helmbox import helm
+from tests.kubeflow import pytorchjob_manifest
 from tests.real.test_real_nodes import PROBE, records
-from tests.unit.test_chart import CHART, helm_command
+from tests.unit.test_chart import CHART
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,15 +40,6 @@ CONFIG_SETS = [  # --set-json: `helm --set` would make 0.3 a string, which the c
     "config.defaults.maxScaleUpPerCycle=8", "config.defaults.minScaleUpGain=0.3",
     "config.defaults.minWorkersToShrink=2",
 ]
-
-
-def helm(box: Any, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    binary, source = helm_command()
-    if binary is None:
-        pytest.fail(f"no helm binary: {source}")
-    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "HELM_CACHE_HOME": "/tmp/helm-cache",
-           "HELM_CONFIG_HOME": "/tmp/helm-config", "HELM_DATA_HOME": "/tmp/helm-data"}
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def diagnose(box: Any) -> str:
@@ -107,14 +98,7 @@ def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | N
             "volumeMounts": [{"name": "out", "mountPath": "/out"}]}],
         "volumes": [{"name": "out", "hostPath": {"path": str(out_dir), "type": "Directory"}}],
     }}
-    spec: dict[str, Any] = {
-        "pytorchReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": template}},
-        "runPolicy": {"schedulingPolicy": {"queue": queue}},
-    }
-    if elastic:
-        spec["elasticPolicy"] = {"minReplicas": elastic[0], "maxReplicas": elastic[1], "rdzvBackend": "c10d",
-                                 "maxRestarts": 100}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+    return pytorchjob_manifest(name, queue, workers, elastic, template)
 
 
 def smoke_story(box: Any, core: Any, objs: Any, ns: str, out_dir: Path) -> dict[str, float]:

@@ -13,20 +13,11 @@ from elastic_controller.agent import PDB_REFUSAL_SECONDS, Agent
 from elastic_controller.kube.errors import KubeError, TooManyRequestsError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
-from elastic_controller.kube.resources import (
-    EVENTS,
-    NAMESPACES,
-    NODES,
-    PODGROUPS,
-    PODS,
-    PYTORCHJOBS,
-    QUEUES,
-    Resource,
-)
+from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, Resource
 from elastic_controller.policy.settings import AgentConfig, ElasticConfig
 from tests import builders as b
+from tests.fakecluster import KINDS, Killed, fake_kube, kill_at
 
-KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
 EVICTED_FOR = "volcano-elastic.io/evicted-for"
 LAST = "volcano-elastic.io/last-scale-time"
 GATE = "volcano-elastic.io/scale-up"
@@ -42,9 +33,7 @@ def world() -> list[Any]:
 
 
 def make(*groups: Any, cfg: ElasticConfig | None = None, store: Any = None) -> tuple[FakeKube, Agent]:
-    kube = FakeKube()
-    for obj in b.items(*groups):
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(*groups)
     agent = Agent(kube, store or FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube),
                   clock=lambda: b.NOW)
     return kube, agent
@@ -106,9 +95,7 @@ def test_a_pod_a_pdb_protects_is_no_victim_next_cycle() -> None:
 
 def test_a_pdb_refusal_is_forgotten_after_a_while() -> None:
     now = [b.NOW]
-    kube = FakeKube()
-    for obj in b.items(world()):
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(world())
     agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
     kube.pdb_blocked.add("team-a/a-worker-4")
     agent.run_cycle()
@@ -146,9 +133,7 @@ class LaggingStore(FakeStore):
 
 
 def test_ledger_covers_a_lagging_cache() -> None:
-    kube = FakeKube()
-    for obj in b.items(world()):
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(world())
     agent = Agent(kube, LaggingStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
     agent.run_cycle()
     assert agent.run_cycle().evicted == []  # the cache still shows the victims running
@@ -181,22 +166,10 @@ def test_dry_run_changes_nothing() -> None:
     assert not [c for c in kube.calls if c[0] in MUTATING or c[0] == "evict"]
 
 
-class Killed(BaseException):
-    """The process dies (not an API error: nothing catches it)."""
-
-
 @pytest.mark.parametrize("after_real_evictions", [0, 1], ids=["killed-before-evicting", "killed-mid-plan"])
 def test_restarted_agent_neither_evicts_twice_nor_forgets_cooldowns(after_real_evictions: int) -> None:
     kube, agent = make(world())
-    seen = [0]
-
-    def kill(verb: str, res: Resource, ns: str, name: str, dry_run: bool) -> None:
-        if verb == "evict" and not dry_run:
-            if seen[0] == after_real_evictions:
-                raise Killed()
-            seen[0] += 1
-
-    kube.faults.append(kill)
+    kill_at(kube, after_real_evictions, lambda verb, res, dry_run: verb == "evict" and not dry_run)
     with pytest.raises(Killed):
         agent.run_cycle()
     kube.faults.clear()
@@ -227,11 +200,8 @@ def test_volcano_preemptions_count_as_scale_events() -> None:
                    b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4),
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"]))
     kube, agent = make(objs)
-    p = kube.get(PODS, "j-worker-3", "ns")
     at = b.ago(30)
-    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                      "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(at)})
-    kube.add(PODS, p)
+    kube.add(PODS, b.preempted_by_scheduler(kube.get(PODS, "j-worker-3", "ns"), at))
     report = agent.run_cycle()
     assert report.preemptions == ["ns/j-worker-3"]
     ann = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
@@ -278,10 +248,8 @@ def test_a_preempted_pod_already_gone_still_counts() -> None:
     objs = b.items(b.node("n1"), b.queue("default"),
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"]))
     kube, agent = make(objs)
-    p = kube.get(PODS, "j-worker-3", "ns")
     at = b.ago(10)
-    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                      "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(at)})
+    p = b.preempted_by_scheduler(kube.get(PODS, "j-worker-3", "ns"), at)
     kube.delete(PODS, "j-worker-3", "ns")
     kube.finish_terminations()
     agent.on_event(PODS, "DELETED", p)  # the watch saw it on its way out
@@ -302,9 +270,7 @@ class _RacingStore(FakeStore):
 def test_each_victim_gets_its_event_even_when_the_informer_already_dropped_it() -> None:
     """The Event names the evicted pod by the uid the plan chose, not by a cache lookup after the
     eviction (under load the watch delivers the deletion first, and the Event was lost)."""
-    kube = FakeKube()
-    for obj in b.items(world()):
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(world())
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.of(PODS)}
     agent = Agent(kube, _RacingStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
     report = agent.run_cycle()
@@ -343,12 +309,12 @@ def test_a_checkpoint_note_is_not_logged_anew_every_cycle(caplog: pytest.LogCapt
     names the checkpoint's time: INFO once, then DEBUG, as the clock advances."""
     groups = [b.node("n1"), b.queue("default"), b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
               b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=2)]
-    kube = FakeKube()
-    for obj in b.items(*groups):
+    objs = b.items(*groups)
+    for obj in objs:
         if obj["kind"] == "PodGroup":
             obj["metadata"].setdefault("annotations", {})["volcano-elastic.io/last-checkpoint-time"] = \
                 b.ts(b.ago(3600))
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(objs)
     now = [b.NOW]
     agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="elastic_controller.agent")

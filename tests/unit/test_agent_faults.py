@@ -20,32 +20,11 @@ from elastic_controller.kube.leader import LeaderElector, LeaseSettings
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, Resource
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
+from tests.fakecluster import Killed, kill_at, kill_then_restart, real_writes, restarted
 from tests.unit.test_agent import EVICTED_FOR, LAST, make, pod, world
 
 DIRECTION = "volcano-elastic.io/last-scale-direction"
 DECISION = "volcano-elastic.io/last-decision"
-WRITES = ("patch-merge", "patch-strategic", "patch-json", "create", "replace", "delete", "evict")
-
-
-class Killed(BaseException):
-    """The process dies (kill -9): nothing catches it."""
-
-
-def kill_at_write(kube: FakeKube, n: int) -> None:
-    """Kill the agent as its ``n``-th write (dry-runs and Events not counted) reaches the server."""
-    seen = [0]
-
-    def fault(verb: str, res: Resource, ns: str, name: str, dry_run: bool) -> None:
-        if verb in WRITES and not dry_run and res.plural != "events":
-            if seen[0] == n:
-                raise Killed()
-            seen[0] += 1
-
-    kube.faults.append(fault)
-
-
-def restarted(kube: FakeKube, **kw: Any) -> Agent:
-    return Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW, **kw)
 
 
 def events(kube: FakeKube, reason: str) -> list[dict[str, Any]]:
@@ -55,7 +34,7 @@ def events(kube: FakeKube, reason: str) -> list[dict[str, Any]]:
 def writes_of_one_plan() -> int:
     kube, agent = make(world())
     agent.run_cycle()
-    return len([c for c in kube.calls if c[0] in WRITES and not c[4] and c[1] != "events"])
+    return len(real_writes(kube))
 
 
 @pytest.mark.parametrize("kill_at", range(writes_of_one_plan()))
@@ -64,12 +43,7 @@ def test_a_plan_killed_at_any_write_is_finished_by_the_next_agent_with_its_event
     victims in its first cycle (no cooldown of its own blocks the gang), every eviction gets its
     EvictedForGang Event and the job its ScaledDown, and last-decision claims what happened."""
     kube, agent = make(world())
-    kill_at_write(kube, kill_at)
-    with pytest.raises(Killed):
-        agent.run_cycle()
-    kube.faults.clear()
-    report = restarted(kube).run_cycle()
-    real = sorted({c[3] for c in kube.verbs("evict", dry_run=False)})
+    report, real = kill_then_restart(kube, agent, kill_at)
     assert real == ["a-worker-4", "a-worker-5"], report
     for name in real:
         assert pod(kube, name)["metadata"].get("deletionTimestamp"), name
@@ -150,15 +124,7 @@ def test_gates_lifted_by_an_agent_killed_mid_loop_are_announced() -> None:
     objs = b.items(b.node("n1"), b.queue("default"),
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"], running=2))
     kube, agent = make(objs)
-    lifts = [0]
-
-    def fault(verb: str, res: Resource, ns: str, name: str, dry_run: bool) -> None:
-        if verb == "patch-strategic":
-            if lifts[0] == 1:
-                raise Killed()
-            lifts[0] += 1
-
-    kube.faults.append(fault)
+    kill_at(kube, 1, lambda verb, res, dry_run: verb == "patch-strategic")  # the second lift
     with pytest.raises(Killed):
         agent.run_cycle()
     assert [g for p in kube.of(PODS) for g in p["spec"].get("schedulingGates") or []] != []  # one still gated
@@ -187,8 +153,7 @@ def test_a_deposed_leader_stops_before_its_next_write() -> None:
     kube.faults.append(depose)
     report = agent.run_cycle()
     assert report.not_leader and report.evicted == []
-    writes = [c for c in kube.calls if c[0] in WRITES and not c[4] and c[1] != "events"]
-    assert len(writes) == 1  # the write in flight when the Lease was lost; nothing after it
+    assert len(real_writes(kube)) == 1  # the write in flight when the Lease was lost; nothing after it
     assert not kube.verbs("evict", dry_run=False)
     assert LAST not in (kube.get(PODGROUPS, "a", "team-a")["metadata"].get("annotations") or {})
 

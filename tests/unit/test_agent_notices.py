@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from elastic_controller.agent import Agent
 from elastic_controller.config import parse_config
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
-from elastic_controller.kube.resources import (
-    EVENTS,
-    NAMESPACES,
-    NODES,
-    PODGROUPS,
-    PODS,
-    PYTORCHJOBS,
-    QUEUES,
-    Resource,
-)
+from elastic_controller.kube.resources import EVENTS, NODES, PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
+from tests.fakecluster import Clock, fake_kube, load
 
-KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
 NOTICE = 120
 CFG = parse_config({"defaults": {"noticeSeconds": NOTICE}})
 VICTIMS = ["a-worker-4", "a-worker-5"]
@@ -37,21 +28,8 @@ def world() -> list[Any]:
                    b.gang("team-b", "b", members=2, gpus=2))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = b.NOW
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, seconds: float) -> None:
-        self.now = b.NOW + timedelta(seconds=seconds)
-
-
 def make(cfg: ElasticConfig = CFG, *, dry_run: bool | None = None) -> tuple[FakeKube, Agent, Clock]:
-    kube = FakeKube()
-    for obj in world():
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(world())
     clock = Clock()
     agent = Agent(kube, FakeStore(kube), cfg, EventRecorder(kube), clock=clock, dry_run=dry_run)
     return kube, agent, clock
@@ -262,18 +240,15 @@ def test_queues_without_a_notice_evict_at_once() -> None:
 def test_victims_under_notice_count_as_gone_for_their_job_min() -> None:
     """Job A (min 4) at 6 gives two under notice for B; a later gang C must not take A below 4 once
     the notices run out (no cooldown here: only the notice keeps the planner off A)."""
-    kube = FakeKube()
-    for obj in b.items(b.node("n1"), b.queue("default"),
-                       b.pytorchjob("team-a", "a", workers=6, min_r=4, max_r=6),
-                       b.elastic_job("team-a", "a", min_r=4, max_r=6, nodes=["n1"]),
-                       b.gang("team-b", "b", members=2, gpus=2)):
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(b.node("n1"), b.queue("default"),
+                     b.pytorchjob("team-a", "a", workers=6, min_r=4, max_r=6),
+                     b.elastic_job("team-a", "a", min_r=4, max_r=6, nodes=["n1"]),
+                     b.gang("team-b", "b", members=2, gpus=2))
     clock = Clock()
     cfg = parse_config({"defaults": {"noticeSeconds": NOTICE, "cooldownSeconds": 0}})
     agent = Agent(kube, FakeStore(kube), cfg, EventRecorder(kube), clock=clock)
     noticed(kube, agent)
-    for obj in b.items(b.gang("team-c", "c", members=1, gpus=2)):
-        kube.add(KINDS[obj["kind"]], obj)
+    load(kube, b.gang("team-c", "c", members=1, gpus=2))
     clock.at(30)
     report = agent.run_cycle()
     assert report.plan.evictions == () and report.noticed == {}

@@ -23,7 +23,8 @@ from elastic_controller.policy import keys
 from elastic_controller.policy.parse import format_time, parse_time
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
-from tests.unit.test_fault_points import KINDS, Clock, evict_world, gate_world
+from tests.fakecluster import Clock, fake_kube, load
+from tests.unit.test_fault_points import evict_world, gate_world
 
 SKEW = 300.0
 
@@ -34,13 +35,6 @@ class Metrics(NoMetrics):
 
     def alarm(self, name: str, value: float) -> None:
         self.alarms[name] = value
-
-
-def kube_of(objs: list[Any]) -> FakeKube:
-    kube = FakeKube()
-    for obj in objs:
-        kube.add(KINDS[obj["kind"]], obj)
-    return kube
 
 
 def skewed_clock(server: datetime, skew: float = SKEW) -> ServerClock:
@@ -82,7 +76,7 @@ def test_ages_are_judged_against_the_servers_clock() -> None:
                        b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], scheduled_at=b.ago(30)),
                        b.gang("team-b", "b", members=4, gpus=1))
 
-    kube = kube_of(world())
+    kube = fake_kube(world())
     metrics = Metrics()
     agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), server_clock=skewed_clock(b.NOW),
                   metrics=metrics, self_ref={"kind": "Lease", "namespace": "kube-system", "name": "ve"})
@@ -91,14 +85,14 @@ def test_ages_are_judged_against_the_servers_clock() -> None:
     assert metrics.alarms["clock_skew_seconds"] > SKEW_WARN_SECONDS
     reasons = [e["reason"] for e in kube.of(EVENTS)]
     assert reasons.count("ClockSkew") == 1 and "EvictedForGang" not in reasons, reasons  # (+ GangWaiting)
-    control = kube_of(world())
+    control = fake_kube(world())
     local = b.NOW + timedelta(seconds=SKEW)
     assert Agent(control, FakeStore(control), ElasticConfig(), EventRecorder(control),
                  clock=lambda: local).run_cycle().evicted != []
 
 
 def test_stamps_are_never_in_the_servers_future() -> None:
-    kube = kube_of(evict_world())
+    kube = fake_kube(evict_world())
     agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), server_clock=skewed_clock(b.NOW))
     assert agent.run_cycle().evicted
     stamp = parse_time(kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"][keys.LAST_SCALE_TIME])
@@ -126,7 +120,7 @@ def stamp_of(ex: Executor, job: str, before: dict[str, str]) -> dict[str, str]:
 def test_an_undo_never_erases_a_stamp_it_did_not_write() -> None:
     """Item 4: two agents write the same stamp in the same second (same text); the loser's undo (its
     eviction failed) leaves the winner's stamp, and the second writer is said."""
-    kube = kube_of(evict_world())
+    kube = fake_kube(evict_world())
     metrics = Metrics()
     loser, winner = executor(kube, "loser", metrics), executor(kube, "winner")
     before = loser.pg_annotations("team-a/a")
@@ -143,7 +137,7 @@ def test_an_undo_never_erases_a_stamp_it_did_not_write() -> None:
 
 
 def test_an_undo_restores_its_own_stamp_over_an_earlier_writers() -> None:
-    kube = kube_of(evict_world())
+    kube = fake_kube(evict_world())
     first, second = executor(kube, "first"), executor(kube, "second")
     theirs = stamp_of(first, "team-a/a", {})
     first.stamp("team-a/a", theirs)
@@ -156,7 +150,7 @@ def test_an_undo_restores_its_own_stamp_over_an_earlier_writers() -> None:
 
 
 def test_a_restarted_leader_does_not_take_its_predecessor_for_a_second_writer() -> None:
-    kube = kube_of(evict_world())
+    kube = fake_kube(evict_world())
     clock = Clock()
     Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="old").run_cycle()
     clock.later(20)
@@ -169,15 +163,13 @@ def test_a_restarted_leader_does_not_take_its_predecessor_for_a_second_writer() 
 def test_a_second_active_writer_is_said() -> None:
     """Item 4: a stamp by another identity, newer than our first cycle: an Event, the metric."""
     world = evict_world()
-    kube = kube_of([o for o in world if (o["metadata"].get("namespace") != "team-b")])
+    kube = fake_kube([o for o in world if (o["metadata"].get("namespace") != "team-b")])
     clock = Clock()
     metrics = Metrics()
     ours = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="ours",
                  metrics=metrics)
     assert ours.run_cycle().evicted == []  # nothing waits yet
-    for o in world:
-        if o["metadata"].get("namespace") == "team-b":
-            kube.add(KINDS[o["kind"]], o)
+    load(kube, [o for o in world if o["metadata"].get("namespace") == "team-b"])
     clock.later(1)
     other = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="other")
     assert other.run_cycle().evicted
@@ -191,7 +183,7 @@ def test_a_second_active_writer_is_said() -> None:
 # ---------------------------------------------------------------------- honest partial scale-ups
 def test_a_scale_up_cut_by_a_lost_lease_says_what_it_lifted() -> None:
     """Minor: the Lease lost after 2 of 3 lifts: ScaledUp says 2 of 3; the next leader's last-decision too."""
-    kube = kube_of(gate_world())
+    kube = fake_kube(gate_world())
     clock = Clock()
     fences = [0]
 
@@ -213,7 +205,7 @@ def test_a_scale_up_cut_by_a_lost_lease_says_what_it_lifted() -> None:
 
 
 def test_a_full_scale_up_says_how_many_it_lifted() -> None:
-    kube = kube_of(gate_world())
+    kube = fake_kube(gate_world())
     Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=Clock()).run_cycle()
     decision = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.LAST_DECISION]
     assert " up: 3 gate(s) lifted; " in decision
@@ -223,7 +215,7 @@ def test_a_full_scale_up_says_how_many_it_lifted() -> None:
 
 # ---------------------------------------------------------------------- the scheduler alarm
 def test_gangs_that_fit_while_nothing_is_placed_raise_the_scheduler_alarm() -> None:
-    kube = kube_of(b.items(b.node("n1"), b.queue("default"), b.gang("team-b", "b", members=2, gpus=1)))
+    kube = fake_kube(b.items(b.node("n1"), b.queue("default"), b.gang("team-b", "b", members=2, gpus=1)))
     clock = Clock()
     metrics = Metrics()
     agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, metrics=metrics)

@@ -10,16 +10,10 @@ from elastic_controller.controller import Controller, format_quantity, podgroup_
 from elastic_controller.kube.errors import ConflictError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
-from elastic_controller.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS, Resource
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
-
-KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
-
-
-def load(kube: FakeKube, *groups: Any) -> None:
-    for obj in b.items(*groups):
-        kube.add(KINDS[obj["kind"]], obj)
+from tests.fakecluster import load
 
 
 def make(*groups: Any, cfg: ElasticConfig | None = None) -> tuple[FakeKube, Controller, EventRecorder]:
@@ -54,12 +48,18 @@ def test_is_idempotent_and_never_puts() -> None:
     assert [c[0] for c in kube.calls] == ["create"]
 
 
-def test_job_change_merge_patches_only_what_changed() -> None:
+def min_raised_after_reconcile() -> tuple[FakeKube, Controller]:
+    """Job ns/j (2..4 workers) reconciled once (its PodGroup exists), then its minReplicas raised to 3."""
     kube, ctl, _ = make(b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4))
     ctl.reconcile("ns/j")
     job = kube.get(PYTORCHJOBS, "j", "ns")
     job["spec"]["elasticPolicy"]["minReplicas"] = 3
     kube.add(PYTORCHJOBS, job)
+    return kube, ctl
+
+
+def test_job_change_merge_patches_only_what_changed() -> None:
+    kube, ctl = min_raised_after_reconcile()
     out = ctl.reconcile("ns/j")
     assert out.action == "patched"
     assert kube.calls[-1][0] == "patch-merge"
@@ -149,11 +149,7 @@ def test_retired_jobs_lose_their_podgroup_and_gated_pods(state: str) -> None:
 
 
 def test_conflicts_are_retried() -> None:
-    kube, ctl, _ = make(b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4))
-    ctl.reconcile("ns/j")
-    job = kube.get(PYTORCHJOBS, "j", "ns")
-    job["spec"]["elasticPolicy"]["minReplicas"] = 3
-    kube.add(PYTORCHJOBS, job)
+    kube, ctl = min_raised_after_reconcile()
     kube.faults.append(raise_on("patch-merge", "podgroups", error=ConflictError("conflict", 409), times=2))
     assert ctl.reconcile("ns/j").action == "patched"
     assert len(kube.verbs("patch-merge")) == 3

@@ -29,7 +29,8 @@ from elastic_controller.policy.decisions import CyclePlan, Eviction, GangDecisio
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
-from tests.unit.test_agent import KINDS, MUTATING
+from tests.fakecluster import fake_kube
+from tests.unit.test_agent import MUTATING
 
 EVICTED_FOR = "volcano-elastic.io/evicted-for"
 LAST = "volcano-elastic.io/last-scale-time"
@@ -40,9 +41,7 @@ GATE = "volcano-elastic.io/scale-up"
 
 def executor(*groups: Any, leading: list[bool] | None = None, dry_run: bool = False,
              faults: dict[str, str] | None = None) -> tuple[FakeKube, Executor]:
-    kube = FakeKube()
-    for obj in b.items(*groups):
-        kube.add(KINDS[obj["kind"]], obj)
+    kube = fake_kube(*groups)
     store = FakeStore(kube)
     cfg = ElasticConfig()
     recorder = EventRecorder(kube)
@@ -178,8 +177,7 @@ def test_preemptions_noted_from_events_are_stamped_once() -> None:
     pods = Preemptions()
     pod = kube.get(PODS, "a-worker-5", "team-a")
     assert pods.note(pod) is False  # no DisruptionTarget condition
-    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                        "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(b.ago(3))})
+    b.preempted_by_scheduler(pod, b.ago(3))
     assert pods.note(pod) is True
     empty = Snapshot()  # Volcano deleted the pod already: only the noted event tells
     assert pods.count(ex, empty, b.NOW) == ["team-a/a-worker-5"]

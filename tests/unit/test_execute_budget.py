@@ -19,8 +19,8 @@ from elastic_controller.policy import keys
 from elastic_controller.policy.decisions import CyclePlan, GateRelease
 from elastic_controller.policy.model import Snapshot
 from tests import builders as b
+from tests.fakecluster import kill_then_restart, real_writes
 from tests.unit.test_agent import make
-from tests.unit.test_agent_faults import WRITES, Killed, kill_at_write, restarted
 from tests.unit.test_execute import a_job, executor, victims
 
 USED = keys.RESTARTS_USED
@@ -141,9 +141,7 @@ def test_forgetting_an_interrupted_plan_keeps_the_count() -> None:
 def test_a_volcano_preemption_counts_a_restart() -> None:
     # A worker Volcano preempted is a dead peer to torchrun like one we evict.
     kube, ex = executor(a_job())
-    pod = kube.get(PODS, "a-worker-5", "team-a")
-    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                        "reason": "PreemptionByScheduler", "lastTransitionTime": b.ts(b.ago(3))})
+    pod = b.preempted_by_scheduler(kube.get(PODS, "a-worker-5", "team-a"), b.ago(3))
     preemptions = Preemptions()
     assert preemptions.note(pod)
     assert preemptions.count(ex, Snapshot(), b.NOW) == ["team-a/a-worker-5"]
@@ -163,7 +161,7 @@ def _one_plan() -> list[tuple[str, str]]:
     """The (verb, resource) of each write of the plan, in order."""
     kube, agent = make(tight_world())
     agent.run_cycle()
-    return [(c[0], c[1]) for c in kube.calls if c[0] in WRITES and not c[4] and c[1] != "events"]
+    return [(c[0], c[1]) for c in real_writes(kube)]
 
 
 PLAN = _one_plan()
@@ -174,12 +172,7 @@ def test_a_plan_killed_at_any_write_is_finished_and_counted_once(kill_at: int) -
     # The count this plan wrote with its own stamp does not bar finishing it (as its own cooldown
     # does not), and the next agent does not count the same shrink again.
     kube, agent = make(tight_world())
-    kill_at_write(kube, kill_at)
-    with pytest.raises(Killed):
-        agent.run_cycle()
-    kube.faults.clear()
-    report = restarted(kube).run_cycle()
-    real = sorted({c[3] for c in kube.verbs("evict", dry_run=False)})
+    report, real = kill_then_restart(kube, agent, kill_at)
     assert real == ["a-worker-4", "a-worker-5"], report
     # Killed on the job's copy itself: the PodGroup's count stands (the next shrink writes both
     # again, from the larger), as the job's copy of the cooldown stamp does.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +22,15 @@ from elastic_controller.execute.executor import FAULT_STEPS, RECORD_GRACE_SECOND
 from elastic_controller.kube.errors import ConflictError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
-from elastic_controller.kube.resources import EVENTS, NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_time
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
+from tests.fakecluster import Clock, Killed, fake_kube, kill_at, real_writes
 
-KINDS = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
 NOTICE_CFG = parse_config({"defaults": {"noticeSeconds": 120}})
 ROOT = Path(__file__).resolve().parents[2]
-WRITES = ("patch-merge", "patch-strategic", "patch-json", "create", "replace", "delete", "evict")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = b.NOW
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def later(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-class Killed(BaseException):
-    """kill -9 as a write reaches the server."""
 
 
 def evict_world() -> list[Any]:
@@ -72,9 +55,7 @@ class Run:
         self.world, self.cfg, self.before, self.extra = world, cfg, before, extra
 
     def start(self) -> tuple[FakeKube, Agent, Clock]:
-        kube = FakeKube()
-        for obj in self.world():
-            kube.add(KINDS[obj["kind"]], obj)
+        kube = fake_kube(self.world())
         clock = Clock()
         agent = self.agent(kube, clock, "first")
         if self.before is not None:
@@ -178,31 +159,19 @@ def test_a_crash_at_any_fault_point_leaves_no_phantom_cooldown(step: str) -> Non
     assert phantom_cooldowns(kube, run.cfg) == []
 
 
-def writes(kube: FakeKube) -> int:
-    return len([c for c in kube.calls if c[0] in WRITES and not c[4] and c[1] != "events"])
-
-
 def writes_of(run: Run) -> int:
     kube, agent, _ = run.start()
-    n = writes(kube)
+    n = len(real_writes(kube))
     agent.run_cycle()
-    return writes(kube) - n
+    return len(real_writes(kube)) - n
 
 
-@pytest.mark.parametrize(("path", "kill_at"), [(name, n) for name, run in PATHS.items()
+@pytest.mark.parametrize(("path", "n"), [(name, n) for name, run in PATHS.items()
                                                 for n in range(writes_of(run))])
-def test_a_crash_at_any_write_of_any_path_leaves_no_phantom_cooldown(path: str, kill_at: int) -> None:
+def test_a_crash_at_any_write_of_any_path_leaves_no_phantom_cooldown(path: str, n: int) -> None:
     run = PATHS[path]
     kube, agent, clock = run.start()
-    seen = [0]
-
-    def fault(verb: str, res: Any, ns: str, name: str, dry_run: bool) -> None:
-        if verb in WRITES and not dry_run and res.plural != "events":
-            if seen[0] == kill_at:
-                raise Killed()
-            seen[0] += 1
-
-    kube.faults.insert(0, fault)
+    kill_at(kube, n)
     with pytest.raises(Killed):
         agent.run_cycle()
     recover(run, kube, clock)

@@ -13,7 +13,7 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.policy.cycle import PlanCache, plan_cycle
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from tests import builders as b
-from tests.unit.test_agent import KINDS
+from tests.fakecluster import fake_kube
 
 CFG = ElasticConfig(defaults=QueuePolicy(cooldownSeconds=300, starvationSeconds=0))
 
@@ -21,14 +21,10 @@ CFG = ElasticConfig(defaults=QueuePolicy(cooldownSeconds=300, starvationSeconds=
 def cluster(last_scale_ago: int = 20) -> FakeKube:
     """Queue vision: job a (2..6 workers, 4 running, 2 gated, scaled up ``last_scale_ago`` s ago) on
     an 8-GPU node; queue idle has nothing."""
-    kube = FakeKube()
-    objs = b.items(b.node("n1", gpus=8), b.queue("vision"), b.queue("idle"),
-                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6, queue="vision"),
-                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=4, queue="vision",
-                                 last_scale=b.ago(last_scale_ago)))
-    for obj in objs:
-        kube.add(KINDS[obj["kind"]], obj)
-    return kube
+    return fake_kube(b.node("n1", gpus=8), b.queue("vision"), b.queue("idle"),
+                     b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6, queue="vision"),
+                     b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=4, queue="vision",
+                                   last_scale=b.ago(last_scale_ago)))
 
 
 def test_state_of_a_cycle_from_its_world() -> None:
