@@ -35,6 +35,7 @@ def installed(box: Any, kube: Any) -> Iterator[Any]:
     from kubernetes import client
 
     box.kubectl("create", "namespace", NAMESPACE, check=False)
+    helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")  # a kept box's
     rt.install(box)
     try:
         wait_installed(box, kube(client.CoreV1Api))
