@@ -486,16 +486,24 @@ def lost_nodes(base: NodeBase, holding: Mapping[str, object]) -> dict[str, str]:
     return lost
 
 
-def _ghosts(lost: Mapping[str, str], pods: Iterable[PodView], jobs: dict[str, JobState]) -> dict[str, str]:
+def ghosts_of(snapshot: Snapshot) -> dict[str, str]:
+    """``World.ghosts`` of ``snapshot`` without planning (``volcano-elastic status`` counts them)."""
+    holding = {p.node_name: None for p in snapshot.pods if p.holds_resources}
+    lost = lost_nodes(node_base(snapshot.nodes), holding)
+    return _ghosts(lost, snapshot.pods) if lost else {}
+
+
+def _ghosts(lost: Mapping[str, str], pods: Iterable[PodView], jobs: dict[str, JobState] | None = None,
+            ) -> dict[str, str]:
     """The running pods of ``pods`` on a ``lost`` node (``World.ghosts``), taken off their jobs'
-    running workers."""
+    running workers (``jobs``: the cycle's)."""
     ghosts: dict[str, str] = {}
     for pod in pods:
         why = lost.get(pod.node_name) if pod.running else None
         if why is None:
             continue
         ghosts[pod.key] = f"on node {pod.node_name} ({why})"
-        if pod.job_name and pod.replica_type == "worker":
+        if jobs is not None and pod.job_name and pod.replica_type == "worker":
             jobs[pod.job_id].running_workers -= 1
     return ghosts
 

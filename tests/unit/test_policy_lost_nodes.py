@@ -196,3 +196,18 @@ def test_readiness_is_parsed_from_the_ready_condition() -> None:
         obj["status"]["conditions"] = [{"type": "Ready", "status": status}]
         [view] = snapshot_of([obj]).nodes
         assert isinstance(view, NodeView) and not view.ready
+
+
+def test_status_counts_live_workers_and_shows_the_lost_ones() -> None:
+    from elastic_controller.cli.status import build_rows, render
+    from tests.builders import items
+
+    rows = {r["job"]: r for q in build_rows(items(cluster()), CFG, NOW).values() for r in q}
+    resnet = rows[RESNET]
+    assert (resnet["current"], resnet["lostPods"], resnet["fulfillment"]) == (2, 2, 0.0)
+    assert rows["team/gpt"]["lostPods"] == 0
+    text = render(build_rows(items(cluster()), CFG, NOW))
+    assert "2 (+2 lost)" in text and "counted in no CUR" in text
+    ready = {r["job"]: r for q in build_rows(items(cluster(lost=None)), CFG, NOW).values() for r in q}
+    assert (ready[RESNET]["current"], ready[RESNET]["lostPods"]) == (4, 0)
+    assert "lost" not in render(build_rows(items(cluster(lost=None)), CFG, NOW))
