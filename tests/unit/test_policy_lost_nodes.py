@@ -15,6 +15,7 @@ from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.gates import blocking_gangs
 from elastic_controller.policy.model import NodeView, Snapshot
+from elastic_controller.policy.podindex import PodIndex
 from elastic_controller.policy.resume import check_resumable
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import PlanCache, build_world
@@ -86,7 +87,8 @@ def test_a_ghost_is_never_a_victim_even_where_its_job_may_give() -> None:
                     var["value"] = "1:4"
     snap = snapshot_of(objs, cfg=CFG)
     world = build_world(snap, CFG, NOW)
-    assert world.jobs[RESNET].bounds is not None and world.jobs[RESNET].bounds.min_replicas == 1
+    bounds = world.jobs[RESNET].bounds
+    assert bounds is not None and bounds.min_replicas == 1
     plan = plan_cycle(snap, CFG, NOW)
     assert [e.pod for e in plan.evictions] == ["team/resnet-worker-2"]
     assert [p.key for p in Planner(world).ghosts] == ["team/resnet-worker-3"]
@@ -136,7 +138,7 @@ def test_the_cache_counts_a_readiness_flip_at_once() -> None:
         assert plan_cycle(cycle, CFG, NOW, cache=cache) == plan_cycle(cycle, CFG, NOW)
         seen.append(warm.jobs[RESNET].running_workers)
     assert seen == [4, 4, 2, 2, 4, 0, 4]
-    assert isinstance(cache.pods._state.get("index"), object) and "index" in cache.pods._state  # warm cycles
+    assert isinstance(cache.pods._state.get("index"), PodIndex)  # the warm cycles were built from the index
 
 
 def _lose_nodes(objs: list[dict[str, Any]], rnd: random.Random) -> tuple[list[dict[str, Any]], set[str]]:
@@ -211,3 +213,23 @@ def test_status_counts_live_workers_and_shows_the_lost_ones() -> None:
     ready = {r["job"]: r for q in build_rows(items(cluster(lost=None)), CFG, NOW).values() for r in q}
     assert (ready[RESNET]["current"], ready[RESNET]["lostPods"]) == (4, 0)
     assert "lost" not in render(build_rows(items(cluster(lost=None)), CFG, NOW))
+
+
+def test_the_taint_managers_eviction_is_not_our_scale_event() -> None:
+    """When the node lifecycle controller evicts a lost node's pods it marks them DisruptionTarget with
+    reason DeletionByTaintManager: not a preemption the agent stamps as a scale event (only Volcano's
+    PreemptionByScheduler is), neither from the watch event nor from the snapshot."""
+    from elastic_controller.execute.stamps import Preemptions, preemption_time
+
+    objs = cluster()
+    ghost = next(o for o in objs if o["kind"] == "Pod" and o["metadata"]["name"] == "resnet-worker-3")
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+                 "message": "Taint manager: deleting due to NoExecute taint",
+                 "lastTransitionTime": "2026-01-01T12:59:00Z"}
+    ghost["status"]["conditions"].append(condition)
+    assert preemption_time(ghost) is None and Preemptions().note(ghost) is False
+    snap = snapshot_of(objs, cfg=CFG)
+    assert not any(p.preempted_by_scheduler for p in snap.pods)
+    condition["reason"] = "PreemptionByScheduler"  # the contrast: Volcano's own preemption is one
+    assert preemption_time(ghost) is not None and Preemptions().note(ghost) is True
+    assert any(p.preempted_by_scheduler for p in snapshot_of(objs, cfg=CFG).pods)
