@@ -233,3 +233,22 @@ def test_the_taint_managers_eviction_is_not_our_scale_event() -> None:
     condition["reason"] = "PreemptionByScheduler"  # the contrast: Volcano's own preemption is one
     assert preemption_time(ghost) is not None and Preemptions().note(ghost) is True
     assert any(p.preempted_by_scheduler for p in snapshot_of(objs, cfg=CFG).pods)
+
+
+def test_the_bundled_example_tells_the_story(capsys: Any) -> None:
+    """examples/plan/lost-node-ghosts.json: the plan on the dump evicts nothing (counting its ghosts,
+    resnet would give its live worker 2), says why, and the dump's gpu-3 is Unknown, not False."""
+    import json
+    from pathlib import Path
+
+    from elastic_controller.cli import main
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan" / "lost-node-ghosts.json"
+    dump = json.loads(example.read_text())
+    [gpu3] = [o for o in dump["items"] if o["kind"] == "Node" and o["metadata"]["name"] == "gpu-3"]
+    assert gpu3["status"]["conditions"][0]["status"] == "Unknown"
+    assert main(["plan", "--from", str(example), "--now", "2026-01-01T13:00:00Z", "--output", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["evictions"] == [] and [s["decision"] for s in plan["starving"]] == ["wait"]
+    assert plan["starving"][0]["reason"].endswith(
+        "candidates excluded: 1 below minWorkersToShrink, 1 on node gpu-3 (not Ready)")
