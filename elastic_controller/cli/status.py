@@ -103,12 +103,14 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     from ..policy.notices import in_flight, review_notices, with_notices
     from ..policy.parse import parse_objects
     from ..policy.podgroups import JobSpecError, job_bounds
+    from ..policy.world import ghosts_of
 
     snap, _ = parse_objects(items, cfg)
     notices = review_notices(snap, cfg, now)
     plan = with_notices(plan_cycle(in_flight(snap, notices), cfg, now), notices, due=True)
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
+    ghosts = ghosts_of(snap)  # Running on a lost node: not counted (docs/failure-model.md, "A lost node")
     pods_by_group: dict[str, list[Any]] = {}
     for p in snap.pods:
         if p.group_key:
@@ -129,8 +131,9 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
                 bounds = job_bounds(job)
             except JobSpecError:
                 pass
-        workers = sum(1 for p in pods if p.replica_type == "worker" and p.running)
-        running = sum(1 for p in pods if p.running)
+        live = [p for p in pods if p.running and p.key not in ghosts]
+        workers = sum(1 for p in live if p.replica_type == "worker")
+        running = len(live)
         policy = cfg.queue_policy(pg.queue)
         decision = starving.get(pg.key)
         why = pg.annotations.get(keys.LAST_DECISION, "")
@@ -161,6 +164,8 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "lastDecision": why,
             # pods that predate our webhook (no group annotation), counted by their labels
             "adoptedPods": sum(1 for p in pods if p.adopted),
+            # pods still Running on a node that is not Ready (or gone): counted in no current
+            "lostPods": sum(1 for p in pods if p.key in ghosts),
         }
         out.setdefault(pg.queue, []).append(row)
     return out
@@ -283,7 +288,7 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
     """The tables; ``shares``: the queue-share model line printed first; ``wide``: whole reasons (else
     LAST DECISION is cut at ``width`` characters and WHY GATED is its code)."""
     lines: list[str] = [f"SHARES {shares}", ""] if shares else []
-    adopted = False
+    adopted = lost = False
     for queue in sorted(rows, key=natural_key):
         lines.append(f"QUEUE {queue}")
         cells = [COLUMNS]
@@ -297,7 +302,10 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
             job = r["job"]
             if r.get("adoptedPods"):
                 job, adopted = f"{job} (adopted)", True
-            cells.append((job, str(r["min"]), str(r["current"]), str(r["max"]), _elastic(r), cd, restarts,
+            current = str(r["current"])
+            if r.get("lostPods"):
+                current, lost = f"{current} (+{r['lostPods']} lost)", True
+            cells.append((job, str(r["min"]), current, str(r["max"]), _elastic(r), cd, restarts,
                           str(r["gated"]),
                           _why_gated(r, wide), str(r["starving"]), why or "-"))
         lines.extend(table(cells, "  "))
@@ -305,6 +313,10 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
     if adopted:
         lines.append("(adopted): pods created before the webhook was registered, counted by their labels; "
                      "restart them at a quiet moment (docs/compatibility.md#adopting-running-jobs)")
+        lines.append("")
+    if lost:
+        lines.append("(+N lost): pods still Running on a node that is not Ready (or gone), counted in no CUR "
+                     "and never victims, until they are deleted (docs/failure-model.md#a-lost-node)")
         lines.append("")
     if not rows:
         lines.append("no elastic jobs or waiting gangs\n")

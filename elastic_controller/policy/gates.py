@@ -81,7 +81,10 @@ def blocking_gangs(world: World, sizes: Mapping[str, int] | None = None,
     # Running elastic workers summed per (queue, job priority, node): one update per node, not per pod.
     freed: dict[tuple[str, int], dict[str, dict[str, int]]] = {}
     barred: dict[str, bool] = {}
+    ghosts = world.ghosts
     for pod in world.elastic_holding:
+        if ghosts and pod.key in ghosts:
+            continue  # on a lost node: never a victim, and what it holds no gang can use
         never = barred.get(pod.job_id)
         if never is None:
             never = barred[pod.job_id] = world.never_victim(pod.job_id, sizes.get(pod.job_id)) is not None

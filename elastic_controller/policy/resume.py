@@ -76,6 +76,8 @@ def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_
             refused[v.key] = f"its role is {v.role.value}, not elastic"
         elif not is_candidate_role(v):
             refused[v.key] = "not a running elastic worker"
+        elif v.key in world.ghosts:
+            refused[v.key] = world.ghosts[v.key]  # its node is lost: evicting it frees nothing usable
     if refused:
         return ResumeVerdict(refused)
     planner = Planner(world)

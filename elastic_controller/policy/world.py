@@ -23,12 +23,17 @@ from .sharemodel import ProportionModel, ShareModel
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
 from .worldsizes import AllowedCounts
 
+_by_order = attrgetter("order")
+
 # Why a job's workers are never victims this cycle, whatever the gang (``World.never_victim``): the
 # eviction search's exclusion reasons, and what keeps ``gates.blocking_gangs`` from counting them.
 TOO_SMALL = "below minWorkersToShrink"  # it runs fewer workers than its queue's minWorkersToShrink
 # It has allowed counts (worker-counts, worker-step) none of which is below its count, or its contract
 # is unusable: it is never shrunk.
 ALLOWED_COUNTS = "no smaller allowed count"
+# Why a node's running pods are ghosts (``World.ghosts``; a reason reads ``on node N (not Ready)``).
+NOT_READY = "not Ready"
+NO_SUCH_NODE = "not in the snapshot"
 
 
 @dataclass(slots=True)
@@ -114,6 +119,11 @@ class World:
     waiting: list[Gang]
     elastic_holding: list[PodView]  # elastic pods of a group holding resources, not terminating
     model: ShareModel  # the queue-share model (sharemodel.py): every share rule asks it
+    # Ghost pods: running on a node that is lost (not Ready, or not in the snapshot), pod key -> why
+    # (``on node N (not Ready)``). Their kubelet may be gone: they count in no job's running workers
+    # and are never victims (until the node lifecycle controller deletes them, or the node is back).
+    # Their resources stay accounted to their node (which takes no new pods anyway).
+    ghosts: dict[str, str] = field(default_factory=dict)
     usage: Usage | None = None  # per queue, as counted for the shares (reused for Volcano's view)
     cluster: Resources | None = None  # the schedulable nodes' allocatable
     # Per group with gated elastic pods: (those pods in order, its pods placed); None: not known yet.
@@ -185,6 +195,7 @@ class NodeBase:
     free: dict[str, Resources]  # allocatable with the default pod slots; shared, never written
     cluster: Resources  # the schedulable nodes' allocatable
     dominant: str
+    down: dict[str, str]  # nodes that are not Ready: name -> why (their running pods are ghosts)
 
 
 class PlanCache:
@@ -216,7 +227,8 @@ def node_base(nodes: tuple[NodeView, ...], cache: PlanCache | None = None) -> No
         alloc = dict(n.allocatable)
         alloc.setdefault("pods", 110)
         free[n.name] = alloc
-    base = NodeBase(nodes, by_name, free, cluster_capacity(nodes), dominant_resource(nodes))
+    down = {n.name: NOT_READY for n in by_name.values() if not n.ready}
+    base = NodeBase(nodes, by_name, free, cluster_capacity(nodes), dominant_resource(nodes), down)
     if cache is not None:
         cache.nodes = base
     return base
@@ -262,7 +274,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pl
         else:
             parts = _from_index(index, podgroups, snapshot, cfg, now, base)
             gated = {key: (list(group.gated), group.placed) for key, group in index.with_gated.items()}
-    pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of = parts
+    pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of, ghosts = parts
     _apply_job_objects(jobs, snapshot, cfg, now, pods_by_group)
 
     waiting: list[Gang] = []
@@ -307,6 +319,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pl
         usage=usage,
         cluster=cluster,
         model=model,
+        ghosts=ghosts,
         _gated=gated,
     )
 
@@ -319,6 +332,7 @@ _Parts = tuple[
     Usage,
     Capacity,  # free now
     Callable[[str], list[PodView]],  # a group's ungated pending pods, in order (a list of the caller's)
+    dict[str, str],  # ghosts (World.ghosts)
 ]
 
 
@@ -416,11 +430,13 @@ def _from_pods(pods: list[PodView], podgroups: dict[str, PodGroupView], snapshot
         if pod.replica_type == "worker" and pod.running:
             job.running_workers += 1
     cap = Capacity.over(base.by_name, base.free, used)
+    lost = lost_nodes(base, used)
+    ghosts = _ghosts(lost, pods, jobs) if lost else {}
 
     def pending_of(key: str) -> list[PodView]:
         return ungated_pending(pods_by_group.get(key, []))
 
-    return pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of
+    return pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of, ghosts
 
 
 def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: Snapshot,
@@ -441,6 +457,11 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
         job.running_workers = pods.running_workers
     free, gpu_index = index.free_for(base.free)
     cap = Capacity(base.by_name, dict(free), set(), dict(gpu_index))
+    # Not kept in the index: node readiness is no pod's, and a flip must count at once (the jobs'
+    # running workers above are the index's, every pod that runs; the ghosts are taken off here).
+    lost = lost_nodes(base, index.node_pods)
+    ghosts = _ghosts(lost, sorted((p for n in lost for p in index.node_pods[n].values()), key=_by_order),
+                     jobs) if lost else {}
 
     # Everything handed out is the caller's own (the index changes with the next cycle, possibly in
     # another thread once the lock is released): lists copied, dicts copied before writing.
@@ -449,7 +470,42 @@ def _from_index(index: PodIndex, podgroups: dict[str, PodGroupView], snapshot: S
     def pending_of(key: str) -> list[PodView]:
         return list(pending.get(key, ()))
 
-    return pods_by_group, index.releasing_in_order(), jobs, index.elastic_holding(), usage, cap, pending_of
+    return (pods_by_group, index.releasing_in_order(), jobs, index.elastic_holding(), usage, cap, pending_of,
+            ghosts)
+
+
+def lost_nodes(base: NodeBase, holding: Mapping[str, object]) -> dict[str, str]:
+    """The nodes among ``holding`` (names of the nodes some pod holds resources on) whose running
+    pods are ghosts, name -> why: not Ready (``base.down``), or not in the snapshot (a deleted Node:
+    the pod garbage collector deletes its pods). Cheap when every node is Ready and known."""
+    if not base.down and holding.keys() <= base.by_name.keys():
+        return {}
+    lost = {n: why for n, why in base.down.items() if n in holding}
+    for n in holding.keys() - base.by_name.keys():
+        lost[n] = NO_SUCH_NODE
+    return lost
+
+
+def ghosts_of(snapshot: Snapshot) -> dict[str, str]:
+    """``World.ghosts`` of ``snapshot`` without planning (``volcano-elastic status`` counts them)."""
+    holding = {p.node_name: None for p in snapshot.pods if p.holds_resources}
+    lost = lost_nodes(node_base(snapshot.nodes), holding)
+    return _ghosts(lost, snapshot.pods) if lost else {}
+
+
+def _ghosts(lost: Mapping[str, str], pods: Iterable[PodView], jobs: dict[str, JobState] | None = None,
+            ) -> dict[str, str]:
+    """The running pods of ``pods`` on a ``lost`` node (``World.ghosts``), taken off their jobs'
+    running workers (``jobs``: the cycle's)."""
+    ghosts: dict[str, str] = {}
+    for pod in pods:
+        why = lost.get(pod.node_name) if pod.running else None
+        if why is None:
+            continue
+        ghosts[pod.key] = f"on node {pod.node_name} ({why})"
+        if jobs is not None and pod.job_name and pod.replica_type == "worker":
+            jobs[pod.job_id].running_workers -= 1
+    return ghosts
 
 
 def is_candidate_role(pod: PodView) -> bool:

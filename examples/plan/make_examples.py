@@ -110,6 +110,24 @@ def examples() -> dict[str, dict[str, object]]:
     spent["metadata"]["annotations"] = {"volcano-elastic.io/restarts-used": "2"}
     out["restart-budget-spent"] = dump(base(), elastic_job("team-vision", "resnet", min_r=2, max_r=16, gpus=2,
                                                            nodes=NODES, queue="vision"), spent, b)
+    # 9. A lost node: gpu-3's kubelet stopped (Ready is Unknown). resnet (2..4 workers of 4 GPUs) ran
+    #    workers 0 and 3 there: ghosts until the node lifecycle controller evicts them; workers 1 and 2
+    #    run on gpu-0. bert (nlp, one 4-GPU pod) waits for room. Counting its ghosts, resnet would look
+    #    4 strong and give worker 2 (evicting worker 3 frees nothing on a node that takes no pods),
+    #    leaving 1 live worker, below its min. Counting live workers only, it runs 2: its min (and
+    #    below minWorkersToShrink); worker 3 is no victim either, and bert's reason says where it is.
+    lost = [node(n) for n in NODES[:3]] + [node(NODES[3], ready=False)]
+    lost[3]["status"]["conditions"] = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                                        "message": "Kubelet stopped posting node status."}]
+    small = [podgroup("team-nlp", "bert", 1, "nlp", created=b_since),
+             job_pod("team-nlp", "bert", "worker", 0, nnodes="1", gpus=4, created=b_since,
+                     unschedulable_since=b_since)]
+    out["lost-node-ghosts"] = dump(
+        lost, queue("vision", weight=1), queue("nlp", weight=1),
+        elastic_job("team-vision", "resnet", min_r=2, max_r=4, gpus=4, nodes=[NODES[3], NODES[0], NODES[0], NODES[3]],
+                    queue="vision"),
+        elastic_job("team-vision", "gpt", min_r=2, max_r=2, gpus=8, nodes=NODES[1:3], queue="vision"),
+        small)
     return out
 
 

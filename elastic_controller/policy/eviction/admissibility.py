@@ -276,6 +276,10 @@ class Admissibility(PlannerBase):
             owner = self.w.jobs.get(p.job_id)
             if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
                 count(TOO_SMALL, 1)
+        for p in self.ghosts:  # never candidates this cycle (see PlannerBase.__init__)
+            owner = self.w.jobs.get(p.job_id)
+            if p.job_id != gang.key and (not own_queue or (owner is not None and owner.queue == gang.queue)):
+                count(self.w.ghosts[p.key], 1)
         if cacheable:
             self._exclusion_cache[key] = reasons
         return reasons

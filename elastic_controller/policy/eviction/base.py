@@ -85,13 +85,19 @@ class PlannerBase:
         # ``refused``: keys of pods whose eviction a PodDisruptionBudget refused lately (the caller
         # remembers them, see agent.PDB_REFUSAL_SECONDS): never candidates, counted in the exclusions.
         # Workers of a job running fewer than its queue's minWorkersToShrink are no candidates either
-        # (``World.too_small_to_shrink``), also counted.
+        # (``World.too_small_to_shrink``), also counted. Nor are ghosts (``World.ghosts``: running on a
+        # lost node, where evicting them frees nothing a gang can use), counted with where they are.
         rank = {key: i for i, key in enumerate(world.pods_by_group)}
         by_node, by_job = self.candidates_by_node, self.candidates_by_job
         self.refused: list[PodView] = []
         self.too_small: list[PodView] = []
+        self.ghosts: list[PodView] = []
+        ghosts = world.ghosts
         small: dict[str, bool] = {}
         for pod in sorted((p for p in world.elastic_holding if is_candidate_role(p)), key=lambda p: rank[p.group_key]):
+            if ghosts and pod.key in ghosts:
+                self.ghosts.append(pod)
+                continue
             if pod.key in refused:
                 self.refused.append(pod)
                 continue
