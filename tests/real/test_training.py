@@ -25,6 +25,8 @@ import pytest
 from tests.real.test_install import NAMESPACE, RELEASE, helm, wait_installed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from datetime import UTC
+
 import real_training as rt
 
 CHECKPOINT_EVERY = 20  # examples/training/elastic_train.py's default
@@ -98,7 +100,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     from kubernetes import client
 
     from hack.localbox.realnode import RealNodes
-    from tests.real.test_install import KF, VC, pytorchjob, running, worker_pods
+    from tests.real.test_install import COOLDOWN, KF, VC, pytorchjob, running, worker_pods
     from tests.waiting import wait_until
 
     box = installed
@@ -141,6 +143,11 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
             return conds.get("Ready") != "True"
 
         wait_until(f"{nodes.name(lost)} NotReady", not_ready, 90, interval=1)
+        scaled = before.get("volcano-elastic.io/last-scale-time")
+        if scaled:  # past the job's cooldown: only the ghost rule may keep its live workers
+            from datetime import datetime
+            ends = datetime.fromisoformat(scaled.replace("Z", "+00:00")).timestamp() + COOLDOWN + 2
+            time.sleep(max(0.0, ends - datetime.now(UTC).timestamp()))
         gang = pytorchjob("gang", qb, 1, None, out, SLEEPER)  # one pod x 2 GPUs: one victim would do
         objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang)
         t = time.monotonic()
