@@ -33,6 +33,7 @@ from .keys import EVICT_AFTER, EVICTED_FOR
 from .model import JobView, PodGroupView, PodView, Snapshot, newest_checkpoint
 from .settings import ElasticConfig
 from .times import format_time
+from .world import ghosts_of
 
 # The deadline is rounded up to a whole second and checkpoint times have whole seconds: a
 # checkpoint this much older than the notice's computed start may still be its answer.
@@ -124,6 +125,7 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
     pending: list[PendingNotice] = []
     withdrawn: list[Withdrawal] = []
     completes: dict[str, bool] = {}  # per victim job: see _completes_a_group
+    ghosts: Mapping[str, str] | None = None  # a lost node's pods (world.ghosts_of), when first needed
     for pod in sorted(noticed, key=lambda p: p.order):
         gang = pod.annotations.get(EVICTED_FOR, "")
         group = groups.get(pod.group_key)
@@ -142,7 +144,9 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
         if why_withdraw:
             keep = completes.get(pod.job_id) if gang else False
             if keep is None:
-                keep = completes[pod.job_id] = _completes_a_group(group, job_pods.get(pod.job_id, ()))
+                if ghosts is None:
+                    ghosts = ghosts_of(snapshot)
+                keep = completes[pod.job_id] = _completes_a_group(group, job_pods.get(pod.job_id, ()), ghosts)
             if not keep:
                 withdrawn.append(Withdrawal(facts, why_withdraw))
                 continue
@@ -165,11 +169,12 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
     return NoticeReview(due=tuple(due), pending=tuple(pending), withdrawn=tuple(withdrawn))
 
 
-def _completes_a_group(group: PodGroupView | None, pods: Sequence[PodView]) -> bool:
+def _completes_a_group(group: PodGroupView | None, pods: Sequence[PodView], ghosts: Mapping[str, str]) -> bool:
     """Whether the job of ``pods`` (PodGroup ``group``) runs at a Worker count outside its allowed
     counts, and evicting its victims still under notice would leave it at an allowed one: the rest of
     a rounded victim group (issue 20) whose other part was evicted. Its notices then run on even when
-    their gang no longer needs them, so the job does not stay at a count its training cannot use."""
+    their gang no longer needs them, so the job does not stay at a count its training cannot use.
+    A lost node's pods (``ghosts``) are no running workers here either."""
     if group is None or not group.worker_sizes.constrained:
         return False
     bounds = next((p.bounds for p in pods if p.bounds is not None), None)
@@ -178,7 +183,7 @@ def _completes_a_group(group: PodGroupView | None, pods: Sequence[PodView]) -> b
     allowed = group.worker_sizes.allowed(bounds.min_replicas, bounds.max_replicas)
     if allowed.every or not allowed.counts:
         return False
-    workers = [p for p in pods if p.replica_type == "worker" and p.running]
+    workers = [p for p in pods if p.replica_type == "worker" and p.running and p.key not in ghosts]
     running = len(workers)
     noticed = sum(1 for p in workers if under_notice(p))
     return running not in allowed and noticed > 0 and running - noticed in allowed

@@ -200,3 +200,16 @@ def test_the_rest_of_a_partly_executed_victim_group_is_not_withdrawn() -> None:
     # At an allowed count (counts 2,5,8: 5 is one), the notice is withdrawn as usual.
     usual = review_notices(snapshot_of(*_partly_executed("2,5,8", 5, -5), cfg=cfg), cfg, NOW)
     assert [w.facts.pod for w in usual.withdrawn] == ["ns/v-worker-4"] and usual.due == ()
+
+
+def test_a_lost_nodes_pod_does_not_count_toward_the_rest_of_a_victim_group() -> None:
+    # As above (v at 5 of 2,4,8; w4 noticed), but w3 runs on n9, which is not Ready: a ghost. v has 4
+    # live workers, an allowed count: w4's notice is withdrawn as usual (counting the ghost, it ran on
+    # and left v at 3 live workers).
+    cfg = ElasticConfig(defaults=CFG.queue_policy("research"))
+    objs = _partly_executed("2,4,8", 5, 30)
+    for o in objs:
+        if o["metadata"]["name"] == "v-worker-3":
+            o["spec"]["nodeName"] = "n9"
+    r = review_notices(snapshot_of(*objs, node("n9", gpus=8, ready=False), cfg=cfg), cfg, NOW)
+    assert [w.facts.pod for w in r.withdrawn] == ["ns/v-worker-4"] and r.pending == () and r.due == ()
