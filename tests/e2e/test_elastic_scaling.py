@@ -124,6 +124,11 @@ class Scenario:
 
     # -- the story
     def fill_with_a(self, workers: int = 8, timeout: float = 180) -> None:
+        # A fills the cluster: an earlier test's pods, still going with their namespace (deleted in
+        # the background), would keep A below its max (seen once in CI on a loaded machine).
+        wait_until("no other test's pod on a node", lambda: not [
+            q for q in self.kc.list(PODS)[0] if q["metadata"]["namespace"] != self.ns
+            and q["metadata"]["namespace"].startswith("t-") and (q.get("spec") or {}).get("nodeName")], 120)
         self.kc.create(PYTORCHJOBS, pytorchjob("a", self.qa, workers, (2, workers)), self.ns)
         wait_until(f"A runs {workers} workers", lambda: len(self.running("a")) >= workers, timeout)
 
