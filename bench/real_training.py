@@ -57,6 +57,8 @@ from tests.real.test_install import (  # noqa: E402
     NAMESPACE,
     RELEASE,
     VC,
+    create_queues,
+    delete_queues,
     diagnose,
     helm,
     running,
@@ -271,20 +273,11 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     shared.mkdir(parents=True)
     shared.chmod(0o777)
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    for q in (qa, qb):
-        try:
-            objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
-                                                              "kind": "Queue", "metadata": {"name": q},
-                                                              "spec": {"weight": 1, "reclaimable": True}})
-        except client.ApiException as exc:
-            if exc.status != 409:  # NOTICE_QUEUE left by an earlier run is fine
-                raise
+    create_queues(objs, qa, qb)  # NOTICE_QUEUE may be left by an earlier run
     job = "train"
     core.create_namespaced_service_account(ns, {"metadata": {"name": job}})
     core.create_namespaced_config_map(ns, {"metadata": {"name": f"{job}-script"},
                                            "data": {"elastic_train.py": SCRIPT.read_text()}})
-    wait_until("the queues Open", lambda: all((objs.get_cluster_custom_object(*VC, "queues", q).get("status") or {})
-                                              .get("state") == "Open" for q in (qa, qb)), 60)
     try:
         t0 = time.monotonic()
         objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
@@ -370,11 +363,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
         }
     finally:  # a failed run must not keep the GPUs; the workers' logs stay for a look afterwards
         save_logs(core, ns, job, shared / "pods")
-        for q in (qa, qb):
-            try:
-                objs.delete_cluster_custom_object(*VC, "queues", q)
-            except client.ApiException:
-                pass
+        delete_queues(objs, qa, qb)
         core.delete_namespace(ns)
         api.close()
     return result

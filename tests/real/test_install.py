@@ -101,17 +101,35 @@ def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | N
     return pytorchjob_manifest(name, queue, workers, elastic, template)
 
 
+def create_queues(objs: Any, *names: str) -> None:
+    """Volcano queues NAMES (weight 1, reclaimable; one left by an earlier run is fine), once Open."""
+    for q in names:
+        try:
+            objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                                              "kind": "Queue", "metadata": {"name": q},
+                                                              "spec": {"weight": 1, "reclaimable": True}})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    for q in names:
+        wait_until(f"queue {q} Open", lambda q=q: (objs.get_cluster_custom_object(*VC, "queues", q)
+                                                   .get("status") or {}).get("state") == "Open", 60)
+
+
+def delete_queues(objs: Any, *names: str) -> None:
+    """Best effort: the queues of a run, after it (a queue with jobs left is refused by Volcano)."""
+    for q in names:
+        try:
+            objs.delete_cluster_custom_object(*VC, "queues", q)
+        except client.ApiException:
+            pass
+
+
 def smoke_story(box: Any, core: Any, objs: Any, ns: str, out_dir: Path) -> dict[str, float]:
     """A fills the GPUs, B needs room, our in-cluster agent makes it, A regrows; returns timings."""
     tag = uuid.uuid4().hex[:5]
     qa, qb = f"dept-a-{tag}", f"dept-b-{tag}"
-    for q in (qa, qb):
-        objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
-                                                          "kind": "Queue", "metadata": {"name": q},
-                                                          "spec": {"weight": 1, "reclaimable": True}})
-    for q in (qa, qb):
-        wait_until(f"queue {q} Open", lambda q=q: (objs.get_cluster_custom_object(*VC, "queues", q)
-                                                   .get("status") or {}).get("state") == "Open", 60)
+    create_queues(objs, qa, qb)
     gpus = box.opts.real_nodes * box.opts.real_node_gpus
     max_a = gpus // GPUS_PER_WORKER
     try:

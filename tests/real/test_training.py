@@ -100,7 +100,16 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     from kubernetes import client
 
     from hack.localbox.realnode import RealNodes
-    from tests.real.test_install import COOLDOWN, KF, VC, pytorchjob, running, worker_pods
+    from tests.real.test_install import (
+        COOLDOWN,
+        KF,
+        VC,
+        create_queues,
+        delete_queues,
+        pytorchjob,
+        running,
+        worker_pods,
+    )
     from tests.waiting import wait_until
 
     box = installed
@@ -111,13 +120,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     out.mkdir(parents=True)
     out.chmod(0o777)
     core.create_namespace({"metadata": {"name": ns}})
-    for q in (qa, qb):
-        objs.create_cluster_custom_object(*VC, "queues", {"apiVersion": "scheduling.volcano.sh/v1beta1",
-                                                          "kind": "Queue", "metadata": {"name": q},
-                                                          "spec": {"weight": 1, "reclaimable": True}})
-    for q in (qa, qb):
-        wait_until(f"queue {q} Open", lambda q=q: (objs.get_cluster_custom_object(*VC, "queues", q)
-                                                   .get("status") or {}).get("state") == "Open", 60)
+    create_queues(objs, qa, qb)
     objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", pytorchjob("job", qa, 4, (2, 4), out, SLEEPER))
     wait_until("the job runs 4 workers", lambda: len(running(core, ns, "job")) >= 4, 180, interval=1)
     where = {p.metadata.name: p.spec.node_name for p in running(core, ns, "job")}
@@ -175,9 +178,5 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     finally:
         nodes.start_kubelet(lost)
         wait_until(f"{nodes.name(lost)} Ready again", lambda: not not_ready(), 120, interval=1)
-        for q in (qa, qb):
-            try:
-                objs.delete_cluster_custom_object(*VC, "queues", q)
-            except client.ApiException:
-                pass
+        delete_queues(objs, qa, qb)
         core.delete_namespace(ns)
