@@ -130,7 +130,13 @@ class Scenario:
             q for q in self.kc.list(PODS)[0] if q["metadata"]["namespace"] != self.ns
             and q["metadata"]["namespace"].startswith("t-") and (q.get("spec") or {}).get("nodeName")], 120)
         self.kc.create(PYTORCHJOBS, pytorchjob("a", self.qa, workers, (2, workers)), self.ns)
-        wait_until(f"A runs {workers} workers", lambda: len(self.running("a")) >= workers, timeout)
+        try:
+            wait_until(f"A runs {workers} workers", lambda: len(self.running("a")) >= workers, timeout)
+        except AssertionError as exc:  # flaky in CI twice on 2026-11-27: say what A's pods were doing
+            pods = [(q["metadata"]["name"], (q.get("status") or {}).get("phase"), (q.get("spec") or {}).get("nodeName"),
+                     [g.get("name") for g in (q.get("spec") or {}).get("schedulingGates") or []],
+                     sorted((q["metadata"].get("annotations") or {}).keys())) for q in self.pods("a")]
+            raise AssertionError(f"{exc}; A's pods (name, phase, node, gates, annotations): {pods}") from exc
 
     def start_b(self) -> float:
         self._seen = {p["metadata"]["uid"]: p["metadata"]["name"] for p in self.pods("a")}
