@@ -298,9 +298,12 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
             before = container_restarts(core, ns, job)
             evict(core, ns, victim)
             say(f"evicted {victim} through the Eviction API (not our agent)")
-            wait_until("the job trains again", lambda: finished() or (
-                current_world(progress(shared, job)) > 0 and len(scale_events(progress(shared, job))) >= 1
-                and scale_events(progress(shared, job))[-1]["stallSeconds"] is not None), 900, interval=1)
+
+            def trains_again() -> bool:  # the restart's first step is in the log (one read per poll)
+                events = scale_events(progress(shared, job))
+                return bool(events) and events[-1]["stallSeconds"] is not None
+
+            wait_until("the job trains again", lambda: bool(finished()) or trains_again(), 900, interval=1)
             direct = {"evicted": victim, "containerRestartsBefore": before}
         waiting: dict[str, dict[str, Any]] = {}  # gang -> its entry, while it waits
 
