@@ -228,18 +228,13 @@ _EXITS_ZERO = re.compile(r"\bexit(?:\s+0)?\s*(?:$|;|&&|\|\|)")
 
 def _sigterm_trap_exits_zero(obj: Mapping[str, Any]) -> bool:
     """Whether a Worker container's command traps SIGTERM with an action that exits 0."""
-    specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    for rtype, rspec in specs.items() if isinstance(specs, Mapping) else ():
-        if str(rtype).lower() != "worker" or not isinstance(rspec, Mapping):
+    for c in _worker_pod_spec(obj).get("containers") or []:
+        if not isinstance(c, Mapping):
             continue
-        pod_spec = (rspec.get("template") or {}).get("spec") or {}
-        for c in pod_spec.get("containers") or [] if isinstance(pod_spec, Mapping) else []:
-            if not isinstance(c, Mapping):
-                continue
-            words = [w for key in ("command", "args") for w in (c.get(key) or []) if isinstance(w, str)]
-            for m in _TRAP.finditer(" ".join(words)):
-                if _EXITS_ZERO.search(m.group("action").strip()):
-                    return True
+        words = [w for key in ("command", "args") for w in (c.get(key) or []) if isinstance(w, str)]
+        for m in _TRAP.finditer(" ".join(words)):
+            if _EXITS_ZERO.search(m.group("action").strip()):
+                return True
     return False
 
 
@@ -262,14 +257,21 @@ def contract_verdict(obj: Mapping[str, Any], job: JobView, plan: PodGroupPlan, c
 
 def worker_grace_seconds(obj: Mapping[str, Any]) -> int:
     """The Worker pods' terminationGracePeriodSeconds (the kubelet's default when unset)."""
+    pod_spec = _worker_pod_spec(obj)
+    value = pod_spec.get("terminationGracePeriodSeconds")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return DEFAULT_GRACE_SECONDS
+
+
+def _worker_pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Worker replica's pod spec ({} when there is none or it is not a mapping)."""
     specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
     for rtype, rspec in specs.items() if isinstance(specs, Mapping) else ():
         if str(rtype).lower() == "worker" and isinstance(rspec, Mapping):
             pod_spec = (rspec.get("template") or {}).get("spec") or {}
-            value = pod_spec.get("terminationGracePeriodSeconds") if isinstance(pod_spec, Mapping) else None
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                return value
-    return DEFAULT_GRACE_SECONDS
+            return pod_spec if isinstance(pod_spec, Mapping) else {}
+    return {}
 
 
 def notice_warning(obj: Mapping[str, Any], job: JobView, plan: PodGroupPlan, cfg: ElasticConfig) -> str:
