@@ -95,6 +95,7 @@ def bring_up(name: str | None) -> tuple[Box, bool]:
 
 NOTICE_QUEUE = "train-notice"  # the queue whose victims get a notice (noticeSeconds from install())
 NOTICE_SECONDS = 30
+STEP_SECONDS = 0.25  # the training script's simulated compute per step (was 0.1: a fast run ended before it grew)
 
 
 def install(b: Box, notice_seconds: int = NOTICE_SECONDS) -> None:
@@ -111,7 +112,8 @@ def install(b: Box, notice_seconds: int = NOTICE_SECONDS) -> None:
 
 
 # ---------------------------------------------------------------------------- the job
-def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: Path, baseline: bool) -> dict[str, Any]:
+def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: Path, baseline: bool,
+                 step_seconds: float) -> dict[str, Any]:
     env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     if baseline:  # torchrun itself; Debian's torch 1.13 torchrun fails at --redirects/--tee 0 on Python 3.11
         env += [{"name": "VOLCANO_ELASTIC_RDZV", "value": "off"}, {"name": "PET_REDIRECTS", "value": "1"},
@@ -122,7 +124,7 @@ def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: P
         "containers": [{
             "name": "pytorch", "image": image.TRAIN_IMAGE, "imagePullPolicy": "Never",
             "command": ["python3", "-m", "volcano_elastic_job.run", "/scripts/elastic_train.py",
-                        "--steps", str(steps), "--dir", f"/shared/{name}", "--step-seconds", "0.1"],
+                        "--steps", str(steps), "--dir", f"/shared/{name}", "--step-seconds", str(step_seconds)],
             "env": env,
             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
                           "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "memory": "2Gi"}},
@@ -254,7 +256,7 @@ def container_restarts(core: Any, ns: str, job: str) -> dict[str, int]:
 
 
 def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: int, baseline: bool,
-        shared_root: Path, evict_directly: bool = False) -> dict[str, Any]:
+        shared_root: Path, evict_directly: bool = False, step_seconds: float = 0.0) -> dict[str, Any]:
     """The scenario: the job starts at min and takes its elastic workers, then `gangs` gangs come one
     after another (each waits until it runs, or until the job ends when the job may not be shrunk:
     its restart budget spent); the job grows back after each gang it gave way to. `notice_seconds`:
@@ -262,7 +264,10 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     this many seconds; 0: another queue, no notice). `evict_directly`: no gang; the
     job's highest worker is evicted through the Eviction API by this script (not our agent), the
     way a node drain or another scheduler would: with `max_restarts` 0 the survivors' torchrun has no
-    restart left, and the container's restartPolicy decides."""
+    restart left, and the container's restartPolicy decides. `step_seconds`: the simulated compute of a
+    step (STEP_SECONDS when 0): the run's length is then mostly that sleep, not this machine's speed,
+    and must outlast two cooldowns and a gang for the job to grow back (CI once ended it first)."""
+    step_seconds = step_seconds or STEP_SECONDS
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
     api = client.ApiClient(cfg)
@@ -281,7 +286,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     try:
         t0 = time.monotonic()
         objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
-                                             training_job(job, qa, steps, max_restarts, shared, baseline))
+                                             training_job(job, qa, steps, max_restarts, shared, baseline, step_seconds))
         say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, queue {qa}, "
             f"{'plain torchrun (baseline)' if baseline else 'the kit'}")
         wait_until("the job trains at 4 workers", lambda: current_world(progress(shared, job)) == 4, 300, interval=1)
@@ -309,7 +314,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
 
         def submit(g: str) -> None:
             objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs", gang_job(g, qb))
-            waiting[g] = {"gang": g, "t": time.monotonic(), "decisionWhileWaiting": ""}
+            waiting[g] = {"gang": g, "t": time.monotonic(), "decisionWhileWaiting": "", "decisionsWhileWaiting": []}
 
         def poll_gangs() -> bool:
             """Record each waiting gang's decision; move those that run to gang_log. True once none waits."""
@@ -322,12 +327,15 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
                         f"the job trains at {current_world(progress(shared, job))}"
                     say(f"{g} runs after {gang_log[-1]['waitSeconds']}s; {now_at}")
                     del waiting[g]
-                else:
-                    entry["decisionWhileWaiting"] = pod_decision(objs, ns, g) or entry["decisionWhileWaiting"]
+                else:  # every distinct decision, in order: the last one may be about the job's end
+                    decision = pod_decision(objs, ns, g)
+                    if decision and decision not in entry["decisionsWhileWaiting"]:
+                        entry["decisionsWhileWaiting"].append(decision)
+                    entry["decisionWhileWaiting"] = decision or entry["decisionWhileWaiting"]
             return not waiting
 
         def budget_spent(g: str) -> bool:
-            return g in waiting and BUDGET_SPENT in waiting[g]["decisionWhileWaiting"]
+            return g in waiting and any(BUDGET_SPENT in d for d in waiting[g]["decisionsWhileWaiting"])
 
         for k in range(gangs):
             g = f"gang-{k}"
@@ -355,7 +363,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
                       if GATE in [g.name for g in p.spec.scheduling_gates or []]]
         result = {
             "succeeded": state == "Succeeded", "state": state, "stepsTarget": steps, "stepsDone": done,
-            "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts,
+            "baseline": baseline, "gangs": gangs, "maxRestarts": max_restarts, "stepSeconds": step_seconds,
             "noticeSeconds": notice_seconds, "queue": qa,
             "torch": "Debian bookworm python3-torch 1.13.1 (CPU)", "seconds": round(time.monotonic() - t0, 1),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -378,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="JSON result file")
     ap.add_argument("--baseline", action="store_true", help="plain torchrun (no kit rendezvous)")
     ap.add_argument("--gangs", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=400, help="training steps (about 0.13 s each at 4 workers)")
+    ap.add_argument("--steps", type=int, default=500, help="training steps")
+    ap.add_argument("--step-seconds", type=float, default=STEP_SECONDS,
+                    help="simulated compute per step (a step takes this plus about 0.03-0.14 s here); the run "
+                         "must outlast two cooldowns and a gang to grow back")
     ap.add_argument("--max-restarts", type=int, default=10)
     ap.add_argument("--notice-seconds", type=int, default=0,
                     help=f"run the job in queue {NOTICE_QUEUE}, whose victims get this notice (0: no notice; "
@@ -397,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_installed(b, core)
         result = run(b, steps=a.steps, gangs=0 if a.evict_directly else a.gangs, max_restarts=a.max_restarts,
                      notice_seconds=a.notice_seconds, baseline=a.baseline, shared_root=b.dir / "shared",
-                     evict_directly=a.evict_directly)
+                     evict_directly=a.evict_directly, step_seconds=a.step_seconds)
     finally:
         if started and not a.keep_box:
             b.down(quiet=True)

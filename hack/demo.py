@@ -359,7 +359,7 @@ def real_training_blockers(problems: Sequence[str], boxes: Sequence[str], real_b
 
 def run_bench(out_json: Path) -> tuple[int, str]:
     """bench/real_training.py --out OUT_JSON, its progress lines shown as they come; (exit code, last lines)."""
-    cmd = [sys.executable, str(REAL_TRAINING), "--out", str(out_json), "--steps", "600"]  # long enough to grow back
+    cmd = [sys.executable, str(REAL_TRAINING), "--out", str(out_json), "--steps", "500"]  # grows back
     say("$ " + " ".join([Path(cmd[0]).name, *[os.path.relpath(c, REPO) if c.startswith(str(REPO)) else c
                                                for c in cmd[1:]]]))
     tail: collections.deque[str] = collections.deque(maxlen=8)

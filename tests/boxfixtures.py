@@ -251,21 +251,36 @@ def namespace(request: pytest.FixtureRequest, kube: Callable[[type], Any]) -> It
             raise
 
 
+# Lines of each of a failed test's own processes' logs printed with its report (the box, and so the
+# logs, are gone when CI reports).
+FAILED_LOG_LINES = 120
+
+
 @pytest.fixture
-def box_process(box: Box) -> Iterator[Callable[..., Proc]]:
+def box_process(box: Box, request: pytest.FixtureRequest) -> Iterator[Callable[..., Proc]]:
     """Start our own processes against the box: box_process("agent", [sys.executable, "-m",
     "elastic_controller", "controller"]) -> Proc (pid, log). KUBECONFIG is set; the log is
-    <box>/logs/<name>.log; the process group is stopped after the test."""
-    started: list[str] = []
+    <box>/logs/<name>.log; the process group is stopped after the test. When the test failed, the
+    last lines of each log are printed (pytest shows them under "Captured stdout teardown")."""
+    started: list[Proc] = []
+    failed_before = request.session.testsfailed
 
     def start(name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
-        unique = f"{name}-{uuid.uuid4().hex[:4]}"
-        started.append(unique)
-        return box.spawn(unique, argv, env)
+        proc = box.spawn(f"{name}-{uuid.uuid4().hex[:4]}", argv, env)
+        started.append(proc)
+        return proc
 
     yield start
-    for n in reversed(started):
-        box.stop(n)
+    for proc in reversed(started):
+        box.stop(proc.name)
+    if request.session.testsfailed > failed_before:
+        for proc in started:
+            try:
+                lines = Path(proc.log).read_text(errors="replace").splitlines()[-FAILED_LOG_LINES:]
+            except OSError as exc:
+                lines = [f"(no log: {exc})"]
+            print(f"----- {proc.name}: the last {len(lines)} lines of {proc.log}")
+            print("\n".join(lines))
 
 
 @pytest.fixture

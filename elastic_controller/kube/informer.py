@@ -39,6 +39,9 @@ def object_key(obj: dict[str, Any]) -> str:
     return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
 
 
+# Deleted keys remembered between lists (``Informer.put``); a relist forgets them all.
+MAX_TOMBSTONES = 10_000
+
 # A watch that ran at least this long and ended before its timeoutSeconds was cut by the server.
 EARLY_END_MIN_SECONDS = 1.0
 
@@ -67,6 +70,13 @@ class Informer:
         self._on_recovered = on_recovered
         self.stale_since: float | None = None  # monotonic time of the first failure since the last list
         self._objects: dict[str, dict[str, Any]] = {}
+        # What ``put`` must not bring back: deleted keys -> the resourceVersion of their deletion (a
+        # watch DELETED), and the last list's resourceVersion (an object absent from it, at or below
+        # it, was deleted before the list). A write answer that lost the race with the object's
+        # deletion would otherwise live in the cache until the next relist (a ghost pod holding a
+        # node's room in every plan).
+        self._gone: dict[str, int] = {}
+        self._list_rv = -1
         self._lock = threading.RLock()
         self._handlers: list[Handler] = []
         self._stop = threading.Event()
@@ -92,11 +102,15 @@ class Informer:
         self._handlers.append(handler)
 
     def put(self, obj: dict[str, Any]) -> None:
-        """Write-through: a server answer newer than what the watch has delivered so far."""
+        """Write-through: a server answer newer than what the watch has delivered so far (never one
+        older than the object's deletion: that answer lost a race with the watch)."""
         key = object_key(obj)
+        rv = _rv(obj)
         with self._lock:
             old = self._objects.get(key)
-            if old is not None and _rv(old) >= _rv(obj):
+            if old is not None and _rv(old) >= rv:
+                return
+            if old is None and 0 <= rv <= max(self._list_rv, self._gone.get(key, -1)):
                 return
             self._objects[key] = obj
 
@@ -138,6 +152,8 @@ class Informer:
         with self._lock:
             old = self._objects
             self._objects = fresh
+            self._list_rv = int(rv) if rv.isdigit() else -1
+            self._gone.clear()  # the list's resourceVersion covers every deletion before it
         self.resource_version = rv
         for key, obj in old.items():
             if key not in fresh:
@@ -173,6 +189,9 @@ class Informer:
         with self._lock:
             if kind == "DELETED":
                 self._objects.pop(key, None)
+                self._gone[key] = max(_rv(obj), self._gone.pop(key, -1))
+                if len(self._gone) > MAX_TOMBSTONES:  # the oldest first (insertion order)
+                    del self._gone[next(iter(self._gone))]
             elif kind in ("ADDED", "MODIFIED"):
                 old = self._objects.get(key)
                 if old is None or _rv(old) <= _rv(obj) or _rv(obj) < 0:

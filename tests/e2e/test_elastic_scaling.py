@@ -136,7 +136,11 @@ class Scenario:
             pods = [(q["metadata"]["name"], (q.get("status") or {}).get("phase"), (q.get("spec") or {}).get("nodeName"),
                      [g.get("name") for g in (q.get("spec") or {}).get("schedulingGates") or []],
                      sorted((q["metadata"].get("annotations") or {}).keys())) for q in self.pods("a")]
-            raise AssertionError(f"{exc}; A's pods (name, phase, node, gates, annotations): {pods}") from exc
+            others = [(f"{q['metadata']['namespace']}/{q['metadata']['name']}", (q.get("status") or {}).get("phase"),
+                       q["spec"]["nodeName"]) for q in self.kc.list(PODS)[0]
+                      if q["metadata"]["namespace"] != self.ns and (q.get("spec") or {}).get("nodeName")]
+            raise AssertionError(f"{exc}; A's pods (name, phase, node, gates, annotations): {pods}; other pods on "
+                                 f"nodes: {others}") from exc
 
     def start_b(self) -> float:
         self._seen = {p["metadata"]["uid"]: p["metadata"]["name"] for p in self.pods("a")}

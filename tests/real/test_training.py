@@ -53,7 +53,7 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_elastic_torchrun_job_shrinks_for_a_gang_grows_back_and_succeeds(installed: Any) -> None:
-    result = rt.run(installed, steps=400, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
+    result = rt.run(installed, steps=500, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
                     shared_root=installed.dir / "shared")
     s = summary(result)
     assert result["succeeded"], s
@@ -80,9 +80,9 @@ def test_with_a_notice_nothing_is_redone_and_a_small_restart_budget_outlives_thr
     assert max(e["restartBudgetUsed"] for e in result["events"]) < result["maxRestarts"], s
     first, *later = result["gangRuns"]
     assert not first["afterTheJobEnded"], s  # the job gave way once
-    for g in later:  # then no more: the gangs waited for the job, and said why
-        assert g["afterTheJobEnded"], s
-        assert "restart budget spent" in g["decisionWhileWaiting"], s
+    for g in later:  # then no more: the gangs waited for the job, and said why (once the job ended, the
+        assert g["afterTheJobEnded"], s  # last reason may be about its leftover pods: CI saw "no PodGroup")
+        assert any("restart budget spent" in d for d in g["decisionsWhileWaiting"]), s
     assert not result["gatedLeft"]
 
 

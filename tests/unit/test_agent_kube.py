@@ -106,6 +106,23 @@ def test_write_through_never_goes_back_in_time() -> None:
     assert inf.get("ns/g")["metadata"]["resourceVersion"] == "10"  # type: ignore[index]
 
 
+def test_write_through_never_brings_back_a_deleted_object() -> None:
+    """A patch's answer that arrives after the watch delivered the pod's deletion (or an answer older
+    than the last list, which no longer had the pod) is dropped: it would haunt the cache until the
+    next relist. A newer object of the same name (recreated) is taken."""
+    inf = Informer(Script([[]], []), PODS)
+    inf.relist()  # the list's resourceVersion: 1
+    inf.run_once([{"type": "ADDED", "object": obj("p", 10)}, {"type": "DELETED", "object": obj("p", 12)}])
+    inf.put(obj("p", 11))
+    assert inf.get("ns/p") is None
+    inf.put(obj("q", 1))  # absent from the list at version 1: deleted before it
+    assert inf.get("ns/q") is None
+    inf.put(obj("p", 13))  # created again after the deletion
+    assert inf.get("ns/p") is not None
+    inf.put(obj("r", 2))  # created after the list
+    assert inf.get("ns/r") is not None
+
+
 @pytest.mark.parametrize(("status", "body", "cls"), [
     (409, '{"reason": "AlreadyExists", "message": "exists"}', AlreadyExistsError),
     (409, '{"reason": "Conflict"}', ConflictError),
