@@ -48,6 +48,7 @@ if str(ROOT) not in sys.path:
 from kubernetes import client, config  # noqa: E402
 
 from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
+from hack import training_plot  # noqa: E402
 from hack.localbox import Box, BoxOptions, image, realnode  # noqa: E402
 from tests.real.test_install import (  # noqa: E402
     CHART,
@@ -181,41 +182,26 @@ def current_world(log: list[dict[str, Any]]) -> int:
 
 def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One event per restart of the training processes after the first start (torchrun restarts every
-    worker at each membership change): the world size before and after, the stall (the last training
-    step before it to the first step after it: None when another restart came first), the steps
-    done again after resuming from the checkpoint, and
-    the restart count torchelastic reports after it. A shrink and a regrow with no step between
-    (plain torchrun still in its rendezvous when the evicted workers come back) are two events, the
-    first with no step at its size."""
+    worker at each membership change), as `hack/training_plot.parse` reads the log: the world size
+    before and after, the stall (the last training step before it to the first step after it: None
+    when another restart came first), the steps done again after resuming from the checkpoint, the
+    restart count torchelastic reports after it, and the stall split into restart (the new processes'
+    start to their first step) and wait. A shrink and a regrow with no step between (plain torchrun
+    still in its rendezvous when the evicted workers come back) are two events, the first with no step
+    at its size. No event before the log's first training step."""
+    try:
+        run = training_plot.parse(log, {})
+    except training_plot.PlotError:
+        return []
     events: list[dict[str, Any]] = []
-    last_step: dict[str, Any] | None = None
-    world: int | None = None
-    since = 0.0
-    for r in log:
-        if r.get("event") == "start":
-            if world is not None:
-                events.append({
-                    "kind": "grow" if r["world"] > world else "shrink" if r["world"] < world else "restart",
-                    "fromWorkers": world, "toWorkers": r["world"], "stallSeconds": None,
-                    "stepsRedone": max(0, int(last_step["step"]) - int(r["from"])) if last_step else 0,
-                    "restartBudgetUsed": int(r.get("restart", 0)), "_since": since, "_spawned": r.get("spawned"),
-                })
-                last_step = None
-            world = int(r["world"])
-            continue
-        if "step" not in r or "event" in r:
-            continue
-        if events and events[-1]["stallSeconds"] is None and last_step is None:
-            e = events[-1]
-            e["stallSeconds"] = round(r["t"] - e["_since"], 2)
-            if e["_spawned"] is not None:  # the new processes' start to their first step; the rest is waiting
-                e["restartSeconds"] = round(r["t"] - e["_spawned"], 2)
-                e["waitSeconds"] = round(e["stallSeconds"] - e["restartSeconds"], 2)
-        last_step = r
-        since = r["t"]
-    for e in events:
-        e.pop("_since")
-        e.pop("_spawned")
+    for e in run.events:
+        out: dict[str, Any] = {"kind": e.kind, "fromWorkers": e.from_workers, "toWorkers": e.to_workers,
+                               "stallSeconds": e.stall_seconds, "stepsRedone": e.steps_redone,
+                               "restartBudgetUsed": e.restart_budget_used}
+        if e.stall_seconds is not None and e.restart_seconds is not None:
+            out["restartSeconds"] = e.restart_seconds
+            out["waitSeconds"] = round(e.stall_seconds - e.restart_seconds, 2)
+        events.append(out)
     return events
 
 

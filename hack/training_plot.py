@@ -63,6 +63,14 @@ class ScaleEvent:
     resumed_from: int
     steps_redone: int
     restart_budget_used: int
+    spawned_t: float | None = None  # the new processes' start (the start record's `spawned`), if logged
+
+    @property
+    def restart_seconds(self) -> float | None:
+        """The new processes' start to their first step; the rest of the stall is waiting."""
+        if self.spawned_t is None or self.first_step_t is None:
+            return None
+        return round(self.first_step_t - self.spawned_t, 2)
 
 
 @dataclass
@@ -134,7 +142,8 @@ def parse(log: Sequence[Any], meta: dict[str, Any]) -> Run:
                     kind=kind, from_workers=world, to_workers=new, t_start=t,
                     last_step_t=before.t if before else None, first_step_t=None, stall_seconds=None,
                     resumed_from=resumed, steps_redone=max(0, last_step.step - resumed) if last_step else 0,
-                    restart_budget_used=int(r.get("restart", 0))))
+                    restart_budget_used=int(r.get("restart", 0)),
+                    spawned_t=float(r["spawned"]) - t0 if isinstance(r.get("spawned"), int | float) else None))
             world = new
             last_step = None
         elif r.get("event") == "checkpoint" and "step" in r:

@@ -101,8 +101,9 @@ def test_the_recorded_run_gives_the_events_bench_real_training_recorded() -> Non
     assert doc["events"], "the recorded run has scale events"
     got = [{"kind": e.kind, "fromWorkers": e.from_workers, "toWorkers": e.to_workers,
             "stallSeconds": e.stall_seconds, "stepsRedone": e.steps_redone,
-            "restartBudgetUsed": e.restart_budget_used} for e in run.events]
-    assert got == [{k: e[k] for k in got[0]} for e in doc["events"]]  # the bench's restart/wait split aside
+            "restartBudgetUsed": e.restart_budget_used, "restartSeconds": e.restart_seconds} for e in run.events]
+    assert got == [{k: e[k] for k in got[0]} for e in doc["events"]]
+    assert all(e.restart_seconds is not None and 0 < e.restart_seconds < (e.stall_seconds or 0) for e in run.events)
 
 
 @pytest.mark.parametrize("source", ["synthetic", "recorded"])
