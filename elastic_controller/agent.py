@@ -388,8 +388,21 @@ class Agent:
         if res is PODS:
             if kind == "DELETED" or not (obj.get("spec") or {}).get("nodeName"):
                 self._wake.set()
-        elif res in (PODGROUPS, NODES) and kind != "MODIFIED":
+            elif self._awaiting_checkpoint(obj):
+                # A job under notice checkpointed: its victims are due now, and the whole job is
+                # stalled until they go (the kit holds the victim's rank): not one interval later.
+                self._wake.set()
+        elif (res in (PODGROUPS, NODES) and kind != "MODIFIED") or (
+                res is PYTORCHJOBS and self._awaiting_checkpoint(obj)):  # the job's own stamp counts too
             self._wake.set()
+
+    def _awaiting_checkpoint(self, obj: dict[str, Any]) -> bool:
+        """``obj`` (a pod or a PyTorchJob) carries a checkpoint stamp while notices are out (given or
+        pending at the last cycle)."""
+        last = self.last_report
+        if last is None or not (last.noticed or last.notices.pending):
+            return False
+        return keys.LAST_CHECKPOINT_TIME in ((obj.get("metadata") or {}).get("annotations") or {})
 
     def run(self, stop: threading.Event) -> None:
         interval = float(self.cfg.agent.intervalSeconds)

@@ -135,6 +135,27 @@ def test_a_newer_checkpoint_ends_the_notice_early() -> None:
     assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
 
 
+def test_a_checkpoint_under_notice_wakes_the_loop_at_once() -> None:
+    """The job is stalled from its notice checkpoint until the victims go (the kit holds the victim's
+    rank): the stamp wakes the agent's loop instead of waiting out ``intervalSeconds`` (5 s default).
+    Without notices out, a checkpoint wakes nothing."""
+    kube, agent, _ = make()
+    stamped = {"metadata": {"annotations": {keys.LAST_CHECKPOINT_TIME: b.ts(b.NOW)}}}
+    agent.run_cycle()  # B has starved for 10 min: the first cycle gives A's victims their notice
+    assert agent.last_report is not None and agent.last_report.noticed
+    for res, name in ((PODS, "a-worker-0"), (PYTORCHJOBS, "a")):
+        agent._wake.clear()
+        agent.on_event(res, "MODIFIED", kube.patch(res, name, stamped, "team-a"))
+        assert agent._wake.is_set(), res.plural
+    quiet, agent2, _ = make(parse_config({}))  # no notices: A's workers are evicted at once
+    agent2.run_cycle()
+    assert agent2.last_report is not None and not agent2.last_report.noticed
+    agent2.run_cycle()  # nothing pending either
+    agent2._wake.clear()
+    agent2.on_event(PODS, "MODIFIED", quiet.patch(PODS, "a-worker-0", stamped, "team-a"))
+    assert not agent2._wake.is_set()
+
+
 def test_an_older_checkpoint_or_a_pushed_back_deadline_never_shortens_nor_lengthens_it() -> None:
     kube, agent, clock = make()
     noticed(kube, agent)
