@@ -242,7 +242,7 @@ def container_restarts(core: Any, ns: str, job: str) -> dict[str, int]:
 
 
 def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: int, baseline: bool,
-        shared_root: Path, evict_directly: bool = False, step_seconds: float = 0.0) -> dict[str, Any]:
+        shared_root: Path, evict_directly: bool = False, step_seconds: float = STEP_SECONDS) -> dict[str, Any]:
     """The scenario: the job starts at min and takes its elastic workers, then `gangs` gangs come one
     after another (each waits until it runs, or until the job ends when the job may not be shrunk:
     its restart budget spent); the job grows back after each gang it gave way to. `notice_seconds`:
@@ -251,9 +251,8 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     job's highest worker is evicted through the Eviction API by this script (not our agent), the
     way a node drain or another scheduler would: with `max_restarts` 0 the survivors' torchrun has no
     restart left, and the container's restartPolicy decides. `step_seconds`: the simulated compute of a
-    step (STEP_SECONDS when 0): the run's length is then mostly that sleep, not this machine's speed,
+    step: the run's length is then mostly that sleep, not this machine's speed,
     and must outlast two cooldowns and a gang for the job to grow back (CI once ended it first)."""
-    step_seconds = step_seconds or STEP_SECONDS
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
     api = client.ApiClient(cfg)
