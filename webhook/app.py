@@ -140,6 +140,36 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(_encode(body), status=status, mimetype="application/json")
 
 
+SELF_CHECK_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "healthz-worker-1", "namespace": "healthz", "labels": {
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/job-name": "healthz",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "1"}},
+    "spec": {"containers": [{"name": "pytorch", "image": "pytorch",
+                             "env": [{"name": "PET_NNODES", "value": "1:2"}]}]},
+}
+
+
+def self_check(cfg: ElasticConfig, stats: WebhookMetrics) -> list[str]:
+    """Why a review could not be answered now (empty when it can): a canned pod review runs
+    through the real review path, and the metrics it would write must be writable."""
+    problems = list(stats.problems())
+    doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "healthz", "operation": "CREATE", "namespace": "healthz",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "object": SELF_CHECK_POD}}
+    try:
+        outcome = review_pod(doc, cfg)
+        if outcome.response.get("response", {}).get("uid") != "healthz":
+            problems.append("the self-check review answered without its uid")
+    except Exception as exc:  # reported, not raised
+        problems.append(f"the self-check review failed: {type(exc).__name__}: {exc}")
+    return problems
+
+
 def create_app(cfg: ElasticConfig, metrics: WebhookMetrics | None = None) -> Flask:
     app = Flask("webhook")
     stats = metrics if metrics is not None else WebhookMetrics()
@@ -147,10 +177,16 @@ def create_app(cfg: ElasticConfig, metrics: WebhookMetrics | None = None) -> Fla
 
     @app.get("/healthz")
     def healthz() -> Response:
+        problems = self_check(cfg, stats)
+        if problems:
+            return _json({"status": "unhealthy", "problems": problems}, 500)
         return _json({"status": "ok"})
 
     @app.get("/readyz")
     def readyz() -> Response:
+        problems = self_check(cfg, stats)
+        if problems:  # no traffic to a replica that cannot answer reviews
+            return _json({"status": "unready", "problems": problems}, 500)
         return _json({"status": "ready"})
 
     @app.get("/metrics")

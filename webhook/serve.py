@@ -94,8 +94,14 @@ def run(args: argparse.Namespace) -> int:
         max_pending=args.max_pending,
         max_client_pending=args.max_client_pending,
     )
+    arbiter_pid = os.getpid()
     try:
         WebhookApplication(cfg, gunicorn_settings(opts)).run()
     finally:
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        # gunicorn forks its workers inside run(): a worker that exits (SIGTERM alone, an abort after
+        # a WORKER TIMEOUT) unwinds through this same frame. Only the arbiter, at its own exit, owns
+        # the directory; a worker's exit is marked dead by the arbiter's child_exit hook. Deleting it
+        # from a worker made every later review fail (issue 36, F1).
+        if os.getpid() == arbiter_pid:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
