@@ -26,7 +26,7 @@ from .execute.gauges import cycle_state
 from .execute.notices import act_on_notices
 from .execute.plan import execute_plan
 from .execute.resume import check_records, resume_interrupted
-from .execute.stamps import Preemptions, repair_stamps
+from .execute.stamps import Preemptions, check_job_copies, repair_stamps
 from .kube.api import KubeAPI
 from .kube.caches import Store
 from .kube.clock import SKEW_WARN_SECONDS, ServerClock
@@ -258,6 +258,7 @@ class Agent:
         ex = self.executor
         try:
             repaired = repair_stamps(ex, snapshot, now) if not self.dry_run else 0
+            repaired += len(check_job_copies(ex, snapshot)) if not self.dry_run else 0
             report.preemptions = self.preemptions.count(ex, snapshot, now)
             resume_interrupted(ex, snapshot, now, report)
             acted = act_on_notices(ex, snapshot, now, report)

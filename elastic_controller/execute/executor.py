@@ -289,13 +289,15 @@ class Executor:
         removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
         which a PodGroup deleted by hand does not take along.
 
-        A scale-down also counts one of torchrun's restarts (``restarts-used``, policy/budget.py) in
-        the same writes: ``ours`` gains the count written, so that ``restore_pg`` can take it back."""
+        A plan's scale-down (one with a scale record) counts its restart only once it happened
+        (``count_restart``); a down stamp without a record (Volcano's preemption, which happened)
+        counts one of torchrun's restarts (``restarts-used``, policy/budget.py) in the same writes:
+        ``ours`` gains the count written, so that ``restore_pg`` can take it back."""
         ns, name = split(key)
         job = self.store.get(PYTORCHJOBS, name, ns)
-        if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and keys.RESTARTS_USED not in ours:
-            job_ann = ((job or {}).get("metadata") or {}).get("annotations") or {}
-            ours[keys.RESTARTS_USED] = next_count(self.pg_annotations(key), job_ann)
+        if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and keys.RESTARTS_USED not in ours \
+                and not ours.get(keys.SCALE_RECORD):
+            ours[keys.RESTARTS_USED] = next_count(self.pg_annotations(key))
         self.patch_pg(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)})
         self.fault("podgroup-stamped")
         if job is None:
@@ -384,6 +386,54 @@ class Executor:
             self.store.put(res, out)
             return True
         return None
+
+    def count_restart(self, key: str, rec: ScaleRecord) -> bool:
+        """One of torchrun's restarts used, now that a victim of ``rec`` (a down record) was evicted
+        or left: ``restarts-used`` + 1 on the PodGroup, marked ``restart-counted: <record id>``, only
+        while the PodGroup still carries that record and has not counted it (compare-and-swap on
+        its resourceVersion), then the copy on the PyTorchJob. True when counted now."""
+        ns, name = split(key)
+        for _ in range(3):
+            try:
+                live = self.api.get(PODGROUPS, name, ns)
+            except NotFoundError:
+                return False
+            meta = live.get("metadata") or {}
+            ann = meta.get("annotations") or {}
+            now_rec = parse_record(ann.get(keys.SCALE_RECORD))
+            if now_rec is None or now_rec.id != rec.id or ann.get(keys.RESTART_COUNTED) == rec.id:
+                return False
+            used = next_count(ann)
+            self.fence(f"count restart {key}")
+            try:
+                out = self.api.patch(PODGROUPS, name, {"metadata": {
+                    "resourceVersion": str(meta.get("resourceVersion") or ""),
+                    "annotations": {keys.RESTARTS_USED: used, keys.RESTART_COUNTED: rec.id}}}, ns)
+            except ConflictError:
+                continue
+            self.store.put(PODGROUPS, out)
+            log.info("restart counted", extra={"job": key, "restartsUsed": used, "record": rec.id})
+            if self.store.get(PYTORCHJOBS, name, ns) is not None:
+                self.fence(f"patch pytorchjob {key}")
+                try:
+                    job = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": {keys.RESTARTS_USED: used}}},
+                                         ns)
+                    self.store.put(PYTORCHJOBS, job)
+                except KubeError as exc:  # the copy is for people; the PodGroup's count is the one read
+                    log.warning("restart count copy not written on the job", extra={"job": key, "error": str(exc)})
+            return True
+        return False
+
+    def count_restarts_of(self, gang: str, jobs: Iterable[str]) -> None:
+        """``count_restart`` for each of ``jobs`` whose current record is a down record for ``gang``."""
+        for j in sorted(set(jobs)):
+            rec = parse_record(self.pg_annotations(j).get(keys.SCALE_RECORD))
+            if rec is None or rec.gang != gang or rec.path not in ("evict", "notice"):
+                continue
+            try:
+                self.count_restart(j, rec)
+            except KubeError as exc:  # the next cycle's check_records counts it
+                log.warning("restart not counted this cycle", extra={"job": j, "error": str(exc)})
 
     def saw_writer(self, rec: ScaleRecord, where: str) -> bool:
         """A scale record by another identity, written after this agent's first cycle: a second
@@ -483,3 +533,5 @@ class Executor:
                 self.recorder.emit(ref, "Normal", "ScaledDown",
                                    f"{n} elastic worker(s) evicted to make room for gang {gang}{how}; "
                                    f"cooldown starts now")
+        # after the Events (a crash here leaves the count to the next cycle's check_records)
+        self.count_restarts_of(gang, (job for job, _ in done))

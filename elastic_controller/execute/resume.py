@@ -127,7 +127,9 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
     RECORD_GRACE_SECONDS old: a down stamp (evictions, a notice) none of whose pods was evicted,
     is leaving or is under notice (a crash between the stamp and the notice, a notice withdrawn, an
     undo that never ran) is taken back to the stamp it replaced; a scale-up interrupted before its
-    last-decision said how many gates were lifted is told from the pods (none: taken back). Records
+    last-decision said how many gates were lifted is told from the pods (none: taken back). A down
+    record one of whose pods was evicted or is gone counts its restart (``Executor.count_restart``,
+    once per record: an eviction on notice, a pod gone by itself, a count missed by a crash). Records
     of another writer newer than our first cycle are said (``Executor.saw_writer``). Also writes
     nothing for a record it cannot read. True when anything was written."""
     if ex.started is None:
@@ -141,6 +143,12 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
         if rec is None or rec.at != pg.annotations.get(keys.LAST_SCALE_TIME) or not ex.ours(pg.key):
             continue  # no record, or one left behind by a stamp written without one
         ex.saw_writer(rec, pg.key)
+        if rec.path in ("evict", "notice") and pg.annotations.get(keys.RESTART_COUNTED) != rec.id and \
+                _restarted(rec, pods):
+            try:  # a victim evicted on notice, or gone by itself, or an eviction counted nowhere yet
+                wrote |= ex.count_restart(pg.key, rec)
+            except KubeError as exc:
+                log.warning("restart not counted; next cycle tries again", extra={"job": pg.key, "error": str(exc)})
         at = rec.time
         if at is None or (now - at).total_seconds() < RECORD_GRACE_SECONDS:
             continue
@@ -153,6 +161,16 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
         except KubeError as exc:
             log.warning("scale record not settled; next cycle tries again", extra={"job": pg.key, "error": str(exc)})
     return wrote
+
+
+def _restarted(rec: ScaleRecord, pods: dict[str, PodView]) -> bool:
+    """Whether one of a down record's pods was evicted or is gone or leaving: torchrun's workers
+    restarted (a notice merely given, or withdrawn, restarted nothing)."""
+    for key, uid in rec.pods.items():
+        p = pods.get(key)
+        if p is None or (uid and p.uid != uid) or p.deleting or p.terminal:
+            return True
+    return False
 
 
 def _acted(rec: ScaleRecord, pods: dict[str, PodView]) -> bool:

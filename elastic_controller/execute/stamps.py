@@ -15,20 +15,65 @@ from ..policy.parse import format_time, parse_time
 from .executor import Executor, log, split
 
 
+def _path(key: str) -> str:
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+# The job's copies of the PodGroup's record: its owner may write them (``edit``), we never read them.
+JOB_COPIES = (keys.RESTARTS_USED, keys.LAST_SCALE_TIME)
+
+
+def check_job_copies(ex: Executor, snapshot: Snapshot) -> list[str]:
+    """A PyTorchJob whose copy of ``restarts-used`` or ``last-scale-time`` differs from its PodGroup's
+    (issue 36, T3/T4: a tenant wrote 99, garbage or 2099 on its own job) is read from the PodGroup
+    anyway (policy/budget.py, policy/cooldowns.py); here the copy is set back to the PodGroup's value
+    (JSON patch ``test``: only while it still is the value seen) and a Warning Event
+    ``UntrustedJobAnnotation`` says so. Returns the jobs repaired (ns/name)."""
+    groups = {pg.key: pg for pg in snapshot.podgroups}
+    repaired: list[str] = []
+    for job in snapshot.jobs:
+        pg = groups.get(job.key)
+        if pg is None or pg.labels.get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
+            continue
+        ops: list[dict[str, Any]] = []
+        said: list[str] = []
+        for key in JOB_COPIES:
+            theirs, ours = job.annotations.get(key), pg.annotations.get(key)
+            if theirs is None or theirs == ours:
+                continue
+            ops.append({"op": "test", "path": _path(key), "value": theirs})
+            ops.append({"op": "replace", "path": _path(key), "value": ours} if ours is not None else
+                       {"op": "remove", "path": _path(key)})
+            said.append(f"{key}={theirs[:40]!r} (the PodGroup says {ours or 'nothing'})")
+        if not ops:
+            continue
+        ex.fence(f"repair pytorchjob {job.key}")
+        try:
+            out = ex.api.patch(PYTORCHJOBS, job.name, ops, job.namespace, patch_type="json")
+        except KubeError as exc:  # changed since (a test failed), or gone: the next cycle looks again
+            log.info("job copy not repaired", extra={"job": job.key, "error": str(exc)})
+            continue
+        ex.store.put(PYTORCHJOBS, out)
+        repaired.append(job.key)
+        log.warning("job annotations differ from the PodGroup's record: not read, set back",
+                    extra={"job": job.key, "values": said})
+        ref = ex.job_ref(job.key)
+        if ref is not None:
+            ex.recorder.emit(ref, "Warning", "UntrustedJobAnnotation",
+                             "not read (the PodGroup's record is), set back to the PodGroup's: " + "; ".join(said))
+    return repaired
+
+
 def repair_stamps(ex: Executor, snapshot: Snapshot, now: datetime) -> int:
-    """An unreadable ``last-scale-time`` (PodGroup or job) counts as a scale event now: rewrite it
+    """An unreadable ``last-scale-time`` on a PodGroup counts as a scale event now: rewrite it
     as the time we first saw it (so the cooldown runs out one day) and say so with a Warning Event.
     Only while the bad value is still there (JSON patch ``test``). Returns how many were found."""
     bad: list[tuple[Resource, str, str]] = []
     for pg in snapshot.podgroups:
         if pg.last_scale_invalid and pg.labels.get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY:
             bad.append((PODGROUPS, pg.key, pg.annotations.get(keys.LAST_SCALE_TIME, "")))
-    for job in snapshot.jobs:
-        if job.last_scale_invalid:
-            raw = ((ex.store.get(PYTORCHJOBS, job.name, job.namespace) or {}).get("metadata") or {})
-            bad.append((PYTORCHJOBS, job.key, str((raw.get("annotations") or {}).get(keys.LAST_SCALE_TIME))))
     stamp = format_time(now)
-    path = "/metadata/annotations/" + keys.LAST_SCALE_TIME.replace("~", "~0").replace("/", "~1")
+    path = _path(keys.LAST_SCALE_TIME)
     for res, key, value in bad:
         ns, name = split(key)
         ex.fence(f"repair {res.plural} {key}")

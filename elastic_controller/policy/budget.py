@@ -10,8 +10,13 @@ lives: a regrow does not give restarts back (the survivors keep their count; the
 at 0, but the job's budget is the oldest agent's).
 
 So each shrink of ours uses one restart of the job. The agent counts them in
-``volcano-elastic.io/restarts-used`` (written with the cooldown stamp, on the PodGroup and the
-PyTorchJob; the larger of the two counts) and never shrinks a job that would be left with fewer
+``volcano-elastic.io/restarts-used`` once a restart really happened: when the first of a stamp's
+victims is evicted or leaves (``Executor.count_restart``, once per scale record, marked by
+``restart-counted``), not when the stamp is written, so a notice withdrawn, a plan undone or an
+interrupted plan dropped never counts (issue 36, F2). Volcano's own preemptions count at their
+stamp (they happened). The count is read from the PodGroup only: the PyTorchJob carries a copy for
+people, which its owner may write (issue 36, T3: ``99`` would make the job never a victim). The
+agent never shrinks a job that would be left with fewer
 than ``RESTART_RESERVE`` restarts: one is kept for a failure that is not ours (a node lost, a worker
 crash, an OOM), which we neither see nor count, so that it does not end the job.
 
@@ -64,13 +69,13 @@ def parse_used(raw: str | None) -> int | None:
 
 
 def restarts_used(pg: PodGroupView | None, job: JobView | None) -> int | None:
-    """Our shrinks counted on the job: the larger of the PodGroup's and the PyTorchJob's counts (a
-    PodGroup deleted by hand comes back without its annotations; the job keeps its copy). None when
-    either is unreadable."""
-    counts = [parse_used(obj.annotations.get(RESTARTS_USED)) for obj in (pg, job) if obj is not None]
-    if any(c is None for c in counts):
-        return None
-    return max((c for c in counts if c is not None), default=0)
+    """Our shrinks counted on the job: the PodGroup's count (0 without a PodGroup), None when it is
+    unreadable. ``job`` (the PyTorchJob, which its owner may write) is not read: a PodGroup
+    recreated by hand starts from 0 (docs/failure-model.md)."""
+    del job  # tenant-writable: never trusted for a decision about other tenants
+    if pg is None:
+        return 0
+    return parse_used(pg.annotations.get(RESTARTS_USED))
 
 
 def budget_of(pg: PodGroupView | None, job: JobView | None) -> RestartBudget | None:
@@ -82,16 +87,12 @@ def budget_of(pg: PodGroupView | None, job: JobView | None) -> RestartBudget | N
     return RestartBudget(restarts_used(pg, job), max_restarts)
 
 
-def next_count(pg_annotations: dict[str, str], job_annotations: dict[str, str] | None) -> str:
-    """The count to write with a scale-down's stamp: one more than the larger count on the PodGroup
-    and the PyTorchJob (an unreadable one counts as 0 here: the write repairs it; the policy read it
-    as spent, so no shrink of ours chose this job while it was unreadable)."""
-    used = 0
-    for ann in (pg_annotations, job_annotations or {}):
-        n = parse_used(ann.get(RESTARTS_USED))
-        if n is not None:
-            used = max(used, n)
-    return str(used + 1)
+def next_count(pg_annotations: dict[str, str], job_annotations: dict[str, str] | None = None) -> str:
+    """The count to write for one more restart: one more than the PodGroup's count (an unreadable
+    one counts as 0 here: the write repairs it). ``job_annotations`` are not read (tenant-writable)."""
+    del job_annotations
+    n = parse_used(pg_annotations.get(RESTARTS_USED))
+    return str((n or 0) + 1)
 
 
 def previous_count(written: str) -> str | None:

@@ -1,8 +1,12 @@
-"""Cooldowns and fulfillment: read from the PodGroup's and the PyTorchJob's annotations, time passed in.
+"""Cooldowns and fulfillment: read from the PodGroup's annotations, time passed in.
 
-The stamp is kept in both places: a PodGroup deleted by hand is recreated without annotations, and
-the job's copy keeps its cooldown. The later of the two counts. A stamp that is there but is no
-time (hand-edited, truncated) is read as a scale event now: the cooldown is in force, never lost.
+The stamp is written in two places, the PodGroup and a copy on the PyTorchJob, but only the
+PodGroup's is read for a decision: a tenant with the ``edit`` role writes its PyTorchJob's
+annotations (a ``last-scale-time`` of 2099 would keep its job in cooldown, never a victim, issue 36
+T4) but not its PodGroup (403). The job's copy is for people (``status``); one that disagrees is
+ignored and said (``execute/stamps.py: JobCopies``). A PodGroup recreated by hand starts without a
+cooldown (docs/failure-model.md). A PodGroup stamp that is there but is no time is read as a scale
+event now: the cooldown is in force, never lost.
 """
 
 from __future__ import annotations
@@ -15,17 +19,16 @@ from .settings import QueuePolicy
 
 def last_scale_time(pg: PodGroupView | None, job: JobView | None = None,
                     now: datetime | None = None) -> datetime | None:
-    """The job's last scale event: the later of the PodGroup's and the PyTorchJob's stamps; an
-    unreadable stamp counts as ``now`` (when given)."""
-    times = []
-    for obj in (pg, job):
-        if obj is None:
-            continue
-        if obj.last_scale is not None:
-            times.append(obj.last_scale)
-        elif obj.last_scale_invalid and now is not None:
-            times.append(now)
-    return max(times) if times else None
+    """The job's last scale event: the PodGroup's stamp; an unreadable stamp counts as ``now`` (when
+    given). ``job`` (the PyTorchJob, which its owner may write) is not read."""
+    del job  # tenant-writable: never trusted for a decision about other tenants
+    if pg is None:
+        return None
+    if pg.last_scale is not None:
+        return pg.last_scale
+    if pg.last_scale_invalid and now is not None:
+        return now
+    return None
 
 
 def cooldown_remaining(pg: PodGroupView | None, policy: QueuePolicy, now: datetime,

@@ -35,6 +35,9 @@ SCALE_RECORD = f"{PREFIX}/scale-record"
 # "N": how many of torchrun's restarts our scale-downs (and Volcano's preemptions) have used on the
 # job, written with the cooldown stamp on the PodGroup and the PyTorchJob (policy/budget.py).
 RESTARTS_USED = f"{PREFIX}/restarts-used"
+# The id of the scale record whose restart ``restarts-used`` has counted (on the PodGroup only): a
+# restart is counted once it happened (a victim evicted or gone), once per record (issue 36, F2).
+RESTART_COUNTED = f"{PREFIX}/restart-counted"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it

@@ -82,9 +82,11 @@ def test_a_forged_evicted_for_on_a_master_is_refused(cluster: Cluster, harness: 
     assert ("Pod", "a-worker-0", "EvictionRefused") in reasons(cluster)
 
 
-def test_a_podgroup_deleted_by_hand_keeps_its_cooldown(cluster: Cluster, harness: Any) -> None:
-    """Item 4: the stamp is copied to the PyTorchJob; a PodGroup recreated without annotations
-    does not erase the cooldown; an unreadable stamp counts as now, with a Warning Event."""
+def test_the_jobs_copy_of_the_stamp_is_never_read_and_is_set_back(cluster: Cluster, harness: Any) -> None:
+    """Item 4, revised by issue 36 (T3/T4): the stamp is copied to the PyTorchJob for people, but the
+    job is its owner's to write, so only the PodGroup's record is read. A PodGroup recreated bare
+    starts without a cooldown (an admin's act, docs/failure-model.md); the job's copy that now
+    differs is set back to the PodGroup's with a Warning Event, as is a tenant's unreadable stamp."""
     scenario(cluster)
     with_job_object(cluster)
     h = harness()
@@ -93,23 +95,18 @@ def test_a_podgroup_deleted_by_hand_keeps_its_cooldown(cluster: Cluster, harness
     assert len(h.agent.run_cycle().evicted) == 2
     job = cluster.kc.get(PYTORCHJOBS, "a", cluster.ns)
     assert job["metadata"]["annotations"][LAST] == cluster.pg("a")["metadata"]["annotations"][LAST]
-    # Delete A's PodGroup and recreate it bare (what the controller does in 0.1 s), and add a gang C
-    # that would need A's remaining elastic workers.
     cluster.kc.delete(PODGROUPS, "a", cluster.ns)
     cluster.add([b.podgroup(cluster.ns, "a", 2)])
-    n = cluster.node(gpus=2)
-    cluster.add(support.elastic_job(cluster.ns, "x", n, min_r=1, max_r=2))  # fills n
-    cluster.add(support.gang(cluster.ns, "c", n, members=2))
     h.settle(PODGROUPS, cluster.ns, "a", lambda o: LAST not in (o["metadata"].get("annotations") or {}))
-    h.settle(PODS, cluster.ns, "c-1", lambda o: True)
-    report = h.agent.run_cycle()
-    assert not [p for p in report.evicted if "/a-worker" in p], report.evicted
-    # an unreadable stamp on the job: a scale event now, re-stamped, a Warning Event
-    cluster.kc.patch(PYTORCHJOBS, "a", {"metadata": {"annotations": {LAST: "last tuesday"}}}, cluster.ns)
-    h.settle(PYTORCHJOBS, cluster.ns, "a", lambda o: o["metadata"]["annotations"][LAST] == "last tuesday")
     h.agent.run_cycle()
-    assert cluster.kc.get(PYTORCHJOBS, "a", cluster.ns)["metadata"]["annotations"][LAST].endswith("Z")
-    assert any(r[2] == "InvalidScaleStamp" for r in reasons(cluster))
+    assert LAST not in (cluster.kc.get(PYTORCHJOBS, "a", cluster.ns)["metadata"].get("annotations") or {})
+    assert any(r[2] == "UntrustedJobAnnotation" for r in reasons(cluster))
+    # an unreadable stamp the tenant writes on its job: not read, removed again (the PodGroup has none)
+    cluster.kc.patch(PYTORCHJOBS, "a", {"metadata": {"annotations": {LAST: "last tuesday"}}}, cluster.ns)
+    h.settle(PYTORCHJOBS, cluster.ns, "a", lambda o: (o["metadata"].get("annotations") or {}).get(LAST)
+             == "last tuesday")
+    h.agent.run_cycle()
+    assert LAST not in (cluster.kc.get(PYTORCHJOBS, "a", cluster.ns)["metadata"].get("annotations") or {})
 
 
 def test_a_leader_past_its_lease_writes_nothing(cluster: Cluster, harness: Any, kc: KubeClient) -> None:

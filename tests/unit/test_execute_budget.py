@@ -1,15 +1,17 @@
-"""The restart counter (issue 29, part 4): every scale-down stamp counts one of torchrun's restarts in
-``volcano-elastic.io/restarts-used``, in the same writes as the cooldown stamp (PodGroup and
-PyTorchJob); taking a stamp back takes its count back; a scale-up counts nothing."""
+"""The restart counter (issue 29, part 4; issue 36, F2): a scale-down counts one of torchrun's restarts
+in ``volcano-elastic.io/restarts-used`` once its first victim is evicted (the PodGroup, then the
+copy on the PyTorchJob), never when it is only stamped; a stamp taken back never counted; a
+scale-up counts nothing; the count goes on from the PodGroup's, never from the job's copy (T3)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from elastic_controller.execute.evictions import execute_evictions
-from elastic_controller.execute.executor import CycleReport, Executor
+from elastic_controller.execute.executor import CycleReport, Executor, parse_record
 from elastic_controller.execute.gates import execute_releases
 from elastic_controller.execute.resume import forget
 from elastic_controller.execute.stamps import Preemptions
@@ -63,25 +65,27 @@ def evict(ex: Executor, *pods: str) -> CycleReport:
     return report
 
 
-def test_each_shrink_counts_one_restart_in_the_stamps_own_writes() -> None:
+def test_each_shrink_counts_one_restart_once_evicted() -> None:
     kube, ex = executor(a_job())
     bodies = spy(kube)
     evict(ex, "a-worker-4", "a-worker-5")  # two victims of one job: one restart of the job, not two
     assert counts(kube) == ("1", "1")
-    stamps = [(res, body["metadata"]["annotations"]) for res, _, body in bodies
-              if res in ("podgroups", "pytorchjobs")]
-    # the count rides in the very patches that carry the cooldown stamp: never one without the other
-    assert [res for res, _ in stamps] == ["podgroups", "pytorchjobs"]
-    assert all(a[USED] == "1" and a[keys.LAST_SCALE_TIME] == b.ts(b.NOW) for _, a in stamps), stamps
+    written = [(res, body["metadata"]["annotations"]) for res, _, body in bodies
+               if res in ("podgroups", "pytorchjobs")]
+    # the stamp comes first and counts nothing; the count follows the evictions, marked with the record
+    assert [res for res, _ in written] == ["podgroups", "pytorchjobs", "podgroups", "pytorchjobs"]
+    assert all(USED not in a for _, a in written[:2]), written
+    record = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"][keys.SCALE_RECORD]
+    assert written[2][1] == {USED: "1", keys.RESTART_COUNTED: json.loads(record)["id"]}
     evict(ex, "a-worker-3")
     assert counts(kube) == ("2", "2")
 
 
-def test_the_count_goes_on_from_the_larger_copy() -> None:
+def test_the_count_goes_on_from_the_podgroup_never_the_job() -> None:
     kube, ex = executor(a_job())
-    set_counts(kube, None, "3")  # a PodGroup recreated by hand: the job kept its count
+    set_counts(kube, None, "99")  # the job's copy is its owner's to write (T3): not read
     evict(ex, "a-worker-5")
-    assert counts(kube) == ("4", "4")
+    assert counts(kube) == ("1", "1")
     set_counts(kube, "6", "4")
     evict(ex, "a-worker-4")
     assert counts(kube) == ("7", "7")
@@ -120,13 +124,15 @@ def test_undo_takes_the_count_back_only_while_it_is_ours() -> None:
     assert counts(kube) == ("5", "5")
 
 
-def test_forgetting_an_interrupted_plan_keeps_the_count() -> None:
-    # forget() does not know what the count was before the plan: it keeps it (one restart too many
-    # counted is a shrink fewer, never a job killed).
+def test_forgetting_an_interrupted_plan_counts_nothing() -> None:
+    # A plan's stamp counts no restart: dropped after an interruption, its job's budget is untouched.
     kube, ex = executor(a_job())
+    set_counts(kube, "2", "2")
     ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down",
-            keys.LAST_DECISION: f"{b.ts(b.NOW)} down: 1 elastic worker(s) evicted to make room for team-b/b"}
+            keys.LAST_DECISION: f"{b.ts(b.NOW)} down: 1 elastic worker(s) evicted to make room for team-b/b",
+            keys.SCALE_RECORD: ex.new_record("evict", "team-b/b", {"team-a/a-worker-5": ""}, {}, b.ts(b.NOW))}
     ex.stamp("team-a/a", ours)
+    assert counts(kube) == ("2", "2")
     victim = kube.get(PODS, "a-worker-5", "team-a")
     victim["metadata"]["annotations"][keys.EVICTED_FOR] = "team-b/b"
     kube.add(PODS, victim)
@@ -135,6 +141,25 @@ def test_forgetting_an_interrupted_plan_keeps_the_count() -> None:
     forget(ex, "team-b/b", [view], ["team-a/a"], snap, b.NOW, "test")
     ann = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
     assert keys.LAST_SCALE_DIRECTION not in ann  # the stamp was taken back
+    assert counts(kube) == ("2", "2")
+
+
+def test_an_undone_plan_counts_nothing() -> None:
+    kube, ex = executor(a_job())
+    before = {"team-a/a": ex.pg_annotations("team-a/a")}
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "x",
+            keys.SCALE_RECORD: ex.new_record("evict", "team-b/b", {"team-a/a-worker-5": ""}, {}, b.ts(b.NOW))}
+    ex.stamp("team-a/a", ours)
+    ex.undo("team-b/b", before, {"team-a/a": ours}, [])
+    assert counts(kube) == (None, None)
+
+
+def test_a_restart_is_counted_once_per_record() -> None:
+    kube, ex = executor(a_job())
+    evict(ex, "a-worker-5")
+    rec = parse_record(ex.pg_annotations("team-a/a")[keys.SCALE_RECORD])
+    assert rec is not None
+    assert not ex.count_restart("team-a/a", rec)  # counted already
     assert counts(kube) == ("1", "1")
 
 
@@ -169,12 +194,11 @@ PLAN = _one_plan()
 
 @pytest.mark.parametrize("kill_at", range(len(PLAN)))
 def test_a_plan_killed_at_any_write_is_finished_and_counted_once(kill_at: int) -> None:
-    # The count this plan wrote with its own stamp does not bar finishing it (as its own cooldown
-    # does not), and the next agent does not count the same shrink again.
+    # Wherever the agent dies, the plan is finished and its one restart counted exactly once (by
+    # the plan itself after its evictions, or by the next agent's check of the scale record).
     kube, agent = make(tight_world())
     report, real = kill_then_restart(kube, agent, kill_at)
     assert real == ["a-worker-4", "a-worker-5"], report
-    # Killed on the job's copy itself: the PodGroup's count stands (the next shrink writes both
-    # again, from the larger), as the job's copy of the cooldown stamp does.
-    job_copy_lost = PLAN[kill_at] == ("patch-merge", "pytorchjobs")
+    # Killed on the count's copy on the job: the PodGroup's count stands (the copy is for people).
+    job_copy_lost = kill_at == max(i for i, w in enumerate(PLAN) if w == ("patch-merge", "pytorchjobs"))
     assert counts(kube) == ("1", None if job_copy_lost else "1")

@@ -42,12 +42,14 @@ def reason(plan: CyclePlan, pg: str = "ns/g") -> tuple[str, str]:
 
 def job(name: str, *, max_restarts: int | None, used: str | None = None, pg_used: str | None = None,
         running: int = 4, node_name: str = "n0") -> list[dict[str, Any]]:
-    """A 1..4 job running ``running`` workers on ``node_name``, with its PyTorchJob (maxRestarts and
-    the restarts-used count on the job) and the count on its PodGroup."""
+    """A 1..4 job running ``running`` workers on ``node_name``, with its PyTorchJob (maxRestarts),
+    ``used`` as the agent writes it (the PodGroup and the job's copy) and ``pg_used`` on the PodGroup
+    only."""
     objs = elastic_job("ns", name, min_r=1, max_r=4, running=running, nodes=[node_name])
     pj = pytorchjob("ns", name, workers=4, min_r=1, max_r=4, max_restarts=max_restarts)
     if used is not None:
         pj["metadata"]["annotations"] = {keys.RESTARTS_USED: used}
+        objs[0]["metadata"].setdefault("annotations", {})[keys.RESTARTS_USED] = used
     if pg_used is not None:
         objs[0]["metadata"].setdefault("annotations", {})[keys.RESTARTS_USED] = pg_used
     return [*objs, pj]
@@ -93,11 +95,13 @@ def _job(used: str | None, max_restarts: int | None = 3) -> JobView:
                    annotations={keys.RESTARTS_USED: used} if used is not None else {})
 
 
-def test_the_larger_count_of_podgroup_and_job_counts() -> None:
-    assert restarts_used(_pg("1"), _job("2")) == 2
-    assert restarts_used(_pg(None), _job("2")) == 2  # a PodGroup recreated by hand: the job's copy
-    assert restarts_used(_pg("3"), _job(None)) == 3
+def test_the_podgroups_count_counts_never_the_jobs_copy() -> None:
+    # The job's copy is its owner's to write (issue 36, T3): 99 or garbage there changes nothing.
+    assert restarts_used(_pg("1"), _job("2")) == 1
+    assert restarts_used(_pg(None), _job("99")) == 0
+    assert restarts_used(_pg("3"), _job("x")) == 3
     assert restarts_used(_pg("x"), _job("2")) is None
+    assert restarts_used(None, _job("99")) == 0
     assert restarts_used(None, None) == 0
 
 
@@ -105,12 +109,12 @@ def test_budget_unknown_without_the_pytorchjob() -> None:
     assert budget_of(_pg("1"), None) is None
     assert budget_of(_pg("1"), _job(None, None)) == RestartBudget(1, 0)  # unset is torchrun's 0
     assert budget_of(_pg("1"), _job(None, -2)) == RestartBudget(1, 0)
-    assert budget_of(_pg("1"), _job("2", 5)) == RestartBudget(2, 5)
+    assert budget_of(_pg("1"), _job("2", 5)) == RestartBudget(1, 5)  # the job's copy is not read
 
 
 def test_next_and_previous_count() -> None:
     assert next_count({}, None) == "1"
-    assert next_count({keys.RESTARTS_USED: "2"}, {keys.RESTARTS_USED: "4"}) == "5"
+    assert next_count({keys.RESTARTS_USED: "2"}, {keys.RESTARTS_USED: "4"}) == "3"  # the PodGroup's
     assert next_count({keys.RESTARTS_USED: "junk"}, {}) == "1"
     assert previous_count("5") == "4"
     assert previous_count("1") is None  # back to no annotation
@@ -139,6 +143,15 @@ def test_a_spent_job_is_no_victim_and_the_gang_says_why(max_restarts: int | None
     assert names(plan) == []
     decision, text = reason(plan)
     assert decision == "wait" and f"3 {why}" in text, text  # its three elastic workers excluded
+
+
+@pytest.mark.parametrize("tenant_wrote", ["99", "lots", "-1", "3"])
+def test_a_count_the_tenant_wrote_on_its_job_changes_nothing(tenant_wrote: str) -> None:
+    # Issue 36, T3: the tenant annotates its own PyTorchJob; the PodGroup (403 to it) says 0.
+    objs = [node("n0", gpus=4), *job("a", max_restarts=3), *gang("ns", "g", members=1, gpus=1)]
+    pj = next(o for o in objs if o["kind"] == "PyTorchJob")
+    pj["metadata"]["annotations"] = {keys.RESTARTS_USED: tenant_wrote}
+    assert names(plan_of(*objs, cfg=CFG)) == ["a-worker-3"]
 
 
 def test_the_spent_job_is_passed_over_for_one_with_budget() -> None:

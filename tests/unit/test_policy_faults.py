@@ -56,12 +56,14 @@ COOLDOWN = 300  # the default queue policy
     [
         pytest.param(None, None, True, id="never-scaled"),
         pytest.param(b.ts(b.ago(10)), None, False, id="podgroup-stamp-cooling"),
-        pytest.param(None, b.ts(b.ago(10)), False, id="podgroup-recreated-job-copy-keeps-cooldown"),
-        pytest.param(b.ts(b.ago(900)), b.ts(b.ago(10)), False, id="later-of-the-two-counts"),
-        pytest.param(b.ts(b.ago(10)), b.ts(b.ago(900)), False, id="later-of-the-two-counts-pg"),
+        # issue 36, T4: the job's copy is its owner's to write; only the PodGroup's stamp is read
+        pytest.param(None, b.ts(b.ago(10)), True, id="job-copy-alone-is-not-read"),
+        pytest.param(b.ts(b.ago(900)), b.ts(b.ago(10)), True, id="job-copy-later-is-not-read"),
+        pytest.param(None, "2099-01-01T00:00:00Z", True, id="job-copy-in-2099-is-not-read"),
+        pytest.param(b.ts(b.ago(10)), b.ts(b.ago(900)), False, id="podgroup-stamp-counts"),
         pytest.param(b.ts(b.ago(900)), b.ts(b.ago(900)), True, id="both-expired"),
         pytest.param("not a time", None, False, id="unparseable-podgroup-stamp-is-now"),
-        pytest.param(None, "2026-13-45", False, id="unparseable-job-stamp-is-now"),
+        pytest.param(None, "2026-13-45", True, id="unparseable-job-stamp-is-not-read"),
     ],
 )
 def test_cooldown_survives_recreated_podgroups_and_bad_stamps(pg_stamp: str | None, job_stamp: str | None,
@@ -70,23 +72,28 @@ def test_cooldown_survives_recreated_podgroups_and_bad_stamps(pg_stamp: str | No
     assert bool(plan.evictions) is evicts
 
 
-def test_gates_stay_shut_while_the_job_copy_cools() -> None:
+def test_gates_follow_the_podgroup_stamp_not_the_job_copy() -> None:
     objs = b.items(b.node("n1"), b.queue("default"),
                    {**b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4),
                     "metadata": {"namespace": "ns", "name": "j", "uid": "u",
                                  "annotations": {LAST: b.ts(b.ago(9))}}},
                    b.elastic_job("ns", "j", min_r=2, max_r=4, nodes=["n1"], running=2))
+    assert b.plan_of(objs).gate_releases  # the job's copy alone holds nothing back
+    objs[3]["metadata"].setdefault("annotations", {})[LAST] = b.ts(b.ago(9))
+    assert objs[3]["kind"] == "PodGroup"
     assert not b.plan_of(objs).gate_releases
-    objs[2]["metadata"]["annotations"][LAST] = b.ts(b.ago(COOLDOWN + 1))
+    objs[3]["metadata"]["annotations"][LAST] = b.ts(b.ago(COOLDOWN + 1))
     assert b.plan_of(objs).gate_releases
 
 
-def test_cooldown_remaining_reads_both_stamps() -> None:
+def test_cooldown_remaining_reads_the_podgroup_stamp_only() -> None:
     policy = QueuePolicy(cooldownSeconds=100)
     pg = PodGroupView("ns", "j", 2)
     job = JobView("ns", "j", last_scale=b.ago(30))
-    assert cooldown_remaining(pg, policy, b.NOW, job) == pytest.approx(70)
-    assert cooldown_remaining(pg, policy, b.NOW, JobView("ns", "j", last_scale_invalid=True)) == 100
+    assert cooldown_remaining(pg, policy, b.NOW, job) == 0
+    assert cooldown_remaining(pg, policy, b.NOW, JobView("ns", "j", last_scale_invalid=True)) == 0
+    pg_stamped = PodGroupView("ns", "j", 2, annotations={LAST: b.ts(b.ago(30))})
+    assert cooldown_remaining(pg_stamped, policy, b.NOW, job) == pytest.approx(70)
     assert cooldown_remaining(None, policy, b.NOW + timedelta(seconds=100), job) == 0
     job_obj = b.pytorchjob("ns", "j", workers=2, min_r=1, max_r=2)
     job_obj["metadata"]["annotations"] = {LAST: "garbage"}

@@ -348,10 +348,13 @@ def test_a_cooling_job_says_until_when() -> None:
     assert "in cooldown until 2026-01-01T13:04:00Z" in note, note
 
 
-def test_a_cooldown_stamped_on_the_job_only_says_until_when() -> None:
-    # The PodGroup was recreated without its stamp; the PyTorchJob's copy (100 s ago) keeps the cooldown.
+def test_a_cooldown_stamped_on_the_podgroup_says_until_when() -> None:
+    # Only the PodGroup's stamp is read (issue 36, T4): the job's copy in 2099 changes nothing.
     objs = [node("n0"), pytorchjob("ns", "j", workers=6, min_r=2, max_r=6), *job()]
-    objs[1]["metadata"]["annotations"] = {"volcano-elastic.io/last-scale-time": ts(ago(100))}
+    objs[1]["metadata"]["annotations"] = {"volcano-elastic.io/last-scale-time": "2099-01-01T00:00:00Z"}
+    assert plan_of(*objs).gate_releases != ()
+    pg = next(o for o in objs if o["kind"] == "PodGroup")
+    pg["metadata"].setdefault("annotations", {})["volcano-elastic.io/last-scale-time"] = ts(ago(100))
     plan = plan_of(*objs)
     assert plan.gate_releases == ()
     (note,) = notes_of(plan)
