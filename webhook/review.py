@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elastic_controller.policy import keys
+from elastic_controller.policy.neighbours import job_neighbour
 from elastic_controller.policy.settings import ElasticConfig
 
 from .envelope import AdmissionRequest, BadReviewError, parse_review, respond
 from .mutate import plan_pod_patch
-from .validate import validate_job
+from .tenancy import tenant_rules
+from .validate import JobVerdict, validate_job
 
 __all__ = ["BadReviewError", "ReviewOutcome", "review_job", "review_pod"]
 
@@ -107,6 +109,10 @@ def review_job(doc: Any, cfg: ElasticConfig) -> ReviewOutcome:
             and _contract(req.old_obj) == _contract(obj):
         return ReviewOutcome(respond(req.uid), "allowed", fields=fields)  # metadata-only update
     verdict = validate_job(obj, cfg)
+    if job_neighbour(obj, cfg.schedulerName) is None:  # a neighbour's job is not ours to bound
+        refused = tenant_rules(obj, req.old_obj if req.operation == "UPDATE" else None, req.namespace, cfg)
+        if refused:
+            verdict = JobVerdict(errors=(*refused, *verdict.errors), warnings=verdict.warnings)
     if verdict.warnings:
         fields["warnings"] = list(verdict.warnings)
     if not verdict.allowed:

@@ -106,13 +106,16 @@ def effective_requests(spec: Mapping[str, Any]) -> Resources:
 
 
 def pet_nnodes(spec: Mapping[str, Any]) -> str | None:
-    """PET_NNODES of the ``pytorch`` container (else of any container that sets it)."""
+    """PET_NNODES of the ``pytorch`` container (else of any container that sets it). Set twice in one
+    container, the last value is the one the process gets (the kubelet's env map: a later entry
+    overrides an earlier one of the same name), so the last is read (issue 36, T11)."""
     containers = list(spec.get("containers") or [])
     containers.sort(key=lambda c: c.get("name") != keys.PYTORCH_CONTAINER)
     for c in containers:
-        for env in c.get("env") or []:
-            if env.get("name") == keys.PET_NNODES and "value" in env:
-                return str(env["value"])
+        values = [str(env["value"]) for env in c.get("env") or []
+                  if env.get("name") == keys.PET_NNODES and "value" in env]
+        if values:
+            return values[-1]
     return None
 
 

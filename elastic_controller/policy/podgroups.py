@@ -67,12 +67,17 @@ def job_bounds(job: JobView) -> ElasticBounds:
 
 
 def resolve_queue(job: JobView, namespace_queue: str | None, cfg: ElasticConfig) -> tuple[str, str]:
-    if job.queue:
-        return job.queue, "job"
+    """The PodGroup's queue and where it came from. A namespace bound to a queue (its
+    ``scheduling.volcano.sh/queue-name`` annotation, else ``namespaceQueues``) puts every job of it
+    there, whatever the job names: the job is its owner's to write, the namespace is not (issue 36,
+    T9: a job naming another department's queue took that department's workers). The job's own
+    queue counts in an unbound namespace."""
     if namespace_queue:
         return namespace_queue, "namespace-annotation"
     if job.namespace in cfg.namespaceQueues:
         return cfg.namespaceQueues[job.namespace], "config"
+    if job.queue:
+        return job.queue, "job"
     return cfg.defaultQueue, "default"
 
 

@@ -173,7 +173,10 @@ CFG = ElasticConfig(defaultQueue="fallback", namespaceQueues={"ns": "from-config
 @pytest.mark.parametrize(
     ("job_queue", "ns_annotation", "cfg", "queue", "source"),
     [
-        pytest.param("from-job", "from-ns", CFG, "from-job", "job", id="job-wins"),
+        # issue 36, T9: a bound namespace wins over what the job (its owner's to write) names
+        pytest.param("from-job", "from-ns", CFG, "from-ns", "namespace-annotation", id="namespace-annotation-wins"),
+        pytest.param("from-job", None, CFG, "from-config", "config", id="namespace-map-wins"),
+        pytest.param("from-job", None, ElasticConfig(), "from-job", "job", id="job-queue-in-unbound-namespace"),
         pytest.param("", "from-ns", CFG, "from-ns", "namespace-annotation", id="namespace-annotation"),
         pytest.param("", None, CFG, "from-config", "config", id="config-namespace-map"),
         pytest.param("", "", CFG, "from-config", "config", id="empty-annotation-ignored"),
