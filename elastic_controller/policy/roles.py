@@ -63,7 +63,11 @@ def plan_role(labels: Mapping[str, str], bounds: ElasticBounds | None) -> RolePl
     evicted, never gated.
     """
     rtype, index = replica_of(labels)
-    labelled_master = labels.get(keys.JOB_ROLE_LABEL, "") == "master" or rtype == "master"
+    # The training operator puts job-role=master on master-0, or on worker-0 of a job without a
+    # Master replica; nowhere else. The label is writable by the job's owner (``edit``), so on any
+    # other pod it is ignored: an elastic worker relabelled master stays elastic (issue 36, T2).
+    labelled_master = rtype == "master" or (
+        labels.get(keys.JOB_ROLE_LABEL, "") == "master" and rtype == "worker" and index == 0)
     if labelled_master:
         return RolePlan(Role.MASTER, rtype, index, bounds)
     if bounds is None or not bounds.elastic or rtype != "worker" or index < 0:

@@ -91,6 +91,11 @@ B24 = ElasticBounds(2, 4)
         pytest.param({keys.REPLICA_TYPE_LABEL: "worker"}, B24, Role.CORE, "worker", -1, id="no-index-core"),
         pytest.param(_labels("launcher", 5), B24, Role.CORE, "launcher", 5, id="other-type-core"),
         pytest.param({}, B24, Role.CORE, "", -1, id="no-labels"),
+        # issue 36, T2: job-role=master where the operator never puts it is the tenant's word: ignored
+        pytest.param(_labels("worker", 3, True), B24, Role.ELASTIC, "worker", 3, id="relabelled-elastic-worker"),
+        pytest.param(_labels("worker", 1, True), B24, Role.CORE, "worker", 1, id="relabelled-core-worker"),
+        pytest.param(_labels("launcher", 0, True), B24, Role.CORE, "launcher", 0, id="relabelled-other-type"),
+        pytest.param({keys.JOB_ROLE_LABEL: "master"}, B24, Role.CORE, "", -1, id="role-label-alone"),
     ],
 )
 def test_plan_role(labels: dict[str, str], bounds: ElasticBounds | None, role: Role, rtype: str,
