@@ -16,12 +16,12 @@ from .common import (
     clip,
     document,
     fail,
-    load_config_or_exit,
     natural_key,
     print_document,
     table,
     warn,
 )
+from .effective_config import add_config_from_flag, before_connecting, choose_config, summary
 
 HELP = ("show elastic jobs per queue: min/current/max, elastic workers, cooldown, torchrun restarts used of "
         "maxRestarts, gated pods and why, starving")
@@ -33,7 +33,9 @@ COOLDOWN left; RESTARTS: torchrun restarts our shrinks used of maxRestarts ("spe
 GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
 rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION.
 -o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
-"Status", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
+"Status", "configSource", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
+Decisions use the controller's configuration, read from its ConfigMap (--config-from), unless --config
+names a file; the first line (CONFIG) and configSource say which was used.
 The decisions are planned on the whole cluster (the agent's view): -n only filters the rows, and
 status needs cluster-wide list on nodes, pods, PodGroups, queues, PriorityClasses and PyTorchJobs (the
 chart's volcano-elastic-viewer ClusterRole grants exactly that)."""
@@ -56,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     add_kubeconfig_flag(parser, context=True)
-    add_config_flag(parser, "the one the controller runs with")
+    add_config_flag(parser, "default: the controller's, read from its ConfigMap (--config-from)")
+    add_config_from_flag(parser)
     parser.add_argument("-n", "--namespace",
                         help="show only this namespace's jobs (decisions are planned on the whole cluster)")
     add_output_flag(parser, "whole reasons (the table cuts LAST DECISION at 60 characters, shows WHY GATED as a code)")
@@ -359,11 +362,13 @@ def run(args: argparse.Namespace) -> int:
     from ..policy.times import format_time
     from .connect import connect
 
-    cfg = load_config_or_exit(args, "status")
     if args.now and parse_time(args.now) is None:
         fail("status", f"--now {args.now!r} is not RFC 3339")
+    chosen = before_connecting(args, "status")
     client = connect(args, "status")
     items = list_everything_or_exit(client, "status")
+    choice = choose_config(args, "status", client, chosen)
+    cfg = choice.config
     try:
         events, _ = client.list(EVENTS, None, field_selector="type=Warning")
     except KubeError:  # not allowed to list Events cluster-wide: no alarms from them
@@ -382,13 +387,14 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             warn("status", warning)
         print_document(document("Status", {"now": format_time(now), "namespace": args.namespace or None,
-                                           "queues": rows, "evictionNotices": notices,
+                                           "configSource": choice.source, "queues": rows, "evictionNotices": notices,
                                            "skippedObjects": skipped, "alarms": alarm_lines}), args.output)
     else:
         from ..volcanoconf import check_scheduler
 
         # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
         shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write(summary(choice) + "\n\n")
         sys.stdout.write(render_alarms(alarm_lines))
         sys.stdout.write((warning + "\n\n" if warning else "") +
                          render(rows, shares=shares, wide=args.output == "wide"))
