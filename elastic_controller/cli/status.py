@@ -22,6 +22,7 @@ from .common import (
     warn,
 )
 from .effective_config import add_config_from_flag, before_connecting, choose_config, summary
+from .victims import victim_text, victims_of
 
 HELP = ("show elastic jobs per queue: min/current/max, elastic workers, cooldown, torchrun restarts used of "
         "maxRestarts, gated pods and why, starving")
@@ -31,7 +32,9 @@ Columns: MIN/CUR/MAX workers (pods, for a plain gang); ELASTIC: elastic workers 
 may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<min" one below it);
 COOLDOWN left; RESTARTS: torchrun restarts our shrinks used of maxRestarts ("spent": no victim);
 GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
-rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION.
+rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION,
+headed on a job about to lose workers by "SHRINKING N for ns/gang" (evicted this cycle) or "NOTICE until
+TIME: N for ns/gang" (under an eviction notice; JSON victimOf).
 -o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
 "Status", "configSource", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
 Decisions use the controller's configuration, read from its ConfigMap (--config-from), unless --config
@@ -111,6 +114,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     snap, _ = parse_objects(items, cfg)
     notices = review_notices(snap, cfg, now)
     plan = with_notices(plan_cycle(in_flight(snap, notices), cfg, now), notices, due=True)
+    victims = victims_of(plan, notices)  # the jobs about to lose workers (cli/victims.py)
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
     ghosts = ghosts_of(snap)  # Running on a lost node: not counted (docs/failure-model.md, "A lost node")
@@ -165,6 +169,9 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "gatedReason": gated_reason(pg.key, running, pg.min_member, plan) if gated else None,
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
+            # this job is about to lose workers: {"for", "workers", "evicting", "underNotice", "noticeUntil",
+            # "pods"} (None: it is not)
+            "victimOf": victims.get(pg.key),
             # pods that predate our webhook (no group annotation), counted by their labels
             "adoptedPods": sum(1 for p in pods if p.adopted),
             # pods still Running on a node that is not Ready (or gone): counted in no current
@@ -301,7 +308,8 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
             restarts = "-" if budget is None else (
                 f"{'?' if budget['used'] is None else budget['used']}/{budget['max']}"
                 + (" spent" if budget["spent"] else ""))
-            why = r["lastDecision"] if wide else clip(r["lastDecision"], width)
+            why = "; ".join(t for t in (victim_text(r.get("victimOf")), r["lastDecision"]) if t)
+            why = why if wide else clip(why, width)
             job = r["job"]
             if r.get("adoptedPods"):
                 job, adopted = f"{job} (adopted)", True
