@@ -363,6 +363,20 @@ def list_everything_or_exit(client: Any, command: str) -> list[dict[str, Any]]:
         fail(command, str(exc), 1)
 
 
+def scheduler_verdict(client: Any, shares: Any, ref: str) -> str:
+    """``check_scheduler``'s one-line verdict for the SHARES line. Its log records are for the agent's
+    log; here the verdict says the same, so they are not printed (Python's last-resort handler printed
+    them on stderr, unprefixed, on every run where the scheduler's ConfigMap was absent)."""
+    from ..volcanoconf import check_scheduler, log
+
+    was = log.disabled
+    log.disabled = True
+    try:
+        return check_scheduler(client, shares, ref)
+    finally:
+        log.disabled = was
+
+
 def run(args: argparse.Namespace) -> int:
     from ..kube.errors import KubeError
     from ..kube.resources import EVENTS
@@ -398,10 +412,8 @@ def run(args: argparse.Namespace) -> int:
                                            "configSource": choice.source, "queues": rows, "evictionNotices": notices,
                                            "skippedObjects": skipped, "alarms": alarm_lines}), args.output)
     else:
-        from ..volcanoconf import check_scheduler
-
-        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
-        shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        # the verdict (model, and whether the scheduler runs the same) heads the table
+        shares = scheduler_verdict(client, cfg.shares, args.volcano_scheduler_configmap)
         sys.stdout.write(summary(choice) + "\n\n")
         sys.stdout.write(render_alarms(alarm_lines))
         sys.stdout.write((warning + "\n\n" if warning else "") +
