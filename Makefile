@@ -55,7 +55,7 @@ test-real: venv binaries node-packages ## the box with real nodes: our image, He
 test: lint binaries node-packages ## everything: lint, types, import rules, unit, integration, e2e, real nodes
 	$(BIN)/pytest -q tests
 
-demo: venv binaries ## local demo of elastic scaling, then plan and simulate on bundled examples
+demo: venv binaries node-packages ## elastic scaling live on a local control plane (webhook, agent, kwok GPU nodes), plan + simulate on bundled examples, then a real torchrun job on real nodes (root; else a RECORDED run, and why)
 	bash hack/demo.sh
 
 bench: venv ## benchmarks (numbers, not pass/fail)

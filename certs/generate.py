@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,6 +73,22 @@ def _existing_ca(out: Path) -> KeyPair | None:
         raise CertsError(f"cannot use the CA in {out}: {exc}") from exc
 
 
+# A Service name is an RFC 1035 label, a namespace an RFC 1123 label: anything else is no name the
+# API server would accept, and a certificate for it would match no client's request.
+_SERVICE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def check_names(service: str, namespace: str) -> None:
+    """CertsError unless ``service`` is a valid Service name and ``namespace`` a valid namespace."""
+    if not _SERVICE.match(service):
+        raise CertsError(f"--service {service!r} is not a valid Service name (an RFC 1035 label: at most 63 "
+                         "lowercase letters, digits and '-', starting with a letter, ending with a letter or digit)")
+    if not _NAMESPACE.match(namespace):
+        raise CertsError(f"--namespace {namespace!r} is not a valid namespace (an RFC 1123 label: at most 63 "
+                         "lowercase letters, digits and '-', starting and ending with a letter or digit)")
+
+
 def generate(
     out: Path,
     service: str,
@@ -82,6 +99,7 @@ def generate(
 ) -> GenerateResult:
     if not service or not namespace:
         raise CertsError("--service and --namespace must be non-empty")
+    check_names(service, namespace)
     if days < 1:
         raise CertsError(f"--days must be at least 1, got {days}")
     now = now or datetime.datetime.now(datetime.UTC)

@@ -357,6 +357,19 @@ def real_training_blockers(problems: Sequence[str], boxes: Sequence[str], real_b
     return why
 
 
+def training_verdict(mode: str, why: Sequence[str]) -> str:
+    """One line, said before anything else and again after the run: whether the real-training part runs
+    live on this machine or shows the recorded run, and why."""
+    if mode == "off":
+        return "real training: OFF (--real-training off)"
+    if not why:
+        return ("real training: LIVE, on this machine's real nodes (root, containerd, runc, CNI plugins, kubelet "
+                "present), at the end")
+    fix = (" (`make node-packages` installs them as root; `make demo` runs it first)"
+           if any("install-node-packages" in w for w in why) else "")
+    return "real training: RECORDED, not live, because " + "; ".join(why) + fix
+
+
 def run_bench(out_json: Path) -> tuple[int, str]:
     """bench/real_training.py --out OUT_JSON, its progress lines shown as they come; (exit code, last lines)."""
     cmd = [sys.executable, str(REAL_TRAINING), "--out", str(out_json), "--steps", "500"]  # grows back
@@ -417,6 +430,10 @@ def real_training(mode: str, out_dir: Path, *, keep: bool, problems: Sequence[st
     print(training_plot.terminal(run, cols, label))
     out_svg.write_text(training_plot.svg(run, label))
     say(f"chart: {out_svg} ({time.monotonic() - started:.0f}s for this part)")
+    if why:  # the recorded run was drawn
+        say(training_verdict(mode, why))
+    else:
+        say("real training: LIVE, this machine's run" + ("" if ok else ", which did not meet its targets"))
     return ok
 
 
@@ -433,6 +450,9 @@ def main() -> None:
     if args.real_training == "on" and args.keep:
         parser.error("--real-training on needs the demo's box down before the real-node box starts: "
                      "drop --keep, or use --real-training off")
+    if args.real_training != "off":  # said first: nobody should wait 6 minutes to learn it was recorded
+        say(training_verdict(args.real_training, real_training_blockers(realnode.host_problems(), [],
+                                                                        real_node_boxes(), args.keep)))
     if not args.skip_live:
         live(args.keep)
     offline(Path(args.out))

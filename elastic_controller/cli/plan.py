@@ -56,6 +56,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_flag(parser, "also one row per pod released, under its job's GROW row")
 
 
+def yaml_hint(text: str) -> str:
+    """A hint when ``text``, which is not JSON, looks like a YAML dump (``-o yaml``)."""
+    first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+    if re.match(r"^(---|apiVersion:|kind:|items:|metadata:)", first):
+        return (" (it looks like YAML: dump as JSON, `kubectl get nodes,pods,podgroups,queues,priorityclasses,"
+                "pytorchjobs -A -o json`)")
+    return ""
+
+
+def our_document(doc: Any) -> str:
+    """Why ``doc`` is not a cluster dump when it is one of our own outputs (a ``Plan``, ``Status``, ...
+    of apiVersion volcano-elastic.io/v1), else ""."""
+    from .common import API_VERSION
+
+    if isinstance(doc, dict) and doc.get("apiVersion") == API_VERSION:
+        return (f"a volcano-elastic {doc.get('kind')} document (an output of this tool), not a cluster dump: "
+                "`kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json`")
+    return ""
+
+
 def read_items(path: str) -> list[Any]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -64,7 +84,11 @@ def read_items(path: str) -> list[Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                         + yaml_hint(text)) from exc
+    not_a_dump = our_document(doc)
+    if not_a_dump:
+        raise InputError(f"{path}: {not_a_dump}")
     if isinstance(doc, dict) and isinstance(doc.get("items"), list):
         return list(doc["items"])
     if isinstance(doc, dict) and "kind" in doc:

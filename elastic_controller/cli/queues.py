@@ -15,24 +15,34 @@ from .common import (
     add_output_flag,
     document,
     fail,
-    load_config_or_exit,
     natural_key,
     print_document,
     table,
     warn,
 )
+from .effective_config import (
+    DEFAULTS,
+    ConfigChoice,
+    add_config_from_flag,
+    before_connecting,
+    choose_config,
+    from_file,
+    summary,
+)
 
 HELP = "list queues: share, usage and the elastic policy (cooldown, notice, gain, starvation, ...) each one gets"
 
 EPILOG = """\
-Reads the cluster (--kubeconfig/--context), or a kubectl JSON dump (--from, as plan does).
+Reads the cluster (--kubeconfig/--context), or a kubectl JSON dump (--from, as plan does). The policy is
+the controller's configuration, read from its ConfigMap (--config-from), unless --config names a file;
+the last line (CONFIG) and the JSON field configSource say which was used.
 Columns: PARENT and WEIGHT (the Queue's spec); DESERVED, ALLOCATED and CAPABILITY in the dominant
 resource (GPUs when any node has them) as the share model of --config (shares.plugin) computes them;
 JOBS (elastic jobs / all PodGroups in the queue); then the policy the agent applies: COOLDOWN,
 STARVATION, NOTICE (seconds), MIN GAIN (minScaleUpGain), SHRINK AT (minWorkersToShrink), EVICT/UP (per
 cycle), and FROM (queues.NAME of the config, or defaults). -o wide adds every other setting; -o json|yaml
-prints {"apiVersion": "volcano-elastic.io/v1", "kind": "QueueList", "sharesPlugin", "resource",
-"queues": [{"name", ..., "policySource", "policy": {every QueuePolicy field}}]}."""
+prints {"apiVersion": "volcano-elastic.io/v1", "kind": "QueueList", "configSource", "sharesPlugin",
+"resource", "queues": [{"name", ..., "policySource", "policy": {every QueuePolicy field}}]}."""
 
 COLUMNS = ("QUEUE", "PARENT", "WEIGHT", "DESERVED", "ALLOCATED", "CAPABILITY", "JOBS", "COOLDOWN", "STARVATION",
            "NOTICE", "MIN GAIN", "SHRINK AT", "EVICT/UP", "FROM")
@@ -45,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_kubeconfig_flag(parser, context=True)
     parser.add_argument("--from", dest="sources", action="append", metavar="SNAPSHOT.json",
                         help="a kubectl JSON dump instead of the cluster (repeatable)")
-    add_config_flag(parser, "the one the controller runs with")
+    add_config_flag(parser, "default: the controller's, read from its ConfigMap (--config-from); with --from: "
+                            "the built-in defaults")
+    add_config_from_flag(parser)
     add_output_flag(parser, "every policy setting, and whether other queues may reclaim from it")
     parser.add_argument("--now", help=argparse.SUPPRESS)
 
@@ -122,16 +134,17 @@ def render(body: dict[str, Any], wide: bool = False) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..policy.parse import parse_time
+    from ..policy.settings import ElasticConfig
     from ..policy.times import format_time
     from .connect import connect
     from .plan import InputError, read_items, unknown_queues
 
-    cfg = load_config_or_exit(args, "queues")
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         fail("queues", f"--now {args.now!r} is not RFC 3339")
     items: list[Any] = []
     if args.sources:
+        choice = from_file(args, "queues") or ConfigChoice(ElasticConfig(), f"{DEFAULTS}: --from reads no cluster")
         try:
             for src in args.sources:
                 items.extend(read_items(src))
@@ -140,7 +153,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         from .status import list_everything_or_exit
 
-        items = list_everything_or_exit(connect(args, "queues"), "queues")
+        chosen = before_connecting(args, "queues")
+        client = connect(args, "queues")
+        items = list_everything_or_exit(client, "queues")
+        choice = choose_config(args, "queues", client, chosen)
+    cfg = choice.config
     from ..policy.parse import parse_objects
 
     snapshot, _ = parse_objects(items, cfg)
@@ -148,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
         warn("queues", w)
     body = build(items, cfg, now)
     if args.output in ("json", "yaml"):
-        print_document(document("QueueList", {"now": format_time(now), **body}), args.output)
+        print_document(document("QueueList", {"now": format_time(now), "configSource": choice.source, **body}),
+                       args.output)
     else:
-        print(render(body, wide=args.output == "wide"), end="")
+        print(render(body, wide=args.output == "wide") + summary(choice))
     return 0

@@ -16,12 +16,13 @@ from .common import (
     clip,
     document,
     fail,
-    load_config_or_exit,
     natural_key,
     print_document,
     table,
     warn,
 )
+from .effective_config import add_config_from_flag, before_connecting, choose_config, summary
+from .victims import victim_text, victims_of
 
 HELP = ("show elastic jobs per queue: min/current/max, elastic workers, cooldown, torchrun restarts used of "
         "maxRestarts, gated pods and why, starving")
@@ -31,9 +32,13 @@ Columns: MIN/CUR/MAX workers (pods, for a plain gang); ELASTIC: elastic workers 
 may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<min" one below it);
 COOLDOWN left; RESTARTS: torchrun restarts our shrinks used of maxRestarts ("spent": no victim);
 GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
-rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION.
+rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION,
+headed on a job about to lose workers by "SHRINKING N for ns/gang" (evicted this cycle) or "NOTICE until
+TIME: N for ns/gang" (under an eviction notice; JSON victimOf).
 -o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
-"Status", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
+"Status", "configSource", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
+Decisions use the controller's configuration, read from its ConfigMap (--config-from), unless --config
+names a file; the first line (CONFIG) and configSource say which was used.
 The decisions are planned on the whole cluster (the agent's view): -n only filters the rows, and
 status needs cluster-wide list on nodes, pods, PodGroups, queues, PriorityClasses and PyTorchJobs (the
 chart's volcano-elastic-viewer ClusterRole grants exactly that)."""
@@ -56,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     add_kubeconfig_flag(parser, context=True)
-    add_config_flag(parser, "the one the controller runs with")
+    add_config_flag(parser, "default: the controller's, read from its ConfigMap (--config-from)")
+    add_config_from_flag(parser)
     parser.add_argument("-n", "--namespace",
                         help="show only this namespace's jobs (decisions are planned on the whole cluster)")
     add_output_flag(parser, "whole reasons (the table cuts LAST DECISION at 60 characters, shows WHY GATED as a code)")
@@ -108,6 +114,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     snap, _ = parse_objects(items, cfg)
     notices = review_notices(snap, cfg, now)
     plan = with_notices(plan_cycle(in_flight(snap, notices), cfg, now), notices, due=True)
+    victims = victims_of(plan, notices)  # the jobs about to lose workers (cli/victims.py)
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
     ghosts = ghosts_of(snap)  # Running on a lost node: not counted (docs/failure-model.md, "A lost node")
@@ -162,6 +169,9 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "gatedReason": gated_reason(pg.key, running, pg.min_member, plan) if gated else None,
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
+            # this job is about to lose workers: {"for", "workers", "evicting", "underNotice", "noticeUntil",
+            # "pods"} (None: it is not)
+            "victimOf": victims.get(pg.key),
             # pods that predate our webhook (no group annotation), counted by their labels
             "adoptedPods": sum(1 for p in pods if p.adopted),
             # pods still Running on a node that is not Ready (or gone): counted in no current
@@ -298,7 +308,8 @@ def render(rows: dict[str, list[dict[str, Any]]], width: int = 60, shares: str |
             restarts = "-" if budget is None else (
                 f"{'?' if budget['used'] is None else budget['used']}/{budget['max']}"
                 + (" spent" if budget["spent"] else ""))
-            why = r["lastDecision"] if wide else clip(r["lastDecision"], width)
+            why = "; ".join(t for t in (victim_text(r.get("victimOf")), r["lastDecision"]) if t)
+            why = why if wide else clip(why, width)
             job = r["job"]
             if r.get("adoptedPods"):
                 job, adopted = f"{job} (adopted)", True
@@ -352,6 +363,20 @@ def list_everything_or_exit(client: Any, command: str) -> list[dict[str, Any]]:
         fail(command, str(exc), 1)
 
 
+def scheduler_verdict(client: Any, shares: Any, ref: str) -> str:
+    """``check_scheduler``'s one-line verdict for the SHARES line. Its log records are for the agent's
+    log; here the verdict says the same, so they are not printed (Python's last-resort handler printed
+    them on stderr, unprefixed, on every run where the scheduler's ConfigMap was absent)."""
+    from ..volcanoconf import check_scheduler, log
+
+    was = log.disabled
+    log.disabled = True
+    try:
+        return check_scheduler(client, shares, ref)
+    finally:
+        log.disabled = was
+
+
 def run(args: argparse.Namespace) -> int:
     from ..kube.errors import KubeError
     from ..kube.resources import EVENTS
@@ -359,11 +384,13 @@ def run(args: argparse.Namespace) -> int:
     from ..policy.times import format_time
     from .connect import connect
 
-    cfg = load_config_or_exit(args, "status")
     if args.now and parse_time(args.now) is None:
         fail("status", f"--now {args.now!r} is not RFC 3339")
+    chosen = before_connecting(args, "status")
     client = connect(args, "status")
     items = list_everything_or_exit(client, "status")
+    choice = choose_config(args, "status", client, chosen)
+    cfg = choice.config
     try:
         events, _ = client.list(EVENTS, None, field_selector="type=Warning")
     except KubeError:  # not allowed to list Events cluster-wide: no alarms from them
@@ -382,13 +409,12 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             warn("status", warning)
         print_document(document("Status", {"now": format_time(now), "namespace": args.namespace or None,
-                                           "queues": rows, "evictionNotices": notices,
+                                           "configSource": choice.source, "queues": rows, "evictionNotices": notices,
                                            "skippedObjects": skipped, "alarms": alarm_lines}), args.output)
     else:
-        from ..volcanoconf import check_scheduler
-
-        # logs go to stderr; the verdict (model, and whether the scheduler runs the same) heads the table
-        shares = check_scheduler(client, cfg.shares, args.volcano_scheduler_configmap)
+        # the verdict (model, and whether the scheduler runs the same) heads the table
+        shares = scheduler_verdict(client, cfg.shares, args.volcano_scheduler_configmap)
+        sys.stdout.write(summary(choice) + "\n\n")
         sys.stdout.write(render_alarms(alarm_lines))
         sys.stdout.write((warning + "\n\n" if warning else "") +
                          render(rows, shares=shares, wide=args.output == "wide"))

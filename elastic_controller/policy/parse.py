@@ -39,6 +39,24 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
+# The API group each kind is ours to read from; a kind of the same name from another group (KAI's
+# scheduling.run.ai Queue and PodGroup, Kubernetes' own scheduling.k8s.io PodGroup) is not it.
+_GROUPS = {"PodGroup": "scheduling.volcano.sh", "Queue": "scheduling.volcano.sh", "PyTorchJob": "kubeflow.org",
+           "Node": "", "Pod": "", "Namespace": "", "PriorityClass": "scheduling.k8s.io"}
+
+
+def _other_api(obj: Mapping[str, Any]) -> str:
+    """Why ``obj`` is not the kind it names (its ``apiVersion`` is another API group's), else ""."""
+    want = _GROUPS.get(str(obj.get("kind")))
+    api = obj.get("apiVersion")
+    if want is None or not isinstance(api, str) or not api:  # no apiVersion: as a hand-written test object
+        return ""
+    group = api.rpartition("/")[0]
+    if group == want:
+        return ""
+    return f"of apiVersion {api}, another API's {obj.get('kind')} (the planner reads {want or 'core'} ones)"
+
+
 def _display_name(obj: object) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if not isinstance(meta, Mapping):
@@ -398,6 +416,10 @@ def parse_objects(
             warnings.append(f"item {i}: not an object, skipped")
             continue
         kind = obj.get("kind")
+        other_api = _other_api(obj)
+        if other_api:
+            warnings.append(f"item {i}: {kind} {_display_name(obj)} is {other_api}, skipped")
+            continue
         try:
             if kind == "Node":
                 nodes.append(parse_node(obj))

@@ -819,3 +819,23 @@ def test_viewer_role_grants_exactly_what_status_reads(rendered: tuple[str, list[
         (r.group, r.plural, "list", None) for r in SNAPSHOT_RESOURCES}
     assert not [b for b in of_kind(objs, "RoleBinding", "ClusterRoleBinding")
                 if b["roleRef"]["name"] == "volcano-elastic-viewer"]
+
+
+def test_viewer_role_reads_exactly_the_controllers_config(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """Issue 40: `status` and `queues` decide with the controller's ConfigMap. The viewer Role in our
+    namespace grants `get` on that ConfigMap (by its rendered name: kustomize hashes it) and on the
+    controller's Deployment that names it, nothing else; nobody of ours is bound to it."""
+    from elastic_controller.cli.effective_config import CONFIG_VOLUME, CONTROLLER_DEPLOYMENT, VIEWER_ROLE
+
+    _, objs = rendered
+    deployment = named(objs, "Deployment", CONTROLLER_DEPLOYMENT)
+    if deployment is not None:
+        mounted = next(v["configMap"]["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]
+                       if v["name"] == CONFIG_VOLUME)
+    else:  # overlays/local: no Deployment; its (hashed) ConfigMap is still the one to read
+        mounted = next(c["metadata"]["name"] for c in of_kind(objs, "ConfigMap")
+                       if c["metadata"]["name"].startswith("volcano-elastic-config"))
+    assert named(objs, "ConfigMap", mounted) is not None
+    assert _granted(objs, "Role", VIEWER_ROLE) == {("", "configmaps", "get", mounted),
+                                                   ("apps", "deployments", "get", CONTROLLER_DEPLOYMENT)}
+    assert not [b for b in of_kind(objs, "RoleBinding") if b["roleRef"]["name"] == VIEWER_ROLE]

@@ -18,7 +18,7 @@ annotations:
 {{- end -}}
 
 {{- define "ve.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) -}}
 {{- end -}}
 
 {{- define "ve.imagePullPolicy" -}}

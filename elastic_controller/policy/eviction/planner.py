@@ -15,12 +15,15 @@ first, and the plan is minimized against both conditions.
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
+from ..cooldowns import cooldown_remaining
 from ..decisions import Eviction, GangDecision
 from ..fit import fits_all, place_all, pod_demand
 from ..model import PodView
 from ..ordering import gang_key
 from ..quantity import add, format_resources, sub
+from ..times import format_time
 from ..world import Gang, World, job_id
 from .base import GangPlan, SearchMode, _sum_requests
 from .search import VictimSearch
@@ -129,7 +132,8 @@ class Planner(VictimSearch, ShareVictims):
                                                     if placement is not None else
                                                     "evicting elastic workers would make room on the nodes"))
             reasons = self.exclusions(gang)
-            excluded = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none excluded"
+            excluded = ", ".join(f"{n} {why}" + (self._cooldown_end(gang) if why == "cooldown" else "")
+                                 for why, n in sorted(reasons.items())) or "none excluded"
             need = format_resources(_sum_requests(gang.needed))
             return wait(f"no set of admissible elastic workers makes its {len(gang.needed)} needed pod(s) "
                         f"({need}) fit{' within its queue share' if excess else ''}; "
@@ -221,6 +225,18 @@ class Planner(VictimSearch, ShareVictims):
             victims = self._minimize(gang, victims, excess)
         victims.sort(key=self.preference)
         return victims, False
+
+    def _cooldown_end(self, gang: Gang) -> str:
+        """When the first of the candidates' jobs in cooldown leaves it: `` (the first ends TIME)``."""
+        ends = []
+        for jid in self.candidates_by_job:
+            job = self.w.jobs.get(jid)
+            if jid == gang.key or job is None or not job.cooling or job.pg is None:
+                continue
+            left = cooldown_remaining(job.pg, self.w.policy(job.queue), self.w.now)
+            if left > 0:
+                ends.append(self.w.now + timedelta(seconds=left))
+        return f" (the first ends {format_time(min(ends))})" if ends else ""
 
     def _counts_note(self, gang: Gang) -> str:
         """For a gang no victim set helps: the jobs that could give but only whole steps (issue 20), whose
