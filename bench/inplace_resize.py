@@ -28,6 +28,7 @@ between), and per job whether every step was done. ``--python``: an interpreter 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -241,7 +242,7 @@ def events_of(records: list[dict[str, Any]], kinds: list[str]) -> list[dict[str,
 def job_summary(job: Job, ok: bool, kinds: list[str]) -> dict[str, Any]:
     records = read_log(job.progress)
     steps = [r["step"] for r in records if "step" in r and "event" not in r]
-    gaps = [b["t"] - a["t"] for a, b in zip(records, records[1:])
+    gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(records)
             if "step" in a and "step" in b and "event" not in a and "event" not in b and a["world"] == b["world"]]
     done = [r for r in records if r.get("event") == "done"]
     return {"job": job.name, "inPlace": job.in_place, "succeeded": ok, "failures": job.failures,
