@@ -21,7 +21,9 @@ other, each starting at 4 pods:
 
 Per event: ``stallSeconds`` (the last training step at the old size to the first at the new one,
 from rank 0's progress log), ``stepsRedone``, ``inPlace`` (no process of the job restarted in
-between), and per job whether every step was done. ``--python``: an interpreter with torch
+between), and per job whether every step was done and what the agent would wait for
+(``agentSide``: announcement to the last ``left``; a grow's start of the new pods to the first step
+at the new size, their warm-up included). ``--python``: an interpreter with torch
 (default: this one if it imports torch, else /usr/bin/python3). Writes JSON.
 """
 
@@ -100,6 +102,7 @@ class Job:
         self.store_port = free_port()
         self.failures = 0
         self.fallbacks: list[dict[str, Any]] = []
+        self.agent: list[dict[str, Any]] = []  # what the agent sees: announcement to left / grown
 
     def podinfo(self, pod: str) -> Path:
         return self.dir / f"{pod}.annotations"
@@ -192,9 +195,12 @@ def shrink_in_place(job: Job, leaving: list[str], survivors: list[str], generati
     for pod in survivors:
         job.annotate(pod, {"volcano-elastic.io/resize-generation": str(generation),
                            "volcano-elastic.io/target-workers": target})
+    announced = time.monotonic()
     for pod in leaving:  # the agent evicts a leaving pod once it says it left
         left = job.dir / f"{pod}.left"
         job.wait_for(f"{pod} to leave", lambda left=left: left.exists() and left.read_text() == str(generation))
+    job.agent.append({"event": generation, "kind": "shrink", "announcedToLeftSeconds":
+                      round(time.monotonic() - announced, 3)})
     job.stop(leaving)
 
 
@@ -203,8 +209,12 @@ def grow_in_place(job: Job, members: list[str], new: list[str], generation: int)
     for pod in [*members, *new]:
         job.annotate(pod, {"volcano-elastic.io/resize-generation": str(generation),
                            "volcano-elastic.io/target-workers": target})
+    announced, before = time.monotonic(), len(read_log(job.progress))
     for pod in new:
         job.start(pod)
+    job.wait_for("the grow", lambda: any(r.get("world") == int(target) for r in read_log(job.progress)[before:]))
+    job.agent.append({"event": generation, "kind": "grow", "announcedToGrownSeconds":
+                      round(time.monotonic() - announced, 3)})
 
 
 def restart_event(job: Job, victim: str, pods_after: list[str]) -> None:
@@ -246,7 +256,7 @@ def job_summary(job: Job, ok: bool, kinds: list[str]) -> dict[str, Any]:
             if "step" in a and "step" in b and "event" not in a and "event" not in b and a["world"] == b["world"]]
     done = [r for r in records if r.get("event") == "done"]
     return {"job": job.name, "inPlace": job.in_place, "succeeded": ok, "failures": job.failures,
-            "fallbacks": job.fallbacks,
+            "fallbacks": job.fallbacks, "agentSide": job.agent,
             "everyStepDone": sorted(set(steps)) == list(range(1, job.a.steps + 1)),
             "stepsLogged": len(steps), "stepSecondsMedian": round(statistics.median(gaps), 4) if gaps else None,
             "resizes": done[-1].get("resizes", []) if done else [],
