@@ -1,7 +1,7 @@
 """A scale event in place versus a restart, on this machine, without Kubernetes (issue 39).
 
-    python3 bench/inplace_resize.py --out FILE [--python PY] [--steps 90] [--step-seconds 0.1]
-        [--scenarios in-place,restart,kill] [--keep]
+    python3 bench/inplace_resize.py --out FILE [--python PY] [--steps 150] [--step-seconds 0.1]
+        [--scenarios in-place,restart,kill] [--keep]   # a grow must come before the last step
 
 Local processes, one per "pod", run ``examples/training/elastic_train.py`` (gloo on CPU, a tiny
 model, one process per pod, a checkpoint in a shared directory every ``--checkpoint-every`` steps).
@@ -124,7 +124,8 @@ class Job:
             self.annotate(pod, {})
         cmd = [self.python, str(TRAIN), "--dir", str(self.dir), "--steps", str(self.a.steps),
                "--step-seconds", str(self.a.step_seconds), "--checkpoint-every", str(self.a.checkpoint_every),
-               "--notice-every", str(self.a.every), "--timeout", str(self.a.timeout)]
+               "--notice-every", str(self.a.every), "--timeout", str(self.a.timeout),
+               "--momentum", str(self.a.momentum)]
         if self.in_place:
             cmd.append("--in-place")
         out = open(self.dir / f"{pod}.log", "ab")  # noqa: SIM115 - the child's output, closed by the child's end
@@ -168,6 +169,8 @@ class Job:
         failed = [pod for pod, p in self.pods.items() if p.poll() not in (None, 0) and p.returncode != -signal.SIGTERM]
         if not failed:
             return
+        if any(r.get("event") == "done" for r in read_log(self.progress)):
+            raise RuntimeError(f"{self.name}: pods {failed} failed after the job's last step (logs in {self.dir})")
         self.failures += 1
         if self.failures > 3:
             raise RuntimeError(f"{self.name}: pods {failed} failed {self.failures} times (logs in {self.dir})")
@@ -212,7 +215,8 @@ def grow_in_place(job: Job, members: list[str], new: list[str], generation: int)
     announced, before = time.monotonic(), len(read_log(job.progress))
     for pod in new:
         job.start(pod)
-    job.wait_for("the grow", lambda: any(r.get("world") == int(target) for r in read_log(job.progress)[before:]))
+    job.wait_for("the grow", lambda: any(r.get("world") == int(target) and "step" in r and "event" not in r
+                                         for r in read_log(job.progress)[before:]))
     job.agent.append({"event": generation, "kind": "grow", "announcedToGrownSeconds":
                       round(time.monotonic() - announced, 3)})
 
@@ -312,11 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--python")
-    ap.add_argument("--steps", type=int, default=90)
+    ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--step-seconds", type=float, default=0.1)
     ap.add_argument("--checkpoint-every", type=int, default=20)
     ap.add_argument("--every", type=int, default=2, help="steps between the in-place (and notice) looks")
     ap.add_argument("--timeout", type=float, default=10.0, help="the process group's timeout")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum: optimizer state to send")
     ap.add_argument("--shrink-at", type=int, default=25)
     ap.add_argument("--grow-at", type=int, default=55)
     ap.add_argument("--scenarios", default="in-place,restart,kill")

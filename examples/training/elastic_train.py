@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--in-place", action="store_true",
                     help="resize in place (volcano_elastic_job.InPlace): one process per pod, no torchrun")
     ap.add_argument("--timeout", type=float, default=30.0, help="in place: the process group's timeout (s)")
+    ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (optimizer state a newcomer must get)")
     a = ap.parse_args()
 
     d = Path(a.dir)
@@ -68,7 +69,7 @@ def main() -> None:
     ckpt = d / "checkpoint.pt"
     torch.manual_seed(0)
     model = torch.nn.Linear(16, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=BASE_LR)
+    opt = torch.optim.SGD(model.parameters(), lr=BASE_LR, momentum=a.momentum)
     start = 0
     if ckpt.exists():
         state = torch.load(ckpt)

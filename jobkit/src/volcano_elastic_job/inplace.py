@@ -190,14 +190,17 @@ class InPlace:
     scheduler state); ``on_resize(job)`` runs on every member after each re-forming (rescale the
     learning rate, rebuild samplers). A leaving rank's ``steps()`` ends after it left: it waits for
     its eviction (SIGTERM) up to ``leave_grace`` seconds, and ``job.left`` is True.
-    ``start_step``: where a fresh group starts (the checkpoint's step); newcomers ignore it."""
+    ``start_step``: where a fresh group starts (the checkpoint's step); newcomers ignore it.
+    ``verify``: after each re-forming, check with one all-reduce that every rank holds the same
+    model and optimizer state (:meth:`fingerprint`), else raise :class:`ResizeError`."""
 
     def __init__(self, model: Any, optimizer: Any = None, *, backend: str = "gloo", every: int = 5,
                  extra: dict[str, Any] | None = None, start_step: int = 0, ddp: bool = True,
                  on_resize: Callable[[InPlace], None] | None = None, timeout: float = 60.0,
                  join_timeout: float = 3600.0, leave_grace: float = 60.0, device: Any = None,
                  ddp_kwargs: dict[str, Any] | None = None, request: Request = resize_request,
-                 announce: Callable[[int], bool] = announce_left, env: dict[str, str] | None = None) -> None:
+                 announce: Callable[[int], bool] = announce_left, env: dict[str, str] | None = None,
+                 verify: bool = True) -> None:
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         self.torch: Any = importlib.import_module("torch")
@@ -206,7 +209,7 @@ class InPlace:
         self.extra: dict[str, Any] = dict(extra or {})
         self.use_ddp, self.ddp_kwargs, self.device = ddp, dict(ddp_kwargs or {}), device
         self.on_resize, self.timeout, self.join_timeout = on_resize, timeout, join_timeout
-        self.leave_grace, self.request, self.announce = leave_grace, request, announce
+        self.leave_grace, self.request, self.announce, self.verify = leave_grace, request, announce, verify
         self.member = pod_name() if env is None or "POD_NAME" not in env else env["POD_NAME"]
         self.step = start_step
         self.left = False
@@ -295,6 +298,8 @@ class InPlace:
         if not record.get("fresh"):
             self._sync_state()
             self._checked = self.step  # the survivors looked at this step already
+            if self.verify:
+                self._verify()
         else:
             self._rewrap()
         if self.on_resize is not None:
@@ -383,12 +388,13 @@ class InPlace:
         else:
             self._rewrap()
         self._checked = self.step
+        consistent = self._verify() if self.verify else None
         if self.on_resize is not None:
             self.on_resize(self)
         done = time.monotonic()
         self.events.append({"event": event, "step": self.step, "from": old_world, "to": self.world,
-                            "generation": next_gen, "reformSeconds": round(formed - started, 4),
-                            "seconds": round(done - started, 4)})
+                            "generation": next_gen, "newcomers": newcomers, "consistent": consistent,
+                            "reformSeconds": round(formed - started, 4), "seconds": round(done - started, 4)})
         log.info("volcano-elastic: resized in place %d -> %d at step %d in %.2f s (event %d)",
                  old_world, self.world, self.step, done - started, event)
 
@@ -440,6 +446,29 @@ class InPlace:
             if self.optimizer is not None and payload["opt"] is not None:
                 self.optimizer.load_state_dict(join_tensors(payload["opt"], tensors))
         self._rewrap()
+
+    def fingerprint(self) -> float:
+        """A sum over the model's state and the optimizer's state tensors: equal on every rank when
+        they hold the same state (the same tensors summed in the same order)."""
+        total = 0.0
+        tensors: list[Any] = list(self.model.state_dict().values())
+        if self.optimizer is not None:
+            split_tensors(self.optimizer.state_dict()["state"], self.torch.Tensor, tensors)
+        for t in tensors:
+            total += float(t.detach().double().sum().item())
+        return total
+
+    def _verify(self) -> bool:
+        """After a re-forming: do all ranks hold the same model and optimizer state? (Two floats
+        all-reduced; a mismatch raises ResizeError: training on would diverge silently.)"""
+        fp = self.fingerprint()
+        t = self.torch.tensor([fp, -fp], dtype=self.torch.float64, device=self._collective_device())
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        high, low = float(t[0].item()), -float(t[1].item())
+        if high != low:
+            raise ResizeError(f"volcano-elastic: the ranks hold different states after re-forming "
+                              f"(fingerprints {low!r} to {high!r})")
+        return True
 
     def close(self) -> None:
         """Leave torch.distributed at the end of training (every member, after its last step)."""
