@@ -30,6 +30,7 @@ import importlib
 import json
 import logging
 import os
+import pickle
 import signal
 import threading
 import time
@@ -418,7 +419,7 @@ class InPlace:
 
     def _sync_state(self) -> None:
         """Rank 0 sends what a newcomer needs: step, applied event, ``extra``, the optimizer's
-        state (skeleton by ``broadcast_object_list``, then each tensor); the model by DDP's re-wrap
+        state (skeleton pickled, then each tensor); the model by DDP's re-wrap
         (or a broadcast of each tensor without DDP)."""
         torch, dist = self.torch, self.dist
         tensors: list[Any] = []
@@ -427,9 +428,7 @@ class InPlace:
             opt = (split_tensors(self.optimizer.state_dict(), torch.Tensor, tensors)
                    if self.optimizer is not None else None)
             payload = {"step": self.step, "applied": self.applied, "extra": self.extra, "opt": opt}
-        box = [payload]
-        dist.broadcast_object_list(box, src=0)
-        payload = box[0]
+        payload = self._broadcast_object(payload)
         if self.rank != 0:
             device = self._collective_device()
             tensors = [torch.empty(p["shape"], dtype=getattr(torch, p["dtype"]), device=device)
@@ -446,6 +445,21 @@ class InPlace:
             if self.optimizer is not None and payload["opt"] is not None:
                 self.optimizer.load_state_dict(join_tensors(payload["opt"], tensors))
         self._rewrap()
+
+    def _broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank: pickled, its length then its bytes broadcast as tensors
+        (``broadcast_object_list`` needs numpy on torch 2.x, which torch does not require)."""
+        torch, dist = self.torch, self.dist
+        device = self._collective_device()
+        data = pickle.dumps(obj) if self.rank == 0 else b""
+        size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+        dist.broadcast(size, src=0)
+        if self.rank == 0:
+            buf = torch.tensor(list(data), dtype=torch.uint8, device=device)
+        else:
+            buf = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+        dist.broadcast(buf, src=0)
+        return obj if self.rank == 0 else pickle.loads(bytes(buf.cpu().tolist()))  # from rank 0 of this job
 
     def fingerprint(self) -> float:
         """A sum over the model's state and the optimizer's state tensors: equal on every rank when
