@@ -48,7 +48,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                     "(sudo bash hack/install-node-packages.sh), or VOLCANO_ELASTIC_TORCH_PYTHON")
     out = tmp_path_factory.mktemp("inplace") / "result.json"
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "inplace_resize.py"), "--out", str(out),
-                          "--python", py, "--steps", "120", "--shrink-at", "20", "--grow-at", "40"],
+                          "--python", py, "--steps", "160", "--shrink-at", "20", "--grow-at", "40"],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:]
     data: dict[str, Any] = json.loads(out.read_text())

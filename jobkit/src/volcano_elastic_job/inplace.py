@@ -136,8 +136,8 @@ def decide(vector: list[int], world: int, applied: int) -> tuple[int, int, list[
 
 
 def split_tensors(obj: Any, tensor_type: Any, out: list[Any]) -> Any:
-    """``obj`` with each tensor replaced by a placeholder (appended to ``out``), for
-    ``broadcast_object_list``."""
+    """``obj`` with each tensor replaced by a placeholder (appended to ``out``), to be
+    pickled and sent apart from the tensors."""
     if isinstance(obj, tensor_type):
         out.append(obj)
         return {"__tensor__": len(out) - 1, "shape": list(obj.shape), "dtype": str(obj.dtype).split(".")[-1]}
@@ -279,7 +279,7 @@ class InPlace:
             if time.monotonic() > deadline:
                 raise ResizeError(f"volcano-elastic: {size} processes did not join within {self.join_timeout:.0f} s")
             time.sleep(POLL)
-        names = self._admit(size - 1, 0)
+        names = self._admit(size - 1)
         self.members = [self.member, *names]
         self._publish(0, {"members": self.members, "applied": 0, "step": self.step, "fresh": True})
         self._init_group(0)
@@ -308,8 +308,9 @@ class InPlace:
         log.info("volcano-elastic: joined generation %d as rank %d of %d at step %d",
                  generation, self.rank, self.world, self.step)
 
-    def _admit(self, count: int, generation: int) -> list[str]:
-        """On the store host: the next ``count`` registered processes, told to join ``generation``."""
+    def _admit(self, count: int) -> list[str]:
+        """On the store host: the next ``count`` registered processes (told which generation to join
+        by :meth:`_publish`)."""
         names = []
         for seq in range(self._admitted + 1, self._admitted + count + 1):
             self._wait_key(f"joiner/{seq}", self.timeout)
@@ -374,7 +375,7 @@ class InPlace:
             self._leave(event)
             return
         if self.is_host:
-            names = self._admit(newcomers, next_gen)
+            names = self._admit(newcomers)
             survivors = [m for i, m in enumerate(self.members) if i not in leaving]
             self._publish(next_gen, {"members": [*survivors, *names], "applied": event, "step": self.step,
                                      "fresh": False})
