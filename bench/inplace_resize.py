@@ -89,10 +89,14 @@ def last_step(path: Path) -> int:
     return max(steps) if steps else 0
 
 
+JOBS: list[Job] = []  # every job made, so that a failed run leaves no process behind
+
+
 class Job:
     """The pods of one job: processes, their annotation files, and the agent's side."""
 
     def __init__(self, name: str, work: Path, python: str, a: argparse.Namespace, in_place: bool) -> None:
+        JOBS.append(self)
         self.name, self.dir, self.python, self.a, self.in_place = name, work / name, python, a, in_place
         self.dir.mkdir(parents=True)
         self.progress = self.dir / "progress.jsonl"
@@ -340,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             jobs.append(summary)
             print(json.dumps(summary), file=sys.stderr)
     finally:
+        for job in JOBS:
+            job.stop(sorted(job.pods), signal.SIGKILL, wait=5)
         if not a.keep:
             subprocess.run(["rm", "-rf", str(work)], check=False)
         else:

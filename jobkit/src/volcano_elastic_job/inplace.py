@@ -49,6 +49,7 @@ WORKERS_ENV = "VOLCANO_ELASTIC_WORKERS"  # the size of the first group (else tar
 ANNOUNCE_DIR_ENV = "VOLCANO_ELASTIC_ANNOUNCE_DIR"  # outside a cluster: write ``left`` as DIR/<pod>.left
 DEFAULT_PORT = 29400
 POLL = 0.02
+WAIT_CHUNK = 5.0  # seconds of a store wait between two looks at whether the store is still there
 
 Request = Callable[[], "tuple[int, int | None, bool] | None"]
 
@@ -192,13 +193,15 @@ class InPlace:
     learning rate, rebuild samplers). A leaving rank's ``steps()`` ends after it left: it waits for
     its eviction (SIGTERM) up to ``leave_grace`` seconds, and ``job.left`` is True.
     ``start_step``: where a fresh group starts (the checkpoint's step); newcomers ignore it.
+    ``join_timeout``: how long a process waits to reach the store, to be admitted or for the first
+    group to fill (then :class:`ResizeError`); ``timeout``: the process group's (gloo, NCCL).
     ``verify``: after each re-forming, check with one all-reduce that every rank holds the same
     model and optimizer state (:meth:`fingerprint`), else raise :class:`ResizeError`."""
 
     def __init__(self, model: Any, optimizer: Any = None, *, backend: str = "gloo", every: int = 5,
                  extra: dict[str, Any] | None = None, start_step: int = 0, ddp: bool = True,
                  on_resize: Callable[[InPlace], None] | None = None, timeout: float = 60.0,
-                 join_timeout: float = 3600.0, leave_grace: float = 60.0, device: Any = None,
+                 join_timeout: float = 600.0, leave_grace: float = 60.0, device: Any = None,
                  ddp_kwargs: dict[str, Any] | None = None, request: Request = resize_request,
                  announce: Callable[[int], bool] = announce_left, env: dict[str, str] | None = None,
                  verify: bool = True) -> None:
@@ -266,11 +269,20 @@ class InPlace:
         return record
 
     def _wait_key(self, key: str, timeout: float) -> None:
-        try:
-            self.store.wait([key], timedelta(seconds=timeout))  # the store answers as soon as it is set
-        except RuntimeError as exc:  # torch says "Wait timeout" (or the store is gone)
-            raise ResizeError(f"volcano-elastic: {key!r} did not appear in the store within {timeout:.0f} s: "
-                              f"{exc}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            chunk = min(WAIT_CHUNK, max(0.01, deadline - time.monotonic()))
+            try:
+                self.store.wait([key], timedelta(seconds=chunk))  # answers as soon as the key is set
+                return
+            except RuntimeError as exc:  # "Wait timeout" (torch 2.x: DistStoreError), or the store is gone
+                if time.monotonic() >= deadline or "timeout" not in str(exc).lower():
+                    raise ResizeError(f"volcano-elastic: {key!r} did not appear in the store within "
+                                      f"{timeout:.0f} s: {exc}") from exc
+            try:  # a store whose host died may only time out (torch 2.x): ask it something
+                self.store.add("joiners", 0)
+            except RuntimeError as exc:
+                raise ResizeError(f"volcano-elastic: the store is gone while waiting for {key!r}: {exc}") from exc
 
     def _form_first(self, size: int) -> None:
         """On the store host: wait for ``size - 1`` other processes, then make generation 0."""
