@@ -187,3 +187,45 @@ def test_bench_compares_the_same_event() -> None:
     jobs = [{"job": "in-place", "events": [{"kind": "shrink", "stallSeconds": 0.2}]},
             {"job": "restart", "events": [{"kind": "shrink", "stallSeconds": 5.0}]}]
     assert bench.compare(jobs) == {"shrink": {"inPlaceStallSeconds": 0.2, "restartStallSeconds": 5.0, "ratio": 0.04}}
+
+
+# ------------------------------------------------------------------ waiting on the store
+class FakeStore:
+    def __init__(self, timeouts: int, alive: bool = True) -> None:
+        self.timeouts, self.alive, self.waits, self.looks = timeouts, alive, 0, 0
+
+    def wait(self, keys: list[str], timeout: Any) -> None:
+        self.waits += 1
+        if self.waits <= self.timeouts:
+            raise RuntimeError("Wait timeout")
+
+    def add(self, key: str, n: int) -> int:
+        self.looks += 1
+        if not self.alive:
+            raise RuntimeError("Connection reset by peer")
+        return 0
+
+
+def waiter(store: FakeStore) -> kit.InPlace:
+    job = kit.InPlace.__new__(kit.InPlace)
+    job.store = store
+    return job
+
+
+def test_a_store_wait_goes_on_in_chunks_while_the_store_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inplace, "WAIT_CHUNK", 0.01)
+    store = FakeStore(timeouts=3)
+    waiter(store)._wait_key("gen1", 60)
+    assert (store.waits, store.looks) == (4, 3)
+
+
+def test_a_store_wait_ends_when_the_store_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inplace, "WAIT_CHUNK", 0.01)
+    with pytest.raises(ResizeError, match="store is gone"):
+        waiter(FakeStore(timeouts=99, alive=False))._wait_key("gen1", 60)
+
+
+def test_a_store_wait_ends_at_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inplace, "WAIT_CHUNK", 0.01)
+    with pytest.raises(ResizeError, match="did not appear"):
+        waiter(FakeStore(timeouts=10**6))._wait_key("gen1", 0.05)
