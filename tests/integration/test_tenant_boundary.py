@@ -51,8 +51,17 @@ def test_a_notice_that_ends_counts_one_restart(cluster: Cluster, harness: Any, k
     agent = agent_of(h, kc, NOTICE, "only")
     h.settle(PODS, cluster.ns, "b-3", lambda o: True)
     assert agent.run_cycle().noticed
+    for name in ("a-worker-4", "a-worker-5"):
+        h.settle(PODS, cluster.ns, name, lambda o: keys.EVICT_AFTER in (o["metadata"].get("annotations") or {}))
     time.sleep(NOTICE.defaults.noticeSeconds + 0.5)
-    assert sorted(agent.run_cycle().evicted) == [f"{cluster.ns}/a-worker-4", f"{cluster.ns}/a-worker-5"]
+    evicted: list[str] = []
+
+    def cycle() -> bool:
+        evicted.extend(agent.run_cycle().evicted)
+        return len(evicted) == 2
+
+    support.wait_until("the victims are evicted when the notice ends", cycle, timeout=20)
+    assert sorted(evicted) == [f"{cluster.ns}/a-worker-4", f"{cluster.ns}/a-worker-5"]
     h.settle(PODGROUPS, cluster.ns, "a", lambda o: True)
     for _ in range(2):
         agent.run_cycle()
@@ -67,9 +76,9 @@ def test_what_the_owner_writes_on_its_job_does_not_shield_it(cluster: Cluster, h
     job = b.pytorchjob(cluster.ns, "a", workers=6, min_r=2, max_r=6, max_restarts=5)
     job["metadata"]["annotations"] = dict(written)
     cluster.add(support.elastic_job(cluster.ns, "a", n, min_r=2, max_r=6), [job],
-                support.gang(cluster.ns, "b", n, members=2))
+                support.gang(cluster.ns, "b", n, members=4))
     h = harness(cfg=FAST)
-    h.settle(PODS, cluster.ns, "b-1", lambda o: True)
+    h.settle(PODS, cluster.ns, "b-3", lambda o: True)
     h.settle(PYTORCHJOBS, cluster.ns, "a", lambda o: True)
     report = h.agent.run_cycle()
     assert sorted(report.evicted) == [f"{cluster.ns}/a-worker-4", f"{cluster.ns}/a-worker-5"], report.plan.starving
