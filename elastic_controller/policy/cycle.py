@@ -1,21 +1,43 @@
 """One planning cycle: starving gangs, eviction plans, gate releases (ARCHITECTURE.md, "The agent's cycle",
-steps 2, 3 and 5)."""
+steps 2, 3 and 5), and ``decide``: the cycle's whole decision as actions (``policy/actions.py``), the
+one place that builds it for the agent, the simulator, ``plan`` and ``status``."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 
-from .decisions import CyclePlan, Eviction, GangDecision
+from .actions import (
+    Action,
+    AnnounceSize,
+    CycleDecision,
+    Evict,
+    EvictDueNotice,
+    GiveNotice,
+    Hold,
+    LiftGates,
+    Noticed,
+    RecordGang,
+    SpendRestart,
+    WithdrawNotice,
+)
+from .announce import announced
+from .budget import parse_used
+from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote
 from .eviction import Planner, SearchMode, starving_gangs
 from .gates import plan_gate_releases
-from .model import Snapshot
+from .keys import EVICT_AFTER, EVICTED_FOR, RESTARTS_USED
+from .model import PodView, Snapshot
+from .notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
 from .settings import ElasticConfig
-from .world import PlanCache, build_world
+from .world import PlanCache, build_world, ghosts_of
 
-__all__ = ["PlanCache", "SearchMode", "plan_cycle"]
+__all__ = ["CycleDecision", "PlanCache", "SearchMode", "decide", "plan_cycle"]
+
+PlanFn = Callable[[Snapshot, ElasticConfig, datetime], CyclePlan]
 
 
 @contextmanager
@@ -70,3 +92,112 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
         waiting=tuple(g.key for g in world.waiting),
         notes=tuple(notes),
     )
+
+
+def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapping[str, datetime] | None = None,
+           cache: PlanCache | None = None, search: SearchMode = "indexed",
+           pdb_refused: frozenset[str] = frozenset(), plan_cfg: ElasticConfig | None = None,
+           planner: PlanFn | None = None) -> CycleDecision:
+    """Pure: the cycle's whole decision on ``snapshot`` at ``now`` (ARCHITECTURE.md, "The agent's
+    cycle"): the notices already given reviewed (due, pending, withdrawn; ``given``: the deadlines
+    the agent itself stamped, ``review_notices``), the plan made with the victims under notice in
+    flight for their gangs (``plan_cycle``; ``cache``, ``search`` and ``pdb_refused`` as there), and
+    every action that follows, each with its decided values: a gang's victims evicted now or put under
+    notice (with each deadline), the restart each shrink uses, the gates lifted, the size each changed
+    job is told, every gang's outcome and every hold.
+
+    ``plan_cfg``: the configuration the plan is made with when it is not ``cfg`` (the simulator
+    batches per-cycle limits); ``planner``: another planning function in place of ``plan_cycle``
+    (the simulator's, with its own cache)."""
+    review = review_notices(snapshot, cfg, now, given)
+    flying = in_flight(snapshot, review)
+    if planner is not None:
+        raw = planner(flying, plan_cfg or cfg, now)
+    else:
+        raw = plan_cycle(flying, plan_cfg or cfg, now, cache=cache, search=search, pdb_refused=pdb_refused)
+    plan = with_notices(raw, review, due=False, left=False)
+    shown = with_notices(raw, review, due=True)
+    return CycleDecision(plan=plan, shown=shown, notices=review, actions=_actions(snapshot, cfg, now, plan, review))
+
+
+def _actions(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, plan: CyclePlan,
+             review: NoticeReview) -> tuple[Action, ...]:
+    out: list[Action] = [WithdrawNotice(w) for w in review.withdrawn]
+    out.extend(EvictDueNotice(d) for d in review.due)
+    by_gang: dict[str, list[Eviction]] = {}
+    for ev in plan.evictions:
+        by_gang.setdefault(ev.for_gang, []).append(ev)
+    used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
+    if by_gang:
+        pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
+        jobs = {j.key: j.annotations for j in snapshot.jobs}
+    for gang, victims in by_gang.items():
+        restarts = []
+        for job in sorted({e.job for e in victims}):
+            if job not in used:
+                used[job] = _counted(pgs.get(job), jobs.get(job))
+            used[job] += 1
+            restarts.append(SpendRestart(job, used[job]))
+        if any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
+            out.append(GiveNotice(gang, tuple(Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).noticeSeconds))
+                                              for e in victims), tuple(restarts)))
+        else:
+            out.append(Evict(gang, tuple(victims), tuple(restarts)))
+    by_job: dict[str, list[GateRelease]] = {}
+    for r in plan.gate_releases:
+        by_job.setdefault(r.job, []).append(r)
+    out.extend(LiftGates(job, tuple(items)) for job, items in by_job.items())
+    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job)))
+    out.extend(RecordGang(d) for d in plan.starving)
+    out.extend(Hold(job, note) for job, note in _holds(plan.notes))
+    return tuple(out)
+
+
+def _counted(pg: Mapping[str, str] | None, job: Mapping[str, str] | None) -> int:
+    """Restarts counted on a job before this cycle: the larger of its PodGroup's and PyTorchJob's counts
+    (an unreadable one as 0: the policy read it as spent, so no shrink chose the job; the write repairs it)."""
+    n = 0
+    for ann in (pg or {}, job or {}):
+        c = parse_used(ann.get(RESTARTS_USED))
+        if c is not None:
+            n = max(n, c)
+    return n
+
+
+def _sizes(snapshot: Snapshot, cfg: ElasticConfig, plan: CyclePlan, review: NoticeReview,
+           grown: set[str]) -> list[AnnounceSize]:
+    """The size of every job this cycle changes (evicted, under notice, grown, a notice due or withdrawn)."""
+    leaving = {e.pod for e in plan.evictions} | {d.facts.pod for d in review.due}
+    withdrawn = {w.facts.pod for w in review.withdrawn}
+    changed = ({e.job for e in plan.evictions} | grown | {d.facts.job for d in review.due}
+               | {w.facts.job for w in review.withdrawn})
+    if not changed:
+        return []
+    lifted = {r.pod for r in plan.gate_releases}
+    ghosts = ghosts_of(snapshot)
+    pods: dict[str, list[PodView]] = {}
+    for p in snapshot.pods:
+        if p.job_id in changed:
+            if p.key in withdrawn:  # its evicted-for is removed this cycle
+                p = _unclaimed(p)
+            pods.setdefault(p.job_id, []).append(p)
+    gate = cfg.gating.gateName
+    out = []
+    for job in sorted(changed):
+        keys = announced(sorted(pods.get(job, ()), key=lambda p: p.order), gate, ghosts=ghosts, leaving=leaving,
+                         lifted=lifted)
+        out.append(AnnounceSize(job, len(keys), keys))
+    return out
+
+
+def _unclaimed(pod: PodView) -> PodView:
+    return replace(pod, annotations={k: v for k, v in pod.annotations.items() if k not in (EVICTED_FOR, EVICT_AFTER)})
+
+
+def _holds(notes: tuple[HoldNote, ...]) -> list[tuple[str, HoldNote]]:
+    """(job, its note) for the notes that name their job (one per job: the first), by job."""
+    out: dict[str, HoldNote] = {}
+    for note in notes:
+        if isinstance(note, HoldNote) and note.job and note.job not in out:
+            out[note.job] = note
+    return sorted(out.items())
