@@ -99,15 +99,13 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     from ..policy import keys
     from ..policy.budget import budget_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
-    from ..policy.cycle import plan_cycle
-    from ..policy.notices import in_flight, review_notices, with_notices
+    from ..policy.cycle import decide
     from ..policy.parse import parse_objects
     from ..policy.podgroups import JobSpecError, job_bounds
     from ..policy.world import ghosts_of
 
     snap, _ = parse_objects(items, cfg)
-    notices = review_notices(snap, cfg, now)
-    plan = with_notices(plan_cycle(in_flight(snap, notices), cfg, now), notices, due=True)
+    plan = decide(snap, cfg, now).shown
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
     ghosts = ghosts_of(snap)  # Running on a lost node: not counted (docs/failure-model.md, "A lost node")

@@ -18,11 +18,11 @@ recognises its stamp by that text (``policy.resume.plan_stamp_for``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from datetime import datetime
 
 from ..kube.errors import KubeError
 from ..policy import keys
+from ..policy.actions import CycleDecision, Hold, RecordGang
 from ..policy.decisions import CyclePlan, GangDecision, HoldNote
 from ..policy.model import Snapshot
 from ..policy.parse import format_time, parse_time
@@ -95,30 +95,24 @@ def in_flight_jobs(snapshot: Snapshot | None, plan: CyclePlan) -> set[str]:
     return out
 
 
-def write_decisions(ex: Executor, plan: CyclePlan, report: CycleReport, now: datetime,
+def write_decisions(ex: Executor, decision: CycleDecision, report: CycleReport, now: datetime,
                     snapshot: Snapshot | None = None) -> None:
-    """Each starving gang's outcome and each held job's hold, on its PodGroup and as an Event when
-    its kind changed (see the module doc). ``snapshot``: the cycle's, to find plans in flight."""
+    """Each ``RecordGang`` (a starving gang's outcome) and ``Hold`` (a held job), on its PodGroup and
+    as an Event when its kind changed (see the module doc). ``snapshot``: the cycle's, to find plans
+    in flight."""
     if ex.dry_run:
         return
     stamp = format_time(now)
-    for d in plan.starving:
+    for rec in decision.of(RecordGang):
+        d = rec.decision
         text, (_, reason, event_type) = _gang_text(d, report, stamp)
         _publish(ex, d.pod_group, text, now, reason, event_type, text[len(stamp) + 1:])
-    busy = in_flight_jobs(snapshot, plan) if plan.notes else set()
-    for job, note in _holds(plan.notes):
-        if job in busy:
+    holds = decision.of(Hold)
+    busy = in_flight_jobs(snapshot, decision.plan) if holds else set()
+    for hold in holds:
+        if hold.job in busy:
             continue
-        _publish(ex, job, hold_text(stamp, note), now, HELD, "Normal", str(note))
-
-
-def _holds(notes: Iterable[str]) -> list[tuple[str, HoldNote]]:
-    """(job, its note) for the notes that name their job (one per job: the first)."""
-    out: dict[str, HoldNote] = {}
-    for note in notes:
-        if isinstance(note, HoldNote) and note.job and note.job not in out:
-            out[note.job] = note
-    return sorted(out.items())
+        _publish(ex, hold.job, hold_text(stamp, hold.note), now, HELD, "Normal", str(hold.note))
 
 
 def _publish(ex: Executor, key: str, text: str, now: datetime, reason: str, event_type: str,

@@ -289,13 +289,13 @@ class Executor:
         removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
         which a PodGroup deleted by hand does not take along.
 
-        A scale-down also counts one of torchrun's restarts (``restarts-used``, policy/budget.py) in
-        the same writes: ``ours`` gains the count written, so that ``restore_pg`` can take it back."""
+        A scale-down carries the restart it uses (``restarts-used``, policy/budget.py: the action's
+        ``SpendRestart``, or ``spent_restarts`` on recovery's paths) in the same writes; this writer
+        never counts one itself."""
         ns, name = split(key)
         job = self.store.get(PYTORCHJOBS, name, ns)
         if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and keys.RESTARTS_USED not in ours:
-            job_ann = ((job or {}).get("metadata") or {}).get("annotations") or {}
-            ours[keys.RESTARTS_USED] = next_count(self.pg_annotations(key), job_ann)
+            raise ValueError(f"the scale-down stamp of {key} carries no {keys.RESTARTS_USED}")
         self.patch_pg(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)})
         self.fault("podgroup-stamped")
         if job is None:
@@ -424,6 +424,13 @@ class Executor:
             self.fault("restored-one")
 
     # ------------------------------------------------------------------ reads (from the caches)
+    def spent_restarts(self, key: str) -> str:
+        """For a scale-down stamped outside the cycle's decision (a resumed plan, Volcano's own
+        preemption): the count after it (``budget.next_count``) of the cached PodGroup and PyTorchJob."""
+        ns, name = split(key)
+        job = self.store.get(PYTORCHJOBS, name, ns) or {}
+        return next_count(self.pg_annotations(key), (job.get("metadata") or {}).get("annotations") or {})
+
     def pg_annotations(self, key: str) -> dict[str, str]:
         ns, name = split(key)
         pg = self.store.get(PODGROUPS, name, ns) or {}

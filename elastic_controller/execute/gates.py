@@ -11,7 +11,7 @@ from ..kube.api import KubeAPI
 from ..kube.errors import KubeError, NotFoundError
 from ..kube.resources import PODS
 from ..policy import keys
-from ..policy.decisions import GateRelease
+from ..policy.actions import LiftGates
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, NotLeaderError, log, split
 
@@ -38,18 +38,16 @@ def lifted_decision(stamp: str, lifted: int, n: int, reason: str, how: str = "")
     return f"{stamp} up: {count} lifted{how}; {reason}"
 
 
-def execute_releases(ex: Executor, releases: Iterable[GateRelease], now: datetime, report: CycleReport) -> None:
-    """Per job: stamp the scale-up (its record names the pods), lift each gate, then say how many
-    were lifted (``last-decision`` and the ``ScaledUp`` Event count the gates actually lifted, also
-    when the Lease is lost mid-way)."""
+def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, report: CycleReport) -> None:
+    """Per ``LiftGates`` (one job): stamp the scale-up (its record names the pods), lift each gate,
+    then say how many were lifted (``last-decision`` and the ``ScaledUp`` Event count the gates
+    actually lifted, also when the Lease is lost mid-way)."""
     if ex.dry_run:
         return
-    by_job: dict[str, list[GateRelease]] = {}
-    for r in releases:
-        by_job.setdefault(r.job, []).append(r)
     stamp = format_time(now)
     gate = ex.cfg.gating.gateName
-    for job, items in by_job.items():
+    for lift in lifts:
+        job, items = lift.job, lift.releases
         reason = items[0].reason
         ours: dict[str, str] = {}
         before = ex.pg_annotations(job)

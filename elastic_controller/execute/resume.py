@@ -75,6 +75,7 @@ def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: 
                 if ex.ours(j) and j not in own:  # this plan's own stamp stays as it was
                     ex.stamp(j, {keys.LAST_SCALE_TIME: stamp,
                                  keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
+                                 keys.RESTARTS_USED: ex.spent_restarts(j),
                                  keys.LAST_DECISION: down_decision(stamp, n, gang),
                                  keys.SCALE_RECORD: ex.new_record("evict", gang, {v.key: v.uid for v in victims
                                                                                   if v.job_id == j},

@@ -113,6 +113,7 @@ class Preemptions:
             stamp = format_time(at)
             try:
                 ex.stamp(key, {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN,
+                               keys.RESTARTS_USED: ex.spent_restarts(key),
                                keys.LAST_DECISION: f"{stamp} down: Volcano preempted worker(s) of this job "
                                                       "(counted as a scale event)"})
             except KubeError as exc:

@@ -5,7 +5,7 @@ one place that builds it for the agent, the simulator, ``plan`` and ``status``."
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -35,7 +35,7 @@ from .notices import NoticeReview, in_flight, notice_deadline, review_notices, w
 from .settings import ElasticConfig
 from .world import PlanCache, build_world, ghosts_of
 
-__all__ = ["CycleDecision", "PlanCache", "SearchMode", "decide", "plan_cycle"]
+__all__ = ["CycleDecision", "PlanCache", "SearchMode", "decide", "plan_cycle", "records", "shrinks"]
 
 PlanFn = Callable[[Snapshot, ElasticConfig, datetime], CyclePlan]
 
@@ -97,7 +97,8 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
 def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapping[str, datetime] | None = None,
            cache: PlanCache | None = None, search: SearchMode = "indexed",
            pdb_refused: frozenset[str] = frozenset(), plan_cfg: ElasticConfig | None = None,
-           planner: PlanFn | None = None) -> CycleDecision:
+           planner: PlanFn | None = None, notices_only: bool = False,
+           reviewed: NoticeReview | None = None) -> CycleDecision:
     """Pure: the cycle's whole decision on ``snapshot`` at ``now`` (ARCHITECTURE.md, "The agent's
     cycle"): the notices already given reviewed (due, pending, withdrawn; ``given``: the deadlines
     the agent itself stamped, ``review_notices``), the plan made with the victims under notice in
@@ -108,8 +109,18 @@ def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapp
 
     ``plan_cfg``: the configuration the plan is made with when it is not ``cfg`` (the simulator
     batches per-cycle limits); ``planner``: another planning function in place of ``plan_cycle``
-    (the simulator's, with its own cache)."""
-    review = review_notices(snapshot, cfg, now, given)
+    (the simulator's, with its own cache).
+
+    The notices come first in a cycle that carries its decision out: evicting a due victim or
+    withdrawing a notice changes what the plan sees. ``notices_only``: decide just that step (the
+    review and its ``EvictDueNotice`` / ``WithdrawNotice`` actions; the plan is empty); then, once
+    they are carried out, ``reviewed``: that review, for the rest of the same cycle on the snapshot
+    taken after them (its victims still in flight for their gangs, no notice action again). Without
+    either (``plan``, ``status``) one call decides it all."""
+    review = reviewed if reviewed is not None else review_notices(snapshot, cfg, now, given)
+    if notices_only:
+        empty = CyclePlan()
+        return CycleDecision(plan=empty, shown=empty, notices=review, actions=_notice_actions(review))
     flying = in_flight(snapshot, review)
     if planner is not None:
         raw = planner(flying, plan_cfg or cfg, now)
@@ -117,20 +128,48 @@ def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapp
         raw = plan_cycle(flying, plan_cfg or cfg, now, cache=cache, search=search, pdb_refused=pdb_refused)
     plan = with_notices(raw, review, due=False, left=False)
     shown = with_notices(raw, review, due=True)
-    return CycleDecision(plan=plan, shown=shown, notices=review, actions=_actions(snapshot, cfg, now, plan, review))
+    actions = _actions(snapshot, cfg, now, plan, review, reviewed is None)
+    return CycleDecision(plan=plan, shown=shown, notices=review, actions=actions)
+
+
+def _notice_actions(review: NoticeReview) -> tuple[Action, ...]:
+    return (*(WithdrawNotice(w) for w in review.withdrawn), *(EvictDueNotice(d) for d in review.due))
 
 
 def _actions(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, plan: CyclePlan,
-             review: NoticeReview) -> tuple[Action, ...]:
-    out: list[Action] = [WithdrawNotice(w) for w in review.withdrawn]
-    out.extend(EvictDueNotice(d) for d in review.due)
+             review: NoticeReview, notices: bool) -> tuple[Action, ...]:
+    out: list[Action] = list(_notice_actions(review)) if notices else []
+    out.extend(shrinks(snapshot, cfg, now, plan.evictions))
+    by_job: dict[str, list[GateRelease]] = {}
+    for r in plan.gate_releases:
+        by_job.setdefault(r.job, []).append(r)
+    out.extend(LiftGates(job, tuple(items)) for job, items in by_job.items())
+    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job)))
+    out.extend(records(plan))
+    return tuple(out)
+
+
+def records(plan: CyclePlan) -> list[RecordGang | Hold]:
+    """What is recorded of ``plan``: every starving gang's outcome, every job's hold (the first note
+    naming it), by job."""
+    return [*(RecordGang(d) for d in plan.starving), *(Hold(job, note) for job, note in _holds(plan.notes))]
+
+
+def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
+            evictions: Sequence[Eviction]) -> list[Evict | GiveNotice]:
+    """Each gang's victims (``evictions`` in plan order) as one action: ``GiveNotice`` when any of
+    their queues gives a notice (each victim's deadline: ``notice_deadline`` with its own queue's
+    ``noticeSeconds``), else ``Evict``; with the restart each shrunk job uses (one per gang that
+    shrinks it, counted on from the larger of its PodGroup's and PyTorchJob's ``restarts-used``)."""
     by_gang: dict[str, list[Eviction]] = {}
-    for ev in plan.evictions:
+    for ev in evictions:
         by_gang.setdefault(ev.for_gang, []).append(ev)
+    if not by_gang:
+        return []
+    pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
+    jobs = {j.key: j.annotations for j in snapshot.jobs}
     used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
-    if by_gang:
-        pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
-        jobs = {j.key: j.annotations for j in snapshot.jobs}
+    out: list[Evict | GiveNotice] = []
     for gang, victims in by_gang.items():
         restarts = []
         for job in sorted({e.job for e in victims}):
@@ -143,14 +182,7 @@ def _actions(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, plan: CycleP
                                               for e in victims), tuple(restarts)))
         else:
             out.append(Evict(gang, tuple(victims), tuple(restarts)))
-    by_job: dict[str, list[GateRelease]] = {}
-    for r in plan.gate_releases:
-        by_job.setdefault(r.job, []).append(r)
-    out.extend(LiftGates(job, tuple(items)) for job, items in by_job.items())
-    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job)))
-    out.extend(RecordGang(d) for d in plan.starving)
-    out.extend(Hold(job, note) for job, note in _holds(plan.notes))
-    return tuple(out)
+    return out
 
 
 def _counted(pg: Mapping[str, str] | None, job: Mapping[str, str] | None) -> int:

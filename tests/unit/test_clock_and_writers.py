@@ -114,7 +114,8 @@ def stamp_of(ex: Executor, job: str, before: dict[str, str]) -> dict[str, str]:
     stamp = format_time(b.NOW)
     return {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: "down",
             keys.LAST_DECISION: f"{stamp} down: 2 elastic worker(s) evicted to make room for team-b/b",
-            keys.SCALE_RECORD: ex.new_record("evict", "team-b/b", {"team-a/a-worker-5": "u5"}, before, stamp)}
+            keys.SCALE_RECORD: ex.new_record("evict", "team-b/b", {"team-a/a-worker-5": "u5"}, before, stamp),
+            keys.RESTARTS_USED: ex.spent_restarts(job)}
 
 
 def test_an_undo_never_erases_a_stamp_it_did_not_write() -> None:

@@ -30,39 +30,39 @@ def events(kube: object, reason: str) -> list[dict[str, object]]:
 def test_a_hold_is_annotated_and_announced_once() -> None:
     kube, ex = executor(a_job(running=4))
     plan = CyclePlan(notes=(COOL,))
-    write_decisions(ex, plan, CycleReport(plan), b.NOW)
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW)
     assert decision(kube) == f"{b.ts(b.NOW)} held (Cooldown): {COOL}"
     (event,) = events(kube, "ScaleUpHeld")
     assert event["message"] == str(COOL) and event["involvedObject"]["kind"] == "PyTorchJob"  # type: ignore[index]
     before = len(writes(kube))
     for s in range(5, 300, 5):  # the next cycles: nothing written, no second Event
-        write_decisions(ex, plan, CycleReport(plan), b.ago(-s))
+        write_decisions(ex, b.decided(plan), CycleReport(plan), b.ago(-s))
     assert len(writes(kube)) == before and len(events(kube, "ScaleUpHeld")) == 1
 
 
 def test_the_annotation_is_the_memory_across_a_restart() -> None:
     kube, ex = executor(a_job(running=4))
     plan = CyclePlan(notes=(COOL,))
-    write_decisions(ex, plan, CycleReport(plan), b.NOW)
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW)
     _, fresh = executor()  # a new leader: new recorder, same cluster
     fresh.api, fresh.store, fresh.recorder.__dict__["_api"] = ex.api, ex.store, ex.api
-    write_decisions(fresh, plan, CycleReport(plan), b.ago(-30))
+    write_decisions(fresh, b.decided(plan), CycleReport(plan), b.ago(-30))
     assert len(events(kube, "ScaleUpHeld")) == 1
 
 
 def test_a_new_reason_is_a_new_event_new_words_are_rate_bounded() -> None:
     kube, ex = executor(a_job(running=4))
-    write_decisions(ex, CyclePlan(notes=(GAIN,)), CycleReport(CyclePlan()), b.NOW)
+    write_decisions(ex, b.decided(CyclePlan(notes=(GAIN,))), CycleReport(CyclePlan()), b.NOW)
     assert kind_of(decision(kube)) == "held (BelowMinScaleUpGain)"
     reworded = HoldNote(str(GAIN).replace("5 fit", "6 fit").replace("+25%", "+50%"), "team-a/a",
                         HoldReason.BELOW_MIN_GAIN)
     before = len(writes(kube))
-    write_decisions(ex, CyclePlan(notes=(reworded,)), CycleReport(CyclePlan()), b.ago(-5))
+    write_decisions(ex, b.decided(CyclePlan(notes=(reworded,))), CycleReport(CyclePlan()), b.ago(-5))
     assert len(writes(kube)) == before  # same reason, new words, within REFRESH_SECONDS: not yet
     later = b.NOW + timedelta(seconds=REFRESH_SECONDS + 1)
-    write_decisions(ex, CyclePlan(notes=(reworded,)), CycleReport(CyclePlan()), later)
+    write_decisions(ex, b.decided(CyclePlan(notes=(reworded,))), CycleReport(CyclePlan()), later)
     assert "6 fit now" in decision(kube) and len(events(kube, "ScaleUpHeld")) == 1
-    write_decisions(ex, CyclePlan(notes=(COOL,)), CycleReport(CyclePlan()), later + timedelta(seconds=5))
+    write_decisions(ex, b.decided(CyclePlan(notes=(COOL,))), CycleReport(CyclePlan()), later + timedelta(seconds=5))
     assert kind_of(decision(kube)) == "held (Cooldown)"
     assert sorted(str(e["message"]) for e in events(kube, "ScaleUpHeld")) == sorted([str(GAIN), str(COOL)])
 
@@ -79,16 +79,16 @@ def test_a_plan_in_flight_keeps_its_stamp_text() -> None:
     ex.store.put(PODGROUPS, pg)
     snap = b.snapshot_of(kube.of(PODS), kube.of(PODGROUPS))
     plan = CyclePlan(notes=(COOL,))
-    write_decisions(ex, plan, CycleReport(plan), b.NOW, snap)
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW, snap)
     assert decision(kube) == down and not events(kube, "ScaleUpHeld")
-    write_decisions(ex, plan, CycleReport(plan), b.NOW, None)  # without the plan in flight: written
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW, None)  # without the plan in flight: written
     assert kind_of(decision(kube)) == "held (Cooldown)"
 
 
 def test_dry_run_publishes_nothing() -> None:
     kube, ex = executor(a_job(running=4), dry_run=True)
     plan = CyclePlan(notes=(COOL,))
-    write_decisions(ex, plan, CycleReport(plan), b.NOW)
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW)
     assert writes(kube) == [] and not kube.of(EVENTS)
 
 
@@ -96,9 +96,9 @@ def test_a_gang_gets_one_event_per_outcome() -> None:
     kube, ex = executor(a_job(), b.gang("team-b", "b", members=4, gpus=1))
     plan = CyclePlan(starving=(GangDecision("team-b/b", "default", "wait", "no room yet"),))
     for s in (0, 5, 10):
-        write_decisions(ex, plan, CycleReport(plan), b.ago(-s))
+        write_decisions(ex, b.decided(plan), CycleReport(plan), b.ago(-s))
     assert [e["reason"] for e in kube.of(EVENTS)] == ["GangWaiting"]
-    write_decisions(ex, plan, CycleReport(plan, failed={"team-b/b": "pdb: refused"}), b.ago(-15))
+    write_decisions(ex, b.decided(plan), CycleReport(plan, failed={"team-b/b": "pdb: refused"}), b.ago(-15))
     assert sorted((e["reason"], e["type"]) for e in kube.of(EVENTS)) == [("GangPlanNotExecuted", "Warning"),
                                                                          ("GangWaiting", "Normal")]
 
@@ -106,10 +106,10 @@ def test_a_gang_gets_one_event_per_outcome() -> None:
 def test_a_long_decision_is_written_once() -> None:
     kube, ex = executor(a_job(), b.gang("team-b", "b", members=4, gpus=1))
     plan = CyclePlan(starving=(GangDecision("team-b/b", "default", "wait", "excluded: " + "x" * 900),))
-    write_decisions(ex, plan, CycleReport(plan), b.NOW)
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW)
     stored = kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION]
     assert len(stored) == 500
     before = len(writes(kube))
     for s in range(61, 400, 61):  # past REFRESH_SECONDS each time: the same (cut) text is not rewritten
-        write_decisions(ex, plan, CycleReport(plan), b.ago(-s))
+        write_decisions(ex, b.decided(plan), CycleReport(plan), b.ago(-s))
     assert len(writes(kube)) == before
