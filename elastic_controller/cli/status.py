@@ -98,6 +98,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     ``items``; ``namespace`` only filters the rows."""
     from ..policy import keys
     from ..policy.budget import budget_of
+    from ..policy.contract import sentence_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import decide
     from ..policy.parse import parse_objects
@@ -134,7 +135,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         running = len(live)
         policy = cfg.queue_policy(pg.queue)
         decision = starving.get(pg.key)
-        why = pg.annotations.get(keys.LAST_DECISION, "")
+        why = sentence_of(pg.annotations.get(keys.LAST_DECISION))
         budget = budget_of(pg, job) if bounds is not None and bounds.elastic else None
         if decision is not None:
             why = f"now: {decision.decision}: {decision.reason}"

@@ -11,7 +11,6 @@ cycle's report) are kept here too, so a path is read and tested on its own with 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import time
@@ -27,11 +26,10 @@ from ..kube.errors import ConflictError, InvalidError, KubeError, NotFoundError
 from ..kube.events import EventRecorder
 from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
 from ..notice import Notices
-from ..policy import keys
+from ..policy import contract, keys
 from ..policy.budget import next_count, previous_count
 from ..policy.decisions import CyclePlan
 from ..policy.notices import NoticeReview
-from ..policy.parse import parse_time
 from ..policy.settings import ElasticConfig
 from .gauges import CycleState
 
@@ -185,41 +183,19 @@ def _counted(ours: dict[str, str]) -> tuple[str, ...]:
 
 
 def down_decision(stamp: str, n: int, gang: str) -> str:
-    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang`` (its ending is
-    what ``policy.resume.plan_stamp_for`` recognises)."""
-    return f"{stamp} down: {n} elastic worker(s) evicted to make room for {gang}"
+    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang``
+    (``contract.down``: what ``policy.resume.plan_stamp_for`` reads back)."""
+    return contract.down(stamp, n, gang).encode()
 
 
-@dataclass(frozen=True, slots=True)
-class ScaleRecord:
-    """The parsed ``scale-record`` annotation (see ``Executor.new_record``)."""
-
-    id: str
-    by: str  # the writer's identity
-    at: str  # the stamp's last-scale-time, as written
-    path: str  # "evict", "notice" or "up"
-    gang: str  # the gang evicted for ("" for a scale-up)
-    pods: dict[str, str]  # pod ns/name -> uid: the victims, or the pods whose gate is lifted
-    before: dict[str, str]  # the scale stamp it replaced (SCALE_KEYS)
-
-    @property
-    def time(self) -> datetime | None:
-        return parse_time(self.at)
+ScaleRecord = contract.ScaleRecord  # the record's codec is the contract's (policy/contract.py)
 
 
 @functools.lru_cache(maxsize=4096)  # (every cycle reads every PodGroup's record; they rarely change)
 def parse_record(text: str | None) -> ScaleRecord | None:
-    """The record, or None when absent or not one of ours (a hand-written value is ignored). Shared
-    between calls: never mutate its dicts."""
-    if not text:
-        return None
-    try:
-        raw = json.loads(text)
-        return ScaleRecord(str(raw["id"]), str(raw["by"]), str(raw["at"]), str(raw["path"]),
-                           str(raw.get("gang") or ""), {str(k): str(v) for k, v in dict(raw["pods"]).items()},
-                           {str(k): str(v) for k, v in dict(raw.get("before") or {}).items()})
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+    """The record, or None when absent or not one of ours (``ScaleRecord.decode``). Shared between
+    calls: never mutate its dicts."""
+    return ScaleRecord.decode(text)
 
 
 class Executor:
@@ -279,10 +255,8 @@ class Executor:
                    stamp: str) -> str:
         """A scale record (``keys.SCALE_RECORD``) for a stamp at ``stamp``: a fresh id, this writer, the
         path (evict, notice, up), the gang, the pods it acts on (ns/name -> uid) and the stamp it replaces."""
-        return json.dumps({"id": uuid.uuid4().hex[:16], "by": self.identity, "at": stamp, "path": path,
-                           "gang": gang, "pods": dict(sorted(pods.items())),
-                           "before": {k: before[k] for k in SCALE_KEYS if before.get(k)}},
-                          sort_keys=True, separators=(",", ":"))
+        return ScaleRecord(uuid.uuid4().hex[:16], self.identity, stamp, path, gang, pods,
+                           {k: before[k] for k in SCALE_KEYS if before.get(k)}).encode()
 
     def stamp(self, key: str, ours: dict[str, str]) -> None:
         """A scale event: the PodGroup's stamp (cooldown state, last-decision and the scale record,

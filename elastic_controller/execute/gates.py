@@ -10,7 +10,7 @@ from typing import Any
 from ..kube.api import KubeAPI
 from ..kube.errors import KubeError, NotFoundError
 from ..kube.resources import PODS
-from ..policy import keys
+from ..policy import contract, keys
 from ..policy.actions import LiftGates
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, NotLeaderError, log, split
@@ -30,12 +30,11 @@ def lift_gate(api: KubeAPI, pod_key: str, gate: str) -> dict[str, Any] | None:
 def lifting_decision(stamp: str, n: int, reason: str) -> str:
     """The job's ``last-decision`` while its scale-up runs: a plan, not yet a claim (a leader killed or
     deposed mid-way leaves this; the next one says how many were lifted: ``resume.check_records``)."""
-    return f"{stamp} up: lifting {n} gate(s); {reason}"
+    return contract.up_lifting(stamp, n, reason).encode()
 
 
 def lifted_decision(stamp: str, lifted: int, n: int, reason: str, how: str = "") -> str:
-    count = f"{lifted} gate(s)" if lifted == n else f"{lifted} of {n} gate(s)"
-    return f"{stamp} up: {count} lifted{how}; {reason}"
+    return contract.up_lifted(stamp, lifted, n, reason, how).encode()
 
 
 def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, report: CycleReport) -> None:
@@ -103,6 +102,6 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
         elif ours:
             final = lifted_decision(stamp, lifted, len(items), reason)
             try:
-                ex.patch_pg(job, {keys.LAST_DECISION: final[:500]})
+                ex.patch_pg(job, {keys.LAST_DECISION: final})
             except KubeError as exc:
                 log.warning("scale-up's last-decision not written", extra={"job": job, "error": str(exc)})

@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 
 from ..kube.errors import KubeError
-from ..policy import keys
+from ..policy import contract, keys
 from ..policy.actions import CycleDecision, EvictDueNotice, GiveNotice, WithdrawNotice
 from ..policy.model import Snapshot
 from ..policy.notices import NoticeReview
@@ -36,8 +36,7 @@ def give_notice(ex: Executor, action: GiveNotice, now: datetime, report: CycleRe
         for j in sorted({e.job for e in evictions}):
             n = sum(1 for e in evictions if e.job == j)
             ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
-                    keys.LAST_DECISION: f"{stamp} down: eviction notice to {n} elastic worker(s) to make "
-                                        f"room for {gang}",
+                    keys.LAST_DECISION: contract.down_notice(stamp, n, gang).encode(),
                     keys.SCALE_RECORD: ex.new_record("notice", gang,
                                                      {e.pod: e.uid for e in evictions if e.job == j},
                                                      before.get(j, {}), stamp),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..kube.errors import KubeError, NotFoundError
-from ..policy import keys
+from ..policy import contract, keys
 from ..policy.model import PodView, Snapshot
 from ..policy.parse import format_time
 from ..policy.resume import check_resumable, plan_stamp_for
@@ -116,9 +116,10 @@ def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snap
         if j in evicted_jobs:
             continue  # part of the plan happened: that cooldown is real
         ours = ex.pg_annotations(j)
-        text = f"{format_time(now)} plan to evict for {gang} dropped after an interruption: {why}"
+        at = format_time(now)
+        text = contract.forgotten(at, f"plan to evict for {gang} dropped after an interruption: {why}", gang).encode()
         try:
-            ex.restore_pg(j, {k: ours[k] for k in RESTORE_KEYS if k in ours}, {keys.LAST_DECISION: text[:500]})
+            ex.restore_pg(j, {k: ours[k] for k in RESTORE_KEYS if k in ours}, {keys.LAST_DECISION: text})
         except KubeError as exc:
             log.warning("could not take back a cooldown stamp", extra={"job": j, "error": str(exc)})
 
@@ -172,10 +173,11 @@ def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodVie
     if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN or _acted(rec, pods):
         return False
     what = "eviction notice" if rec.path == "notice" else "eviction"
-    text = (f"{format_time(now)} cooldown of {rec.at} taken back: none of its {len(rec.pods)} {what}(s) for "
-            f"{rec.gang} happened (interrupted, withdrawn or not executed)")
+    text = contract.taken_back(format_time(now), f"cooldown of {rec.at} taken back: none of its {len(rec.pods)} "
+                                                 f"{what}(s) for {rec.gang} happened (interrupted, withdrawn or not "
+                                                 "executed)", rec.gang).encode()
     before = dict(rec.before)
-    before[keys.LAST_DECISION] = text[:500]
+    before[keys.LAST_DECISION] = text
     if not ex.restore_pg(job, current, before):
         return False
     report.taken_back.append(job)
@@ -192,9 +194,9 @@ def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodVie
 def _judge_up(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView], current: dict[str, str],
               now: datetime) -> bool:
     """A scale-up whose last-decision still says "lifting": the writer stopped before counting."""
-    decision = current.get(keys.LAST_DECISION, "")
-    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or \
-            not decision.startswith(f"{rec.at} up: lifting "):
+    decision = contract.Decision.decode(current.get(keys.LAST_DECISION))
+    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or decision is None or \
+            decision.kind != contract.Kind.UP or decision.path != "lifting" or decision.at != rec.at:
         return False
     gate = ex.cfg.gating.gateName
     lifted = 0
@@ -202,16 +204,17 @@ def _judge_up(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView]
         p = pods.get(key)
         if p is None or (uid and p.uid != uid) or gate not in p.scheduling_gates:
             lifted += 1
-    reason = decision.partition("; ")[2]
+    reason = decision.reason
     ref = ex.job_ref(job)
     if not lifted:
         before = dict(rec.before)
-        before[keys.LAST_DECISION] = (f"{format_time(now)} scale-up of {rec.at} taken back: none of its "
-                                      f"{len(rec.pods)} gate(s) was lifted (interrupted)")[:500]
+        before[keys.LAST_DECISION] = contract.taken_back(format_time(now), f"scale-up of {rec.at} taken back: none "
+                                                         f"of its {len(rec.pods)} gate(s) was lifted (interrupted)"
+                                                         ).encode()
         return ex.restore_pg(job, current, before)
     n = len(rec.pods)
-    text = f"{rec.at} up: {lifted if lifted == n else f'{lifted} of {n}'} gate(s) lifted (interrupted); {reason}"
-    ex.patch_pg(job, {keys.LAST_DECISION: text[:500]})
+    text = contract.up_lifted(rec.at, lifted, n, reason, " (interrupted)").encode()
+    ex.patch_pg(job, {keys.LAST_DECISION: text})
     if ref is not None:
         ex.recorder.emit(ref, "Normal", "ScaledUp", f"the scale-up of {rec.at} lifted the scale-up gate of "
                                                     f"{lifted} of {n} elastic pod(s) (counted after an interruption)")

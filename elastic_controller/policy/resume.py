@@ -20,6 +20,7 @@ from datetime import datetime
 
 from . import keys
 from .budget import RestartBudget
+from .contract import Decision, Kind
 from .eviction import Planner, starving_gangs
 from .fit import place_all, pod_demand
 from .model import PodGroupView, PodView, Snapshot
@@ -42,13 +43,15 @@ class ResumeVerdict:
 
 def plan_stamp_for(pg: PodGroupView | None, gang: str) -> bool:
     """True when ``pg``'s scale stamp is the one an agent writes for a plan evicting for ``gang``
-    (direction down, last-decision "... to make room for <gang>"): that cooldown is the plan's own
-    and does not bar finishing it."""
+    (direction down, a ``last-decision`` of kind down for ``gang``: ``contract.Decision``): that
+    cooldown is the plan's own and does not bar finishing it."""
     if pg is None:
         return False
     ann = pg.annotations
-    return ann.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and \
-        ann.get(keys.LAST_DECISION, "").endswith(f"to make room for {gang}")
+    if ann.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN:
+        return False
+    said = Decision.decode(ann.get(keys.LAST_DECISION))
+    return said is not None and said.kind == Kind.DOWN and said.gang == gang
 
 
 def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_key: str,

@@ -9,6 +9,7 @@ from datetime import timedelta
 from elastic_controller.execute.decisions import REFRESH_SECONDS, kind_of, write_decisions
 from elastic_controller.execute.executor import CycleReport
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS
+from elastic_controller.policy.contract import sentence_of
 from elastic_controller.policy.decisions import CyclePlan, GangDecision, HoldNote, HoldReason
 from tests import builders as b
 from tests.unit.test_execute import DECISION, EVICTED_FOR, a_job, executor, writes
@@ -19,8 +20,13 @@ GAIN = HoldNote("job team-a/a stays at 4 of max 6 workers: 5 fit now, but +25% i
                 "team-a/a", HoldReason.BELOW_MIN_GAIN)
 
 
-def decision(kube: object) -> str:
+def stored(kube: object) -> str:
     return str(kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"].get(DECISION, ""))  # type: ignore[attr-defined]
+
+
+def decision(kube: object) -> str:
+    """The stored ``last-decision`` as a person reads it (``contract.sentence_of``)."""
+    return sentence_of(stored(kube))
 
 
 def events(kube: object, reason: str) -> list[dict[str, object]]:
@@ -53,7 +59,7 @@ def test_the_annotation_is_the_memory_across_a_restart() -> None:
 def test_a_new_reason_is_a_new_event_new_words_are_rate_bounded() -> None:
     kube, ex = executor(a_job(running=4))
     write_decisions(ex, b.decided(CyclePlan(notes=(GAIN,))), CycleReport(CyclePlan()), b.NOW)
-    assert kind_of(decision(kube)) == "held (BelowMinScaleUpGain)"
+    assert kind_of(stored(kube)) == "held (BelowMinScaleUpGain)"
     reworded = HoldNote(str(GAIN).replace("5 fit", "6 fit").replace("+25%", "+50%"), "team-a/a",
                         HoldReason.BELOW_MIN_GAIN)
     before = len(writes(kube))
@@ -63,7 +69,7 @@ def test_a_new_reason_is_a_new_event_new_words_are_rate_bounded() -> None:
     write_decisions(ex, b.decided(CyclePlan(notes=(reworded,))), CycleReport(CyclePlan()), later)
     assert "6 fit now" in decision(kube) and len(events(kube, "ScaleUpHeld")) == 1
     write_decisions(ex, b.decided(CyclePlan(notes=(COOL,))), CycleReport(CyclePlan()), later + timedelta(seconds=5))
-    assert kind_of(decision(kube)) == "held (Cooldown)"
+    assert kind_of(stored(kube)) == "held (Cooldown)"
     assert sorted(str(e["message"]) for e in events(kube, "ScaleUpHeld")) == sorted([str(GAIN), str(COOL)])
 
 
@@ -82,7 +88,7 @@ def test_a_plan_in_flight_keeps_its_stamp_text() -> None:
     write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW, snap)
     assert decision(kube) == down and not events(kube, "ScaleUpHeld")
     write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW, None)  # without the plan in flight: written
-    assert kind_of(decision(kube)) == "held (Cooldown)"
+    assert kind_of(stored(kube)) == "held (Cooldown)"
 
 
 def test_dry_run_publishes_nothing() -> None:

@@ -27,6 +27,7 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, SNAPSHOT_RESOURCES
 from elastic_controller.notice import Notices
 from elastic_controller.policy.actions import Evict, LiftGates
+from elastic_controller.policy.contract import Decision, Kind
 from elastic_controller.policy.cycle import decide, shrinks
 from elastic_controller.policy.decisions import CyclePlan, Eviction, GangDecision, GateRelease
 from elastic_controller.policy.model import Snapshot
@@ -169,8 +170,9 @@ def test_a_decision_is_written_only_when_its_text_changes() -> None:
     waiting = GangDecision("team-b/b", "default", "wait", "no room yet")
     plan = CyclePlan(starving=(waiting,))
     write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW)
-    assert kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION] == \
-        f"{b.ts(b.NOW)} waiting: no room yet"
+    said = Decision.decode(kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION])
+    assert said is not None and said.sentence == f"{b.ts(b.NOW)} waiting: no room yet"
+    assert said.kind == Kind.WAITING and said.at == b.ts(b.NOW)
     before = len(writes(kube))
     write_decisions(ex, b.decided(plan), CycleReport(plan), b.ago(-5))  # same text, later: not written again
     assert len(writes(kube)) == before
