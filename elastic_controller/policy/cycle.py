@@ -5,7 +5,7 @@ one place that builds it for the agent, the simulator, ``plan`` and ``status``."
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -33,7 +33,7 @@ from .keys import EVICT_AFTER, EVICTED_FOR, RESTARTS_USED
 from .model import PodView, Snapshot
 from .notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
 from .settings import ElasticConfig
-from .world import PlanCache, build_world, ghosts_of
+from .world import PlanCache, World, build_world, ghosts_of
 
 __all__ = ["CycleDecision", "PlanCache", "SearchMode", "decide", "plan_cycle", "records", "shrinks"]
 
@@ -128,7 +128,8 @@ def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapp
         raw = plan_cycle(flying, plan_cfg or cfg, now, cache=cache, search=search, pdb_refused=pdb_refused)
     plan = with_notices(raw, review, due=False, left=False)
     shown = with_notices(raw, review, due=True)
-    actions = _actions(snapshot, cfg, now, plan, review, reviewed is None)
+    world = cache.world if cache is not None and planner is None else None  # (this cycle's, just built)
+    actions = _actions(snapshot, cfg, now, plan, review, reviewed is None, world)
     return CycleDecision(plan=plan, shown=shown, notices=review, actions=actions)
 
 
@@ -137,14 +138,14 @@ def _notice_actions(review: NoticeReview) -> tuple[Action, ...]:
 
 
 def _actions(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, plan: CyclePlan,
-             review: NoticeReview, notices: bool) -> tuple[Action, ...]:
+             review: NoticeReview, notices: bool, world: World | None = None) -> tuple[Action, ...]:
     out: list[Action] = list(_notice_actions(review)) if notices else []
     out.extend(shrinks(snapshot, cfg, now, plan.evictions))
     by_job: dict[str, list[GateRelease]] = {}
     for r in plan.gate_releases:
         by_job.setdefault(r.job, []).append(r)
     out.extend(LiftGates(job, tuple(items)) for job, items in by_job.items())
-    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job)))
+    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job), world))
     out.extend(records(plan))
     return tuple(out)
 
@@ -197,8 +198,9 @@ def _counted(pg: Mapping[str, str] | None, job: Mapping[str, str] | None) -> int
 
 
 def _sizes(snapshot: Snapshot, cfg: ElasticConfig, plan: CyclePlan, review: NoticeReview,
-           grown: set[str]) -> list[AnnounceSize]:
-    """The size of every job this cycle changes (evicted, under notice, grown, a notice due or withdrawn)."""
+           grown: set[str], world: World | None) -> list[AnnounceSize]:
+    """The size of every job this cycle changes (evicted, under notice, grown, a notice due or withdrawn).
+    ``world``: the cycle's (its ghosts and pods by group, instead of a walk over every pod)."""
     leaving = {e.pod for e in plan.evictions} | {d.facts.pod for d in review.due}
     withdrawn = {w.facts.pod for w in review.withdrawn}
     changed = ({e.job for e in plan.evictions} | grown | {d.facts.job for d in review.due}
@@ -206,9 +208,15 @@ def _sizes(snapshot: Snapshot, cfg: ElasticConfig, plan: CyclePlan, review: Noti
     if not changed:
         return []
     lifted = {r.pod for r in plan.gate_releases}
-    ghosts = ghosts_of(snapshot)
+    ghosts: Mapping[str, str]
+    if world is not None and changed <= world.pods_by_group.keys():
+        ghosts = world.ghosts
+        members: Iterable[PodView] = (p for job in changed for p in world.pods_by_group[job])
+    else:
+        ghosts = ghosts_of(snapshot)
+        members = snapshot.pods
     pods: dict[str, list[PodView]] = {}
-    for p in snapshot.pods:
+    for p in members:
         if p.job_id in changed:
             if p.key in withdrawn:  # its evicted-for is removed this cycle
                 p = _unclaimed(p)

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from elastic_controller.config import parse_config
+import pytest
+
+from elastic_controller.config import load_config_file, parse_config
 from elastic_controller.policy import keys
 from elastic_controller.policy.actions import (
     AnnounceSize,
@@ -21,7 +23,7 @@ from elastic_controller.policy.actions import (
     WithdrawNotice,
 )
 from elastic_controller.policy.announce import announced
-from elastic_controller.policy.cycle import decide, plan_cycle
+from elastic_controller.policy.cycle import PlanCache, decide, plan_cycle
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.notices import in_flight, review_notices, with_notices
 from elastic_controller.policy.parse import parse_objects
@@ -152,3 +154,16 @@ def test_the_announced_size_leaves_out_ghosts_victims_and_gated_pods() -> None:
     told = announced(pods, gate, ghosts=ghosts, leaving={"ns/j-worker-0"}, lifted=gated[:1])
     assert not set(told) & ghosts and "ns/j-worker-0" not in told
     assert gated[0] in told and not set(gated[1:]) & set(told)
+
+
+@pytest.mark.parametrize("name", sorted(p.name[:-len(".json")] for p in EXAMPLES.glob("*.json")
+                                        if not p.name.endswith(".expected.json")))
+def test_the_cycle_s_world_gives_the_same_actions_as_a_walk(name: str) -> None:
+    """With a ``PlanCache`` the sizes come from the cycle's World (its ghosts, its pods by group);
+    without, from a walk over the snapshot: the same actions either way."""
+    config = EXAMPLES / f"{name}.config.yaml"
+    cfg = load_config_file(config) if config.exists() else ElasticConfig()
+    snap = example(name, cfg=cfg)
+    cold = decide(snap, cfg, NOW)
+    warm = decide(snap, cfg, NOW, cache=PlanCache())
+    assert warm.actions == cold.actions and warm.shown.to_json() == cold.shown.to_json()
