@@ -21,7 +21,7 @@ from .kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundE
 from .kube.events import EventRecorder
 from .kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
 from .kube.workqueue import WorkQueue
-from .policy import keys
+from .policy import contract, keys
 from .policy.announce import announced
 from .policy.announce import coming as announce_coming
 from .policy.model import JobView, Snapshot
@@ -337,7 +337,7 @@ class Controller:
         torchrun (``coming_pods``), where it differs: the job kit's rendezvous stops waiting once that
         many joined."""
         pods = self.coming_pods(self.job_pods(job))
-        target = str(len(pods))
+        target = contract.encode_count(len(pods))
         for pod in pods:
             meta = pod.get("metadata") or {}
             if (meta.get("annotations") or {}).get(keys.TARGET_WORKERS) == target:

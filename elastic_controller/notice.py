@@ -41,7 +41,7 @@ from .kube.caches import Store
 from .kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from .kube.events import EventRecorder
 from .kube.resources import PODGROUPS, PODS, PYTORCHJOBS
-from .policy import keys
+from .policy import contract, keys
 from .policy.actions import Noticed
 from .policy.model import Snapshot
 from .policy.notices import NoticeReview, review_notices
@@ -115,7 +115,7 @@ class Notices:
         for v in victims:
             deadline = deadlines[v.pod]
             try:
-                self._patch_pod(v.pod, {keys.EVICTED_FOR: gang, keys.EVICT_AFTER: format_time(deadline)})
+                self._patch_pod(v.pod, {keys.EVICTED_FOR: gang, keys.EVICT_AFTER: contract.encode_time(deadline)})
             except KubeError as exc:
                 result.failed = f"error: {exc}"
                 log.warning("eviction notice not given; undoing its stamps",
