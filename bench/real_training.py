@@ -48,6 +48,7 @@ if str(ROOT) not in sys.path:
 from kubernetes import client, config  # noqa: E402
 
 from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
+from elastic_controller.policy.contract import sentence_of  # noqa: E402
 from hack import training_log  # noqa: E402
 from hack.localbox import Box, BoxOptions, image, realnode  # noqa: E402
 from tests.real.test_install import (  # noqa: E402
@@ -207,7 +208,7 @@ def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------------- the story
 def pod_decision(objs: Any, ns: str, job: str) -> str:
-    """The job's PodGroup's last-decision annotation (what `kubectl describe` shows), or ""."""
+    """The job's PodGroup's last-decision as a person reads it (`contract.sentence_of`), or ""."""
     try:
         pgs = objs.list_namespaced_custom_object(*VC, ns, "podgroups").get("items", [])
     except client.ApiException:
@@ -215,7 +216,7 @@ def pod_decision(objs: Any, ns: str, job: str) -> str:
     for pg in pgs:
         owners = pg["metadata"].get("ownerReferences") or []
         if any(o.get("name") == job for o in owners) or pg["metadata"]["name"] == job:
-            return str((pg["metadata"].get("annotations") or {}).get("volcano-elastic.io/last-decision", ""))
+            return sentence_of((pg["metadata"].get("annotations") or {}).get("volcano-elastic.io/last-decision", ""))
     return ""
 
 
