@@ -233,8 +233,7 @@ def render_table(plan: dict[str, Any], wide: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..policy.cycle import plan_cycle
-    from ..policy.notices import in_flight, review_notices, with_notices
+    from ..policy.cycle import decide
     from ..policy.parse import parse_objects
     from ..policy.times import format_time
 
@@ -254,8 +253,8 @@ def run(args: argparse.Namespace) -> int:
         warn("plan", w)
     # Eviction notices as the agent sees them: a due victim is in `evictions`, a pending one makes its
     # gang wait (with the notice as the reason) and is never picked again.
-    notices = review_notices(snapshot, cfg, now)
-    plan = with_notices(plan_cycle(in_flight(snapshot, notices), cfg, now), notices, due=True)
+    decision = decide(snapshot, cfg, now)
+    plan, notices = decision.shown, decision.notices
     out = plan.to_json()
     out["notes"] = [note_json(n) for n in plan.notes]
     if args.output in ("json", "yaml"):

@@ -33,7 +33,8 @@ LAST_DECISION = f"{PREFIX}/last-decision"
 # undo compares this (not "a stamp like ours") before restoring. execute/resume.py, docs/failure-model.md.
 SCALE_RECORD = f"{PREFIX}/scale-record"
 # "N": how many of torchrun's restarts our scale-downs (and Volcano's preemptions) have used on the
-# job, written with the cooldown stamp on the PodGroup and the PyTorchJob (policy/budget.py).
+# job, on the PodGroup (the count read) and a copy on the PyTorchJob: a shrink's once one of its victims
+# left (policy/restart_count.py), a preemption's with its stamp (policy/budget.py).
 RESTARTS_USED = f"{PREFIX}/restarts-used"
 # The id of the scale record whose restart ``restarts-used`` has counted (on the PodGroup only): a
 # restart is counted once it happened (a victim evicted or gone), once per record (issue 36, F2).

@@ -11,7 +11,7 @@ from operator import attrgetter, is_
 
 from . import keys
 from .budget import RestartBudget, budget_of
-from .capacity import CapacityModel
+from .capacity_ledger import CapacityModel
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from ..policy import keys
-from ..policy.decisions import CyclePlan
+from ..policy.actions import CycleDecision, Evict, GiveNotice
+from ..policy.cycle import decide
+from ..policy.decisions import CyclePlan, Eviction
 from ..policy.keys import Role
 from ..policy.model import NodeView, PodGroupView, PodView, QueueView, Snapshot
-from ..policy.notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
+from ..policy.notices import NoticeReview
 from ..policy.parse import format_time
 from ..policy.roles import plan_role, task_priority
 from ..policy.settings import ElasticConfig, QueuePolicy
@@ -257,6 +259,10 @@ class Simulator:
         self.evictions = 0
         self.pod_changes = 0  # placements, evictions and frees (volcano-gang skips runs without any)
         self.restarts = 0
+        self.restarts_used: dict[int, int] = {}  # job id -> restarts-used, as the agent writes it (SpendRestart)
+        # Jobs whose notice stamp has not counted its restart yet: counted when its first victim is
+        # evicted, never when the notice is withdrawn (issue 36, F2; policy/restart_count.py).
+        self.notice_restarts: set[int] = set()
         self.cooldown_violations = 0
         self.rejected: list[str] = []
         self.bound_violations = 0
@@ -578,16 +584,16 @@ class Simulator:
         review = NoticeReview()
         noticed = False
         if self.noticed:
-            review = review_notices(snapshot, self.cfg, self.dt(now), self.notice_given)
+            review = decide(snapshot, self.cfg, self.dt(now), given=self.notice_given, notices_only=True).notices
             noticed = self._act_on_notices(review, now)
             if noticed:
                 snapshot = self.snapshot()
         started = time.perf_counter()
-        plan = self.planner(in_flight(snapshot, review), self.plan_cfg, self.dt(now))
-        plan = with_notices(plan, review, due=False, left=False)
+        decision = decide(snapshot, self.cfg, self.dt(now), plan_cfg=self.plan_cfg, planner=self.planner,
+                          reviewed=review)
         self.plan_seconds += time.perf_counter() - started
         self.plan_calls += 1
-        acted = self._apply(plan, now) or noticed
+        acted = self._apply(decision, now) or noticed
         if acted:
             self.alloc.schedule(now)
             self.request_tick(now + self.interval)
@@ -649,12 +655,21 @@ class Simulator:
                 return True
         return False
 
-    def _apply(self, plan: CyclePlan, now: float) -> bool:
+    def _apply(self, decision: CycleDecision, now: float) -> bool:
+        plan = decision.plan
         scaled: dict[int, str] = {}
         victims: list[SimPod] = []
-        # A gang's victims get a notice when any of their queues gives one (execute.evictions.execute_evictions).
-        notice_gangs = {ev.for_gang for ev in plan.evictions if self.cfg.queue_policy(ev.queue).noticeSeconds > 0}
-        for ev in plan.evictions:
+        # A gang's victims are evicted now (Evict, with the restart each shrunk job spends:
+        # SpendRestart) or put under notice (GiveNotice, with each deadline; its restart is counted
+        # once a victim leaves, _act_on_notices): decided by policy.cycle.decide.
+        shrinks: list[tuple[Eviction, datetime | None, int | None]] = []
+        for action in decision.actions:
+            if isinstance(action, GiveNotice):
+                shrinks += [(n.victim, n.evict_after, None) for n in action.victims]
+            elif isinstance(action, Evict):
+                used = {r.job: r.used for r in action.restarts}
+                shrinks += [(ev, None, used.get(ev.job)) for ev in action.victims]
+        for ev, deadline, restarts_used in shrinks:
             pod = self.pods_by_key.get(ev.pod)
             if pod is None or pod.node < 0 or pod.deleting or pod.uid in self.noticed:
                 self.rejected.append(f"{now:g}s: evict {ev.pod}: not a running pod (or already under notice)")
@@ -662,8 +677,11 @@ class Simulator:
             if pod.role is not Role.ELASTIC:
                 self.rejected.append(f"{now:g}s: evict {ev.pod}: role {pod.role.value} is never evicted")
                 continue
-            if ev.for_gang in notice_gangs:
-                self._give_notice(pod, ev.for_gang, now)
+            if restarts_used is not None:
+                self.restarts_used[pod.job.id] = restarts_used
+            if deadline is not None:
+                self._give_notice(pod, ev.for_gang, now, deadline)
+                self.notice_restarts.add(pod.job.id)  # the notice's stamp: a restart once a victim leaves
                 scaled[pod.job.id] = keys.Direction.DOWN.value  # the cooldown starts with the notice
                 continue
             victims.append(pod)
@@ -711,9 +729,8 @@ class Simulator:
 
     # --- eviction notices ------------------------------------------------------------------------
 
-    def _give_notice(self, pod: SimPod, gang: str, now: float) -> None:
-        """``Notices.give``: ``evict-after`` (now + the victim's queue's notice) next to ``evicted-for``."""
-        deadline = notice_deadline(self.dt(now), self.cfg.queue_policy(pod.job.queue).noticeSeconds)
+    def _give_notice(self, pod: SimPod, gang: str, now: float, deadline: datetime) -> None:
+        """``Notices.give``: ``evict-after`` (the action's deadline) next to ``evicted-for``."""
         until = (deadline - self.settings.start).total_seconds()
         self.noticed[pod.uid] = _Notice(pod, gang, now, until, deadline)
         self.notice_given[pod.uid] = deadline
@@ -751,6 +768,8 @@ class Simulator:
             pod.evicted_for = ""
             pod.view = None
             self.notices_withdrawn += 1
+            if not any(p.uid in self.noticed for p in pod.job.pods):
+                self.notice_restarts.discard(pod.job.id)  # withdrawn before any victim left: no restart
             acted = True
         jobs: dict[int, SimJob] = {}
         for d in review.due:
@@ -764,6 +783,10 @@ class Simulator:
             if now < notice.until:
                 self.notices_ended_by_checkpoint += 1
             self.evict(pod, now, notice.gang)
+            if pod.job.id in self.notice_restarts:  # the notice's restart happened: counted once
+                self.notice_restarts.discard(pod.job.id)
+                self.restarts_used[pod.job.id] = self.restarts_used.get(pod.job.id, 0) + 1
+                pod.job.pg_view = None
             jobs[pod.job.id] = pod.job
             acted = True
         for job in jobs.values():
@@ -797,6 +820,8 @@ class Simulator:
         if job.last_scale >= 0:
             annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
             annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        if job.id in self.restarts_used:
+            annotations[keys.RESTARTS_USED] = str(self.restarts_used[job.id])
         checkpoint = -1.0
         if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
             # what the training code writes (docs/checkpointing.md): its last checkpoint's time
