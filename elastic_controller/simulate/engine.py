@@ -24,7 +24,7 @@ from ..policy.actions import CycleDecision, Evict, GiveNotice
 from ..policy.cycle import decide
 from ..policy.decisions import CyclePlan, Eviction
 from ..policy.keys import Role
-from ..policy.model import NodeView, PodGroupView, PodView, QueueView, Snapshot
+from ..policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
 from ..policy.notices import NoticeReview
 from ..policy.parse import format_time
 from ..policy.roles import plan_role, task_priority
@@ -116,6 +116,10 @@ class SimSettings:
     # last-checkpoint-time) this many seconds after the notice began, which ends the notice at the
     # next cycle; < 0: it checkpoints only as its notice ends (its victims' GPUs are held for all of it)
     notice_checkpoint: float = -1.0
+    # elastic: every job's PyTorchJob says elasticPolicy.maxRestarts this (None: no PyTorchJob in the
+    # planner's snapshot, so the restart budget does not apply, as for a dump of pods and PodGroups);
+    # each shrink spends one (decide's SpendRestart, counted in restarts-used as the agent writes it)
+    max_restarts: int | None = None
 
 
 @dataclass(slots=True)
@@ -812,8 +816,17 @@ class Simulator:
             if views is None:
                 views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
             pods.extend(views)
+        jobs = () if self.settings.max_restarts is None else tuple(
+            self._job_view(job) for job in self.active.values() if not job.done)
         return Snapshot(nodes=self.node_views, pods=tuple(pods), podgroups=tuple(groups),
-                        queues=self.queue_views, priority_classes=self.priority_classes)
+                        queues=self.queue_views, priority_classes=self.priority_classes, jobs=jobs)
+
+    def _job_view(self, job: SimJob) -> JobView:
+        """The job's PyTorchJob as the planner reads it with ``max_restarts`` set: its restart budget
+        only (no elasticPolicy bounds or stamps of its own: the pods and PodGroup say those)."""
+        used = self.restarts_used.get(job.id)
+        return JobView(namespace=job.namespace, name=job.spec.name, max_restarts=self.settings.max_restarts,
+                       annotations={keys.RESTARTS_USED: str(used)} if used else {})
 
     def _group_view(self, job: SimJob) -> PodGroupView:
         annotations: dict[str, str] = {}
