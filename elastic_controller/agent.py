@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from .execute.attained import write_attained_stamps
 from .execute.executor import LEDGER_TTL, AgentMetrics, CycleReport, Executor, NoMetrics, NotLeaderError, log
 from .execute.executor import PDB_REFUSAL_SECONDS as PDB_REFUSAL_SECONDS
 from .execute.executor import InjectedFault as InjectedFault  # re-exported: tests and docs name them here
@@ -277,6 +278,8 @@ class Agent:
             self._log_plan(plan)
             self._publish_state(plan, report)
             execute_plan(ex, plan, now, report, snapshot)
+            if not self.dry_run:
+                write_attained_stamps(ex, snapshot, now)  # issue 38: the service survives restarts
         except NotLeaderError as exc:
             report.not_leader = True
             self.metrics.write_refused("not-leader")

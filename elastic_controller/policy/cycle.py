@@ -10,6 +10,7 @@ from datetime import datetime
 
 from .decisions import CyclePlan, Eviction, GangDecision
 from .eviction import Planner, SearchMode, starving_gangs
+from .fairness import plan_fairness
 from .gates import plan_gate_releases
 from .model import Snapshot
 from .settings import ElasticConfig
@@ -62,6 +63,8 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             decisions.append(result.decision)
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
+    if not decisions and not releases and not blockers:
+        evictions.extend(plan_fairness(world))  # issue 38: the fairness scale-down (fairness.py)
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),

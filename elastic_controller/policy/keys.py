@@ -35,6 +35,9 @@ SCALE_RECORD = f"{PREFIX}/scale-record"
 # "N": how many of torchrun's restarts our scale-downs (and Volcano's preemptions) have used on the
 # job, written with the cooldown stamp on the PodGroup and the PyTorchJob (policy/budget.py).
 RESTARTS_USED = f"{PREFIX}/restarts-used"
+# "<GPU-seconds>@<RFC 3339>": the job's attained service (GPU-seconds held) as of that time, written by
+# the agent on the PodGroup (policy/attained.py).
+ATTAINED_SERVICE = f"{PREFIX}/attained-service"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it
