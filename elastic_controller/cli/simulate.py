@@ -13,9 +13,10 @@ from .common import add_config_flag, load_config_or_exit
 if TYPE_CHECKING:
     from ..simulate.restarts import RestartCost
 
-HELP = "simulate a job trace on a cluster under elastic, volcano-gang, static-max and static-min scheduling"
+HELP = ("simulate a job trace on a cluster under elastic, volcano-gang, static-max, static-min and tiresias "
+        "scheduling")
 
-POLICY_CHOICES = ("elastic", "volcano-gang", "static-max", "static-min", "all")
+POLICY_CHOICES = ("elastic", "volcano-gang", "static-max", "static-min", "tiresias", "all")
 # --example --seeds: the generator's settings of the bundled trace (examples/sim/README)
 EXAMPLE_JOBS, EXAMPLE_LOAD = 500, 1.0
 
@@ -170,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..simulate.cluster import ClusterSpec, load_cluster, parse_cluster
     from ..simulate.engine import POLICIES, SimSettings
+    from ..simulate.tiresias import NAME as TIRESIAS
     from ..simulate.generate import GeneratorOptions, generate, with_worker_counts
     from ..simulate.plots import MISSING, have_matplotlib, write_plots
     from ..simulate.quota import capacity_problems
@@ -260,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         traces = [(name, seed, with_worker_counts(jobs, args.worker_counts_fraction, seed or args.seed))
                   for name, seed, jobs in traces]
 
-    policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    policies = [*POLICIES, TIRESIAS] if args.policy == "all" else [args.policy]
     tree = sorted(q.name for q in cluster.queues if q.parent)
     if tree and not hierarchy:
         print(f"volcano-elastic simulate: warning: the cluster's queues form a tree ({', '.join(tree)} have a "

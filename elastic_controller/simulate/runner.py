@@ -15,6 +15,8 @@ from .cluster import ClusterSpec
 from .engine import SimResult, SimSettings, simulate
 from .progress import ProgressBar
 from .report import comparison, jobs_csv, summarize, table
+from .tiresias import NAME as TIRESIAS
+from .tiresias import simulate_tiresias
 from .trace import JobSpec
 
 
@@ -37,7 +39,8 @@ def run_policies(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, 
     results: dict[str, SimResult] = {}
     for policy in order:
         bar = ProgressBar(f"{label}{policy}") if progress else None
-        result = simulate(jobs, cluster, cfg, policy, settings, progress=bar)
+        result = (simulate_tiresias(jobs, cluster, settings) if policy == TIRESIAS
+                  else simulate(jobs, cluster, cfg, policy, settings, progress=bar))
         if bar is not None:
             bar.close()
         if result.rejected_decisions:
