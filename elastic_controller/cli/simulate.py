@@ -171,7 +171,6 @@ def run(args: argparse.Namespace) -> int:
 
     from ..simulate.cluster import ClusterSpec, load_cluster, parse_cluster
     from ..simulate.engine import POLICIES, SimSettings
-    from ..simulate.tiresias import NAME as TIRESIAS
     from ..simulate.generate import GeneratorOptions, generate, with_worker_counts
     from ..simulate.plots import MISSING, have_matplotlib, write_plots
     from ..simulate.quota import capacity_problems
@@ -179,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
     from ..simulate.runner import print_run, run_policies
     from ..simulate.scaling import CurveError, parse_curve
     from ..simulate.seeds import class_ratio_table, parse_seeds, seeds_table
+    from ..simulate.tiresias import NAME as TIRESIAS
     from ..simulate.trace import ImportOptions, JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
     from ..simulate.validate import check_jobs
 
