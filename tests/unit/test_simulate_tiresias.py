@@ -24,7 +24,8 @@ def _times(result: object) -> dict[str, tuple[float, float, int]]:
 
 
 def test_a_short_job_preempts_a_long_served_one_and_the_long_one_resumes() -> None:
-    # long: 8 GPUs for 10 h of work; short arrives after 2 h (long has 16 GPU-h: demoted below queue 0, the short one ends with 4)
+    # long: 8 GPUs for 10 h of work; short arrives after 2 h (long has 16 GPU-h: demoted below queue 0;
+    # the short one ends with 4)
     jobs = [JobSpec("long", 0.0, 8, 8, 1, 8 * 36_000.0), JobSpec("short", 7200.0, 4, 4, 2, 8 * 1800.0)]
     params = TiresiasParams(thresholds=(8 * 3600.0,), promote_knob=100.0)
     result = simulate_tiresias(jobs, ONE_NODE, FLAT, params)
