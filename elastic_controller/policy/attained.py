@@ -12,9 +12,12 @@ times the time it held the node since the stamp (since it was scheduled, when la
 
     service(now) = stamped + sum over placed pods of gpus(pod) x (now - max(as_of, scheduled_at))
 
-A pod that left between the stamp and now is missing the part of its time after the stamp: the
-agent rewrites the stamp every ``REWRITE_SECONDS`` so that what is missed stays small. Without a
-stamp only the pods placed now count (a job that ran before volcano-elastic saw it starts from them).
+So the stamp only has to be rewritten when a pod leaves (its time would be lost with it): the agent
+remembers the placed pods it saw at its last cycle, and for a group one of them left since, writes
+the service now plus the departed pods' time from the stamp to that last sighting (exact to within
+one cycle; ``execute.attained``). While no pod leaves, nothing is written. Without a stamp only the
+pods placed now count (a job that ran before volcano-elastic saw it starts from them, and pods that
+left while no agent ran are not counted).
 A pod that requests no GPU counts as one (``gpus``), so CPU-only jobs are ordered by pod-seconds.
 
 The simulator stamps every job's PodGroup view with its exact service (``simulate.engine``).
@@ -33,10 +36,8 @@ from .times import parse_time
 if TYPE_CHECKING:
     from .world import JobState
 
-__all__ = ["ATTAINED_SERVICE", "REWRITE_SECONDS", "Stamp", "attained_by_group", "attained_service",
-           "format_stamp", "parse_stamp", "stamp_jobs", "stamps_due"]
-# The agent rewrites a PodGroup's stamp once it is this old (and the job holds a node).
-REWRITE_SECONDS = 60.0
+__all__ = ["ATTAINED_SERVICE", "Stamp", "attained_by_group", "attained_service", "format_stamp", "gpus",
+           "holds_node", "parse_stamp", "stamp_jobs", "stamp_of"]
 
 
 class Stamp(NamedTuple):
@@ -67,6 +68,10 @@ def parse_stamp(raw: object) -> Stamp | None:
     return Stamp(seconds, at)
 
 
+def stamp_of(pg: PodGroupView | None) -> Stamp | None:
+    return parse_stamp(pg.annotations.get(ATTAINED_SERVICE)) if pg is not None else None
+
+
 def gpus(pod: PodView) -> float:
     """The GPUs ``pod`` holds while placed (one when it requests none)."""
     n = pod.requests.get(GPU, 0)
@@ -79,7 +84,7 @@ def holds_node(pod: PodView) -> bool:
 
 def attained_service(pg: PodGroupView | None, pods: Iterable[PodView], now: datetime) -> float:
     """The job's GPU-seconds held as of ``now``: its stamp, plus its placed pods since then."""
-    stamp = parse_stamp(pg.annotations.get(ATTAINED_SERVICE)) if pg is not None else None
+    stamp = stamp_of(pg)
     total = stamp.gpu_seconds if stamp is not None else 0.0
     for pod in pods:
         if not holds_node(pod):
@@ -107,21 +112,3 @@ def attained_by_group(snapshot: Snapshot, now: datetime) -> dict[str, float]:
         if pod.group_key and holds_node(pod):
             pods.setdefault(pod.group_key, []).append(pod)
     return {pg.key: attained_service(pg, pods.get(pg.key, ()), now) for pg in snapshot.podgroups}
-
-
-def stamps_due(snapshot: Snapshot, now: datetime, every: float = REWRITE_SECONDS,
-               service: Mapping[str, float] | None = None) -> dict[str, str]:
-    """The annotations the agent writes this cycle, by PodGroup key: for each group whose stamp is
-    missing or at least ``every`` seconds old and whose service moved since (some pod holds a node),
-    its service now. (``service``: ``attained_by_group``'s answer when the caller has it.)"""
-    service = attained_by_group(snapshot, now) if service is None else service
-    holding = {pod.group_key for pod in snapshot.pods if pod.group_key and holds_node(pod)}
-    out: dict[str, str] = {}
-    for pg in snapshot.podgroups:
-        if pg.key not in holding:
-            continue
-        stamp = parse_stamp(pg.annotations.get(ATTAINED_SERVICE))
-        if stamp is not None and (now - stamp.as_of).total_seconds() < every:
-            continue
-        out[pg.key] = format_stamp(service.get(pg.key, 0.0), now)
-    return out

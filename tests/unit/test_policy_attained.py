@@ -13,7 +13,6 @@ from elastic_controller.policy.attained import (
     attained_by_group,
     format_stamp,
     parse_stamp,
-    stamps_due,
 )
 from elastic_controller.policy.settings import ORDER_BY_FULFILLMENT, ElasticConfig
 from elastic_controller.policy.world import build_world
@@ -60,17 +59,6 @@ def test_the_world_carries_each_jobs_service() -> None:
     assert world.jobs["ns/a"].served == pytest.approx(3 * 3600)
     assert world.jobs["ns/b"].served == pytest.approx(60)
     assert world.jobs["ns/a"].by_service
-
-
-def test_stamps_due_only_when_old_or_missing() -> None:
-    fresh = format_stamp(100, NOW - timedelta(seconds=10))
-    old = format_stamp(100, NOW - timedelta(seconds=600))
-    snap = snapshot_of(node("n0"), node("n1"), *_job("fresh", running=1, stamp=fresh),
-                       *_job("old", running=1, stamp=old), *_job("none", running=1))
-    due = stamps_due(snap, NOW, every=60)
-    assert set(due) == {"ns/old", "ns/none"}
-    stamp = parse_stamp(due["ns/old"])
-    assert stamp is not None and stamp.as_of == NOW and stamp.gpu_seconds == pytest.approx(100 + 600)
 
 
 def test_the_least_served_job_grows_first() -> None:
