@@ -63,8 +63,8 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             decisions.append(result.decision)
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
-    if not decisions and not releases and not blockers:
-        evictions.extend(plan_fairness(world))  # issue 38: the fairness scale-down (fairness.py)
+    # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
+    evictions.extend(plan_fairness(world, releases, evictions))
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),

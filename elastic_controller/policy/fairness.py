@@ -3,10 +3,10 @@ nothing else moves, give a job that waits to grow some of the elastic workers of
 that has had far more of the cluster.
 
 Growth alone never takes back what a job got when the room was free: the first job to grow keeps
-its workers until it ends, however long it has held them. So, in a cycle where **no gang starves,
-no gate was lifted and no waiting gang holds back growth** (the cluster has no room a job could
-take without a restart), for each queue with ``fairnessScaleDown`` (one scale-down per queue per
-cycle):
+its workers until it ends, however long it has held them. So, for each queue with
+``fairnessScaleDown`` where nothing else moves this cycle (**no gang of the queue waits**, starving
+or not: gangs are served first, by the eviction planner; **no gate of the queue was lifted**: there
+was room), one scale-down per queue per cycle:
 
 - the **taker** is the least served (``JobState.served``, ``attained.py``) of the queue's running
   jobs with gated workers that may grow now: at or above min and below max, not in cooldown or
@@ -17,8 +17,9 @@ cycle):
   budget), elastic workers past ``minRuntimeSeconds``, its own checkpoint within the same window (the
   restart costs it little work), and **far from even**: its service at least ``fairnessRatio`` times
   the taker's and ``fairnessMinGpuSeconds`` more;
-- the giver loses its highest-index elastic workers, as few as make room, with every terminating pod
-  gone, for the growth the taker waits for (``minScaleUpGain`` of its workers, at least one, at most
+- the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, and
+  no job that already loses one), as few as make room, with every terminating pod gone and the
+  cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers, at least one, at most
   to its max), never below its min nor more than ``maxEvictionsPerCycle``; when no such count makes
   that room, nothing is taken.
 
@@ -33,7 +34,7 @@ import math
 from collections.abc import Sequence
 
 from .cooldowns import old_enough
-from .decisions import Eviction
+from .decisions import Eviction, GateRelease
 from .fit import Capacity, pod_demand
 from .gates import _checkpoint_age, _snoozed
 from .model import PodView
@@ -53,9 +54,13 @@ def _gh(seconds: float) -> str:
     return f"{seconds / 3600:.1f} GPU-hours"
 
 
-def plan_fairness(world: World) -> list[Eviction]:
-    """The fairness scale-down's evictions this cycle (see the module's docstring); the caller calls
-    it only in a cycle with no starving gang, no gate lifted and no gang holding back growth."""
+def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: Sequence[Eviction] = ()
+                  ) -> list[Eviction]:
+    """The fairness scale-down's evictions this cycle (see the module's docstring). ``releases`` and
+    ``planned``: the gates the cycle lifts and the victims it chose for starving gangs."""
+    busy = {g.queue for g in world.waiting} | {r.queue for r in releases}
+    chosen = {e.pod for e in planned}
+    losing = {e.job for e in planned}
     gated: dict[str, list[PodView]] = {}
     group_of: dict[str, str] = {}
     gate = world.cfg.gating.gateName
@@ -71,12 +76,13 @@ def plan_fairness(world: World) -> list[Eviction]:
         return []
     holding: dict[str, list[PodView]] = {}
     for pod in world.elastic_holding:
-        holding.setdefault(pod.job_id, []).append(pod)
+        if pod.key not in chosen:
+            holding.setdefault(pod.job_id, []).append(pod)
     out: list[Eviction] = []
     queues = sorted({world.jobs[j].queue for j in gated if j in world.jobs})
     for queue in queues:
         policy = world.policy(queue)
-        if not policy.fairnessScaleDown or policy.maxEvictionsPerCycle <= 0:
+        if not policy.fairnessScaleDown or policy.maxEvictionsPerCycle <= 0 or queue in busy:
             continue
         takers = sorted((j for j in gated if j in world.jobs and world.jobs[j].queue == queue),
                         key=lambda j: (world.jobs[j].served, j))
@@ -84,13 +90,14 @@ def plan_fairness(world: World) -> list[Eviction]:
         if taker is None:
             continue
         givers = sorted((j for j, job in world.jobs.items() if job.queue == queue and j != taker.key
-                         and j in holding), key=lambda j: (-world.jobs[j].served, j))
+                         and j in holding and j not in losing and job.taken == 0),
+                        key=lambda j: (-world.jobs[j].served, j))
         for jid in givers:
             giver = world.jobs[jid]
             if giver.served < policy.fairnessRatio * taker.served or \
                     giver.served - taker.served < policy.fairnessMinGpuSeconds:
                 break  # sorted by service: no later giver is farther from even
-            victims = _victims(world, giver, holding[jid], taker, gated[taker.key])
+            victims = _victims(world, giver, holding[jid], taker, gated[taker.key], planned)
             if victims is None:
                 continue
             assert taker.bounds is not None and giver.bounds is not None
@@ -117,7 +124,7 @@ def _may_grow(world: World, job: JobState, group: str) -> bool:
 
 
 def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobState,
-             wanted: Sequence[PodView]) -> list[PodView] | None:
+             wanted: Sequence[PodView], planned: Sequence[Eviction]) -> list[PodView] | None:
     """The fewest of ``giver``'s elastic workers (highest index first) whose leaving makes room for
     ``taker``'s growth by minScaleUpGain, or None (giver may not give, or no count of them does)."""
     policy = world.policy(giver.queue)
@@ -138,6 +145,12 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
     if len(grow) < need or not candidates:
         return None
     cap = world.future_capacity()
+    others = {p.key: p for p in world.elastic_holding}
+    for e in planned:  # the cycle's other victims leave too
+        if e.pod in others:
+            cap.give(e.node, pod_demand(others[e.pod]))
+    if _fits(cap.copy(), grow):
+        return None  # there is room already: something else holds the taker back, not the giver
     for n in range(1, len(candidates) + 1):
         cap.give(candidates[n - 1].node_name, pod_demand(candidates[n - 1]))
         if _fits(cap.copy(), grow):

@@ -57,3 +57,16 @@ def test_not_while_a_gang_starves_or_room_is_free() -> None:
     assert starving.starving and all(e.for_gang == "ns/g" for e in starving.evictions)
     free = plan_of(*_cluster(extra=[node("n2", gpus=2)]), cfg=_cfg())
     assert not free.evictions and [r.job for r in free.gate_releases] == ["ns/poor", "ns/poor"]
+
+
+def test_a_gang_of_another_queue_does_not_stop_it() -> None:
+    """Per queue: a gang starving in queue other (its own planner serves it; this one can never be
+    placed) leaves the default queue's fairness scale-down as it is; room free for the taker (held
+    back by something else) means nothing is taken."""
+    plan = plan_of(*_cluster(extra=gang("ns", "g", members=1, gpus=16, queue="other")), cfg=_cfg())
+    assert plan.starving
+    assert [(e.pod, e.for_gang) for e in plan.evictions if e.job == "ns/rich"] == [
+        ("ns/rich-worker-7", "ns/poor"), ("ns/rich-worker-6", "ns/poor")]
+    held = plan_of(*_cluster(extra=[node("n9", gpus=8), *gang("ns", "g", members=2, gpus=8, queue="other")]),
+                   cfg=_cfg())
+    assert not [e for e in held.evictions if e.for_gang == "ns/poor"]
