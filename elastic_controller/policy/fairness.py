@@ -19,9 +19,10 @@ was room), one scale-down per queue per cycle:
   the taker's and ``fairnessMinGpuSeconds`` more;
 - the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, and
   no job that already loses one), as few as make room, with every terminating pod gone and the
-  cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers, at least one, at most
-  to its max), never below its min nor more than ``maxEvictionsPerCycle``; when no such count makes
-  that room, nothing is taken.
+  cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers,
+  at least one, at most to its max), never below its min nor more than ``maxEvictionsPerCycle``;
+  when no such count makes that room, or the room is there already (something else holds the taker
+  back), nothing is taken.
 
 The evictions name the taker as what they are for (``evicted-for``); the giver's scale-down starts
 its cooldown and snooze like any shrink, and the freed room goes by the scale-up order
