@@ -70,3 +70,12 @@ def test_tiresias_is_one_of_all_in_summary_json(tmp_path: Path) -> None:
     assert (tmp_path / "jobs-tiresias.csv").exists()
     tiresias = next(r for r in run.results if r.policy == "tiresias")
     assert all(j.finished for j in tiresias.jobs)
+
+
+def test_parameters_from_the_command_line() -> None:
+    from elastic_controller.simulate.tiresias import tiresias_params
+
+    assert tiresias_params("8,64", 8.0) == TiresiasParams((8 * 3600.0, 64 * 3600.0), 8.0)
+    assert tiresias_params("", 2.0) == TiresiasParams((), 2.0)
+    for bad, knob in (("64,8", 8.0), ("x", 8.0), ("-1", 8.0), ("8,8", 8.0), ("8", 0.0)):
+        assert isinstance(tiresias_params(bad, knob), str), bad
