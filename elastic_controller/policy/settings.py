@@ -42,7 +42,7 @@ class QueuePolicy:
     # that waits to grow takes elastic workers from a job of the same queue that has had at least
     # fairnessRatio times its attained service (and fairnessMinGpuSeconds more).
     fairnessScaleDown: bool = True
-    fairnessRatio: float = 4.0
+    fairnessRatio: float = 2.0
     fairnessMinGpuSeconds: int = 3600
 
     def snooze_seconds(self) -> int:
