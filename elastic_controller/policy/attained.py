@@ -25,19 +25,16 @@ The simulator stamps every job's PodGroup view with its exact service (``simulat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from .keys import ATTAINED_SERVICE, GPU
 from .model import PodGroupView, PodView, Snapshot
 from .times import parse_time
 
-if TYPE_CHECKING:
-    from .world import JobState
-
 __all__ = ["ATTAINED_SERVICE", "Stamp", "attained_by_group", "attained_service", "format_stamp", "gpus",
-           "holds_node", "parse_stamp", "stamp_jobs", "stamp_of"]
+           "holds_node", "parse_stamp", "stamp_of"]
 
 
 class Stamp(NamedTuple):
@@ -96,13 +93,6 @@ def attained_service(pg: PodGroupView | None, pods: Iterable[PodView], now: date
             continue  # no stamp and no scheduling time: nothing known to count
         total += gpus(pod) * max(0.0, (now - since).total_seconds())
     return total
-
-
-def stamp_jobs(jobs: Mapping[str, JobState], pods_by_group: Mapping[str, list[PodView]], now: datetime) -> None:
-    """Set every job's ``served`` (its attained service as of ``now``) from its group's pods."""
-    for job in jobs.values():
-        key = job.pg.key if job.pg is not None else job.key
-        job.served = attained_service(job.pg, pods_by_group.get(key, ()), now)
 
 
 def attained_by_group(snapshot: Snapshot, now: datetime) -> dict[str, float]:

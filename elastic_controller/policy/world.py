@@ -10,7 +10,7 @@ from datetime import datetime
 from operator import attrgetter, is_
 
 from . import keys
-from .attained import stamp_jobs
+from .attained import attained_service
 from .budget import RestartBudget, budget_of
 from .capacity import CapacityModel
 from .cooldowns import fulfillment, in_cooldown
@@ -351,6 +351,13 @@ def _new_job(jid: str, first: PodView, podgroups: Mapping[str, PodGroupView], sn
     job.cooling = in_cooldown(pg, policy, now)
     job.by_service = policy.orderBy == ORDER_BY_SERVICE
     return job
+
+
+def stamp_jobs(jobs: Mapping[str, JobState], pods_by_group: Mapping[str, list[PodView]], now: datetime) -> None:
+    """Set every job's ``served``: its attained service as of ``now`` (``attained.py``)."""
+    for job in jobs.values():
+        key = job.pg.key if job.pg is not None else job.key
+        job.served = attained_service(job.pg, pods_by_group.get(key, ()), now)
 
 
 def current_bounds(pod_bounds: ElasticBounds | None, view: JobView | None, pg: PodGroupView | None,
