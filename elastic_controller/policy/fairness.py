@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from .cooldowns import old_enough
 from .decisions import Eviction, GateRelease
 from .fit import Capacity, pod_demand
-from .gates import _checkpoint_age, _snoozed
+from .gates import _checkpoint_age, _snoozed, held_by_job
 from .model import PodView
 from .ordering import scale_up_pod_rank
 from .world import JobState, World
@@ -62,17 +62,7 @@ def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: S
     busy = {g.queue for g in world.waiting} | {r.queue for r in releases}
     chosen = {e.pod for e in planned}
     losing = {e.job for e in planned}
-    gated: dict[str, list[PodView]] = {}
-    group_of: dict[str, str] = {}
-    gate = world.cfg.gating.gateName
-    for key, (held, running) in world.gated_elastic().items():
-        pg = world.podgroups.get(key)
-        if pg is None or running < pg.min_member:
-            continue
-        for pod in held:
-            if pod.gated(gate):
-                gated.setdefault(pod.job_id, []).append(pod)
-                group_of[pod.job_id] = key
+    gated, group_of = held_by_job(world)
     if not gated:
         return []
     holding: dict[str, list[PodView]] = {}
