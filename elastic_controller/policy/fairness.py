@@ -55,10 +55,11 @@ def _gh(seconds: float) -> str:
     return f"{seconds / 3600:.1f} GPU-hours"
 
 
-def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: Sequence[Eviction] = ()
-                  ) -> list[Eviction]:
+def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: Sequence[Eviction] = (),
+                  pdb_refused: frozenset[str] = frozenset()) -> list[Eviction]:
     """The fairness scale-down's evictions this cycle (see the module's docstring). ``releases`` and
-    ``planned``: the gates the cycle lifts and the victims it chose for starving gangs."""
+    ``planned``: the gates the cycle lifts and the victims it chose for starving gangs; ``pdb_refused``:
+    pods whose eviction a PodDisruptionBudget refused lately, never taken (as for the gangs' plans)."""
     busy = {g.queue for g in world.waiting} | {r.queue for r in releases}
     chosen = {e.pod for e in planned}
     losing = {e.job for e in planned}
@@ -88,7 +89,10 @@ def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: S
             if giver.served < policy.fairnessRatio * taker.served or \
                     giver.served - taker.served < policy.fairnessMinGpuSeconds:
                 break  # sorted by service: no later giver is farther from even
-            victims = _victims(world, giver, holding[jid], taker, gated[taker.key], planned)
+            if giver.priority > taker.priority:
+                continue  # as for a gang: never a victim of higher priority than the job it makes room for
+            victims = _victims(world, giver, [p for p in holding[jid] if p.key not in pdb_refused], taker,
+                               gated[taker.key], planned)
             if victims is None:
                 continue
             assert taker.bounds is not None and giver.bounds is not None
