@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from .execute.attained import AttainedStamps
 from .execute.executor import LEDGER_TTL, AgentMetrics, CycleReport, Executor, NoMetrics, NotLeaderError, log
 from .execute.executor import PDB_REFUSAL_SECONDS as PDB_REFUSAL_SECONDS
 from .execute.executor import InjectedFault as InjectedFault  # re-exported: tests and docs name them here
@@ -124,6 +125,7 @@ class Agent:
         self._wake = threading.Event()
         self.preemptions = Preemptions()  # Volcano's own preemptions, noted from the watch events
         self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
+        self.attained = AttainedStamps()  # the placed pods of the last cycle (attained-service stamps)
         self._notes: frozenset[str] = frozenset()  # the last cycle's plan notes (logged when new)
 
     # The executor's settings, as the agent's (tests and the process set them after construction).
@@ -279,6 +281,7 @@ class Agent:
             self._log_plan(plan)
             self._publish_state(plan, report)
             execute_decision(ex, decision, now, report, snapshot)
+            self.attained.cycle(ex, snapshot, now)  # issue 38: pods that left are counted in the stamp
         except NotLeaderError as exc:
             report.not_leader = True
             self.metrics.write_refused("not-leader")

@@ -185,6 +185,14 @@ def note_json(note: Any) -> dict[str, Any]:
             "until": format_time(until) if until is not None else None, "message": str(note)}
 
 
+def attained_json(snapshot: Any, now: datetime) -> list[dict[str, Any]]:
+    """Every PodGroup's attained service as of ``now`` (policy/attained.py), by job key."""
+    from ..policy.attained import attained_by_group
+
+    return [{"job": key, "gpuSeconds": round(value, 1)}
+            for key, value in sorted(attained_by_group(snapshot, now).items())]
+
+
 def growth(releases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The gate releases grouped by job, in decision order: ``job``, ``reason`` (the job's, without the
     pod's node) and ``pods`` (naturally sorted, each with its ``node``)."""
@@ -257,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
     plan, notices = decision.shown, decision.notices
     out = plan.to_json()
     out["notes"] = [note_json(n) for n in plan.notes]
+    out["attainedService"] = attained_json(snapshot, now)
     if args.output in ("json", "yaml"):
         print_document(document("Plan", {"now": format_time(now), **out}), args.output)
     else:

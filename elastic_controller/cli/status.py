@@ -103,6 +103,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     """Queue -> rows, jobs in natural order (pure: objects in, rows out). The plan is made on all of
     ``items``; ``namespace`` only filters the rows."""
     from ..policy import keys
+    from ..policy.attained import attained_service
     from ..policy.budget import budget_of
     from ..policy.contract import sentence_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
@@ -176,6 +177,8 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "adoptedPods": sum(1 for p in pods if p.adopted),
             # pods still Running on a node that is not Ready (or gone): counted in no current
             "lostPods": sum(1 for p in pods if p.key in ghosts),
+            # GPU-seconds the job has held (its stamp plus its placed pods since: policy/attained.py)
+            "attainedGpuSeconds": round(attained_service(pg, pods, now), 1),
         }
         out.setdefault(pg.queue, []).append(row)
     return out

@@ -27,6 +27,7 @@ from .actions import (
 from .announce import announced
 from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote
 from .eviction import Planner, SearchMode, starving_gangs
+from .fairness import plan_fairness
 from .gates import plan_gate_releases
 from .keys import EVICT_AFTER, EVICTED_FOR
 from .model import PodView, Snapshot
@@ -84,6 +85,8 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             decisions.append(result.decision)
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
+    # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
+    evictions.extend(plan_fairness(world, releases, evictions))
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),

@@ -247,6 +247,13 @@ def _next_fits(world: World, job: JobState, pod: PodView, cap: Capacity, placed:
             and world.model.admits(job.queue, pod.requests, placed))
 
 
+def _order_text(job: JobState) -> str:
+    """How the scale-up order put ``job`` here (ordering.scale_up_key), for its release's reason."""
+    if job.by_service:
+        return f"least served job first: {job.served / 3600:.1f} GPU-hours attained"
+    return "least fulfilled job first"
+
+
 def _stays(job: JobState, now_workers: int) -> str:
     """The head of a note for ``job``, held at ``now_workers``."""
     assert job.bounds is not None
@@ -451,7 +458,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 pod.key, jid, node, job.queue,
                 f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
                 f"one scale event (the most that fits now, "
-                f"{'jobs in their first rendezvous first' if first else 'least fulfilled job first'}), {why}; "
+                f"{'jobs in their first rendezvous first' if first else _order_text(job)}), {why}; "
                 f"fits on {node} now",
             ))
     return releases, [], notes

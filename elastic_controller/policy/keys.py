@@ -39,6 +39,9 @@ RESTARTS_USED = f"{PREFIX}/restarts-used"
 # The id of the scale record whose restart ``restarts-used`` has counted (on the PodGroup only): a
 # restart is counted once it happened (a victim evicted or gone), once per record (issue 36, F2).
 RESTART_COUNTED = f"{PREFIX}/restart-counted"
+# "<GPU-seconds>@<RFC 3339>": the job's attained service (GPU-seconds held) as of that time, written by
+# the agent on the PodGroup (policy/attained.py).
+ATTAINED_SERVICE = f"{PREFIX}/attained-service"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..policy import keys
 from ..policy.actions import CycleDecision, Evict, GiveNotice
+from ..policy.attained import format_stamp
 from ..policy.cycle import decide
 from ..policy.decisions import CyclePlan, Eviction
 from ..policy.keys import Role
@@ -546,6 +547,7 @@ class Simulator:
         self.nodes.give(pod.node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
         self.pod_changes += 1
         job.held_gpu_seconds += job.spec.gpus * (self.now - pod.placed_at)
+        job.pg_view = None  # its attained-service stamp counted this pod as placed
         self.allocated_gpus -= job.spec.gpus
         if not pod.deleting:
             self.alloc.pod_released(pod)
@@ -653,7 +655,17 @@ class Simulator:
         for job in self.gated.values():
             if job.spec.gpus <= largest and not self._in_cooldown(job, now):
                 return True
-        return False
+        return self._may_take_for_fairness(now)
+
+    def _may_take_for_fairness(self, now: float) -> bool:
+        """The fairness scale-down (policy.fairness) may act: a queue with it on has a job with gated
+        workers out of cooldown and another job above its min and minWorkersToShrink, out of cooldown."""
+        waiting = {job.queue for job in self.gated.values() if job.running >= job.bounds_min
+                   and self.cfg.queue_policy(job.queue).fairnessScaleDown and not self._in_cooldown(job, now)}
+        return any(job.queue in waiting and job.running >= self.cfg.queue_policy(job.queue).minWorkersToShrink
+                   and not self._in_cooldown(job, now) and any(g.id != job.id and g.queue == job.queue
+                                                                for g in self.gated.values())
+                   for job in self.grown.values())
 
     def _apply(self, decision: CycleDecision, now: float) -> bool:
         plan = decision.plan
@@ -833,6 +845,7 @@ class Simulator:
             annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(checkpoint))
         # the job contract, as the controller copies it from the PyTorchJob to the PodGroup
         annotations.update(job.spec.counts_annotation)
+        annotations[keys.ATTAINED_SERVICE] = self._attained_stamp(job)
         spec = job.spec
         view = PodGroupView(
             namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
@@ -844,6 +857,12 @@ class Simulator:
             uid=f"pg-{job.id}")
         job.pg_view = view
         return view
+
+    def _attained_stamp(self, job: SimJob) -> str:
+        """The job's exact attained service now, as the agent stamps it (policy.attained; a pod freed
+        drops the job's view, so a stamp never misses a pod's time)."""
+        held = job.held_gpu_seconds + sum(job.spec.gpus * (self.now - p.placed_at) for p in job.pods if p.node >= 0)
+        return format_stamp(held, self.dt(self.now))
 
     def _last_checkpoint(self, job: SimJob) -> float:
         """When ``job`` last checkpointed (or resumed from one), as of now: progress since the last
