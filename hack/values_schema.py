@@ -113,9 +113,7 @@ def schema() -> dict[str, Any]:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     props = {k: (config_schema() if k == "config" else _shape(k, v)) for k, v in values.items()}
     props["global"] = {"type": "object"}  # Helm's own, for charts used as subcharts
-    # the enums the templates branch on
-    props["certs"]["properties"]["mode"]["enum"] = ["certgen", "cert-manager", "external"]
-    props["admission"]["properties"]["failurePolicy"]["enum"] = ["Fail", "Ignore"]
+    # (certs.mode and admission.failurePolicy: the templates' own checks say what is allowed, by name)
     props["image"]["properties"]["pullPolicy"]["enum"] = ["", "Always", "IfNotPresent", "Never"]
     # `--set image.tag=2` and `--set dashboard.labelValue=1` give numbers; the templates quote them
     props["image"]["properties"]["tag"] = {"type": ["string", "number"]}

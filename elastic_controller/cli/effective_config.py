@@ -102,8 +102,9 @@ def from_cluster(api: Any, ref: str) -> ConfigChoice:
         try:
             mounted = _mounted_configmap(api.get(DEPLOYMENTS, CONTROLLER_DEPLOYMENT, ns))
         except NotFoundError:
-            if forbidden:
-                return _forbidden(ns, where)
+            if forbidden:  # the Role is bound (it grants the Deployment), the plain name is not ours here
+                return _defaults(f"{where} is not readable and there is no {deployment} naming another: is "
+                                 f"volcano-elastic installed in namespace {ns}?")
             return _defaults(f"{where} not found, nor a {deployment}: is volcano-elastic installed in namespace {ns}?")
         except ForbiddenError:
             return _forbidden(ns, f"{where} or {deployment}" if forbidden else f"{where} (not found) or {deployment}")

@@ -10,7 +10,7 @@ from .component import BoxLike
 from .kube import http_ok
 
 KCM_CONTROLLERS = ("garbage-collector-controller,namespace-controller,serviceaccount-controller,"
-                   "disruption-controller,resourcequota-controller")
+                   "disruption-controller,resourcequota-controller,clusterrole-aggregation-controller")
 # with real nodes: a stopped kubelet's node goes Unknown, is tainted, and its pods are evicted
 REAL_NODE_KCM_CONTROLLERS = (",node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,"
                              "root-ca-certificate-publisher-controller,endpoints-controller,endpointslice-controller,deployment-controller,replicaset-controller,"

@@ -171,8 +171,24 @@ def test_the_controller_token_deletes_only_its_own_podgroups(
         err = denied(lambda: sa.delete(PODGROUPS, "theirs", namespace))
         assert "PodGroups it manages" in str(err)
         assert admin.get(PODGROUPS, "theirs", namespace) and admin.get(PODGROUPS, "bare", namespace)
+        # F4 (issue 36): a foreign PodGroup is not ours to change either: not its minMember, queue or
+        # priority, nor the label that would make it ours (and then deletable)
+        for patch in ({"metadata": {"labels": {"app.kubernetes.io/managed-by": "volcano-elastic"}}},
+                      {"spec": {"minMember": 9}}, {"spec": {"queue": "elsewhere"}},
+                      {"spec": {"priorityClassName": "system-cluster-critical"}}):
+            err = denied(lambda: sa.patch(PODGROUPS, "theirs", patch, namespace))
+            assert "PodGroups it manages" in str(err), patch
+            denied(lambda: sa.patch(PODGROUPS, "bare", patch, namespace))
+        assert admin.get(PODGROUPS, "theirs", namespace)["spec"]["minMember"] == 1
+        # ours: its spec and our annotations, but not the label that makes it ours
+        sa.patch(PODGROUPS, "ours", {"spec": {"minMember": 2},
+                                     "metadata": {"annotations": {"volcano-elastic.io/last-decision": "x"}}}, namespace)
+        err = denied(lambda: sa.patch(PODGROUPS, "ours", {"metadata": {"labels": {
+            "app.kubernetes.io/managed-by": None}}}, namespace))
+        assert "take the app.kubernetes.io/managed-by=volcano-elastic label off" in str(err)
         sa.delete(PODGROUPS, "ours", namespace)
-        admin.delete(PODGROUPS, "theirs", namespace)  # the admin is not bound by it
+        admin.patch(PODGROUPS, "theirs", {"spec": {"minMember": 3}}, namespace)  # the admin is not bound by it
+        admin.delete(PODGROUPS, "theirs", namespace)
     finally:
         sa.close()
         admin.close()

@@ -430,18 +430,23 @@ _TIME = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"')
 
 @pytest.fixture
 def viewer_kubeconfig(box: Any, installed: list[dict[str, Any]], tmp_path: Path) -> Any:
-    """A ServiceAccount bound to nothing but the shipped volcano-elastic-viewer ClusterRole, as an
-    admin binds a researchers' group (docs/operations.md)."""
+    """A ServiceAccount bound to nothing but the shipped volcano-elastic-viewer ClusterRole and Role, as
+    an admin binds a researchers' group (docs/operations.md)."""
     objs = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": VIEWER_SA, "namespace": NAMESPACE}},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
              "metadata": {"name": VIEWER_SA},
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                          "name": "volcano-elastic-viewer"},
+             "subjects": [{"kind": "ServiceAccount", "name": VIEWER_SA, "namespace": NAMESPACE}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": VIEWER_SA, "namespace": NAMESPACE},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "volcano-elastic-viewer"},
              "subjects": [{"kind": "ServiceAccount", "name": VIEWER_SA, "namespace": NAMESPACE}]}]
-    accepted(apply(box, objs, dry_run=False), "the viewer's binding")
+    accepted(apply(box, objs, dry_run=False), "the viewer's bindings")
     try:
         yield sa_kubeconfig(box, VIEWER_SA, tmp_path / "viewer.kubeconfig")
     finally:
+        kubectl(box, "delete", "rolebinding", VIEWER_SA, f"--namespace={NAMESPACE}", "--ignore-not-found")
         kubectl(box, "delete", "clusterrolebinding", VIEWER_SA, "--ignore-not-found")
         kubectl(box, "delete", "serviceaccount", VIEWER_SA, f"--namespace={NAMESPACE}", "--ignore-not-found")
 

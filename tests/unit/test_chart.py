@@ -424,10 +424,37 @@ def test_another_release_namespace_is_used_everywhere() -> None:
     for o in of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert o["webhooks"][0]["clientConfig"]["service"]["namespace"] == "ml-platform"
     policies = of_kind(objs, "ValidatingAdmissionPolicy")
-    assert len(policies) == 2  # pod/job writes, PodGroup deletes
+    assert len(policies) == 3  # pod/job writes, PodGroup deletes, the tenant boundary
     for pol in policies:
         who = pol["spec"]["matchConditions"][0]["expression"]
         assert "system:serviceaccount:ml-platform:volcano-elastic-controller" in who
+
+
+def test_the_tenant_policy_trusts_our_accounts_and_has_an_off_switch() -> None:
+    """Issue 36: the tenant boundary's ValidatingAdmissionPolicy is on by default, names the
+    release's own ServiceAccounts and the configured gate and tenant-writable annotations, and
+    tenantPolicy.enabled=false removes it and its binding (and nothing else)."""
+    objs = template("config.gating.gateName=example.com/hold", "tenantPolicy.trustedUsers={alice}",
+                    "tenantPolicy.tenantAnnotations={volcano-elastic.io/last-checkpoint-time}",
+                    namespace="ml-platform")
+    pol = named(objs, "ValidatingAdmissionPolicy", "volcano-elastic-tenant-writes")
+    binding = named(objs, "ValidatingAdmissionPolicyBinding", "volcano-elastic-tenant-writes")
+    assert pol is not None and binding is not None
+    assert binding["spec"]["validationActions"] == ["Deny"] and pol["spec"]["failurePolicy"] == "Fail"
+    trusted = pol["spec"]["matchConditions"][0]["expression"]
+    for who in ("system:serviceaccount:ml-platform:volcano-elastic-controller",
+                "system:serviceaccount:ml-platform:volcano-elastic-release-gates", '"alice"', "system:masters"):
+        assert who in trusted, who
+    variables = {v["name"]: v["expression"] for v in pol["spec"]["variables"]}
+    assert variables["gate"] == "'example.com/hold'"
+    assert variables["open"] == '["volcano-elastic.io/last-checkpoint-time"]'
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["operations"]
+             for r in pol["spec"]["matchConstraints"]["resourceRules"]}
+    assert rules == {("", "pods"): ["CREATE", "UPDATE"], ("kubeflow.org", "pytorchjobs"): ["CREATE", "UPDATE"]}
+    off = template("tenantPolicy.enabled=false")
+    assert named(off, "ValidatingAdmissionPolicy", "volcano-elastic-tenant-writes") is None
+    assert named(off, "ValidatingAdmissionPolicyBinding", "volcano-elastic-tenant-writes") is None
+    assert len(off) == len(template()) - 2
 
 
 def test_optional_servicemonitor_and_networkpolicies() -> None:

@@ -191,3 +191,16 @@ def test_queues_from_a_dump_says_it_uses_the_defaults(capsys: pytest.CaptureFixt
     dump = Path(__file__).resolve().parents[2] / "examples" / "plan" / "cooldown-blocks-eviction.json"
     code, out, _ = run(capsys, "queues", "--from", str(dump), "-o", "json")
     assert code == 0 and json.loads(out)["configSource"] == "defaults (built in): --from reads no cluster"
+
+
+def test_a_viewer_where_nothing_is_installed_is_asked_whether_it_is() -> None:
+    """The plain name is refused (the Role names the hashed one) and there is no controller Deployment
+    (a box whose controller runs as a process): no advice to bind what is bound."""
+    kube = FakeKube()
+    kube.add(CONFIGMAPS, configmap("volcano-elastic-config-5fh7c2m9kt"))
+    choice = from_cluster(as_a_viewer(kube, {"volcano-elastic-controller", "volcano-elastic-config-5fh7c2m9kt"}),
+                          f"{NS}/volcano-elastic-config")
+    assert choice.source == "defaults (built in)" and choice.warning is not None
+    assert choice.warning.startswith(f"ConfigMap {NS}/volcano-elastic-config is not readable and there is no "
+                                     f"Deployment {NS}/volcano-elastic-controller naming another: is volcano-elastic "
+                                     f"installed in namespace {NS}?")

@@ -443,7 +443,7 @@ def test_controller_pod_writes_are_bounded_by_an_admission_policy(rendered: tupl
     assert pg_binding["spec"]["validationActions"] == ["Deny"] and pg["spec"]["failurePolicy"] == "Fail"
     pg_rules = pg["spec"]["matchConstraints"]["resourceRules"]
     assert [(r["apiGroups"], r["resources"], r["operations"]) for r in pg_rules] == \
-        [(["scheduling.volcano.sh"], ["podgroups"], ["DELETE"])]
+        [(["scheduling.volcano.sh"], ["podgroups"], ["UPDATE", "DELETE"])]
     assert f"system:serviceaccount:{NAMESPACE}:{SA_CONTROLLER}" in pg["spec"]["matchConditions"][0]["expression"]
     assert "oldObject.metadata.labels['app.kubernetes.io/managed-by'] == 'volcano-elastic'" in \
         " ".join(v["expression"] for v in pg["spec"]["validations"])

@@ -120,7 +120,7 @@ def test_the_default_values_and_the_shipped_configs_are_valid() -> None:
     ("config.namespaceQueues", {"team-a": 3}, "config.namespaceQueues.team-a: invalid type, expected string"),
     ("config.apiVersion", "v1", "config.apiVersion: must be"),
     ("webhook.replicas", "2", "webhook.replicas: invalid type, expected integer"),
-    ("certs.mode", "self-signed", "certs.mode: must be one of"),
+    ("certs.mode", 1, "certs.mode: invalid type, expected string"),
     ("controler", {"replicas": 1}, "controler: additional property not allowed"),
 ], ids=lambda v: v if isinstance(v, str) and "." in v else None)
 def test_a_wrong_value_is_refused_with_its_path(path: str, value: Any, said: str) -> None:

@@ -188,3 +188,9 @@ given; a family without pod CIDRs is not admitted. */}}
     except: {{ toJson . }}
 {{- end }}
 {{- end -}}
+
+{{/* The identities the tenant policy does not check (tenant-policy.yaml), as a CEL list. */}}
+{{- define "ve.tenantTrustedUsers" -}}
+{{- $sa := printf "system:serviceaccount:%s:" .Release.Namespace -}}
+{{- concat (list (printf "%svolcano-elastic-controller" $sa) (printf "%svolcano-elastic-release-gates" $sa)) .Values.tenantPolicy.trustedUsers | toJson -}}
+{{- end -}}
