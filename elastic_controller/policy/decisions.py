@@ -63,10 +63,14 @@ class Eviction:
     for_gang: str  # ns/podgroup it makes room for
     reason: str
     uid: str = ""
+    in_place: bool = False  # its job resizes in place (issue 39): it leaves the group, then is evicted
 
     def to_json(self) -> dict[str, Any]:
-        return {"pod": self.pod, "node": self.node, "job": self.job, "queue": self.queue,
-                "for": self.for_gang, "reason": self.reason}
+        out: dict[str, Any] = {"pod": self.pod, "node": self.node, "job": self.job, "queue": self.queue,
+                               "for": self.for_gang, "reason": self.reason}
+        if self.in_place:
+            out["inPlace"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +80,13 @@ class GateRelease:
     node: str  # where it fits now
     queue: str
     reason: str
+    in_place: bool = False  # its job resizes in place (issue 39): no restart
 
     def to_json(self) -> dict[str, Any]:
-        return {"pod": self.pod, "job": self.job, "node": self.node, "reason": self.reason}
+        out: dict[str, Any] = {"pod": self.pod, "job": self.job, "node": self.node, "reason": self.reason}
+        if self.in_place:
+            out["inPlace"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
