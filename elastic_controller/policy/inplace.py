@@ -13,10 +13,11 @@ opts in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any
 
 from .contract import generation_of, in_place
-from .decisions import CyclePlan
+from .decisions import CyclePlan, InPlaceEviction, InPlaceRelease
 from .model import PodView, Snapshot
 
 
@@ -39,11 +40,15 @@ def marked(plan: CyclePlan, jobs: frozenset[str]) -> CyclePlan:
     if not jobs or (not any(e.job in jobs for e in plan.evictions) and not any(
             r.job in jobs for r in plan.gate_releases)):
         return plan
-    evictions = tuple(replace(e, in_place=True, reason=_said(e.reason)) if e.job in jobs else e
+    evictions = tuple(InPlaceEviction(**{**_fields(e), "reason": _said(e.reason)}) if e.job in jobs else e
                       for e in plan.evictions)
-    releases = tuple(replace(r, in_place=True, reason=_said(r.reason)) if r.job in jobs else r
+    releases = tuple(InPlaceRelease(**{**_fields(r), "reason": _said(r.reason)}) if r.job in jobs else r
                      for r in plan.gate_releases)
     return replace(plan, evictions=evictions, gate_releases=releases)
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
 def _said(reason: str) -> str:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from .contract import has_left, leaving_at
-from .decisions import CyclePlan, Eviction
+from .decisions import CyclePlan, Eviction, InPlaceEviction
 from .keys import EVICT_AFTER, EVICTED_FOR, LEAVING
 from .model import JobView, PodGroupView, PodView, Snapshot, newest_checkpoint
 from .settings import ElasticConfig
@@ -259,8 +259,7 @@ def with_notices(plan: CyclePlan, review: NoticeReview, *, due: bool, left: bool
     evictions = [e for e in plan.evictions if e.for_gang not in noticed]
     if due:
         said = {True: "in place", False: "eviction notice"}
-        evictions = [Eviction(pod=n.facts.pod, node=n.facts.node, job=n.facts.job, queue=n.facts.queue,
-                              for_gang=n.facts.gang, reason=f"{said[n.facts.in_place]}: {n.why}",
-                              uid=n.facts.uid, in_place=n.facts.in_place)
-                     for n in review.due] + evictions
+        evictions = [(InPlaceEviction if n.facts.in_place else Eviction)(
+            pod=n.facts.pod, node=n.facts.node, job=n.facts.job, queue=n.facts.queue, for_gang=n.facts.gang,
+            reason=f"{said[n.facts.in_place]}: {n.why}", uid=n.facts.uid) for n in review.due] + evictions
     return replace(plan, starving=tuple(starving), evictions=tuple(evictions))
