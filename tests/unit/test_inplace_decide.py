@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from elastic_controller.config import parse_config
 from elastic_controller.policy import keys
 from elastic_controller.policy.actions import (
@@ -179,3 +181,18 @@ def test_a_queue_with_a_leave_setting_sets_the_deadline() -> None:
     (shrink,) = d.of(ShrinkInPlace)
     assert d.of(GiveNotice) == ()  # the in-place leave replaces the notice
     assert {n.evict_after for n in shrink.victims} == {NOW + timedelta(seconds=16)}
+
+
+def test_plan_says_an_in_place_event_in_json_and_in_its_table(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from elastic_controller.cli import main
+
+    items = _items("scale-down-for-gang")
+    _in_place(items)
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert main(["plan", "--from", str(dump), "--now", "2026-01-01T13:00:00Z", "--output", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["evictions"] and all(e["inPlace"] is True for e in got["evictions"])
+    assert main(["plan", "--from", str(dump), "--now", "2026-01-01T13:00:00Z", "--output", "table"]) == 0
+    assert "in place" in capsys.readouterr().out
