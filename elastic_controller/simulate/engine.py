@@ -419,7 +419,8 @@ class Simulator:
         if job.done:
             job.running = running
             return
-        if not first and not joins_first and job.running > 0:
+        in_place = self.settings.restart_cost.resizes_in_place(job.id)  # issue 39: no restart, no loss
+        if not first and not joins_first and job.running > 0 and not in_place:
             # the workers that ran restart from the last checkpoint
             self.busy_area -= lose_since_checkpoint(job, self.settings.checkpoint_interval)
         job.running = running
@@ -451,11 +452,14 @@ class Simulator:
         elif joins_first:
             pass  # they join the first rendezvous, which waits its last call for more workers
         else:
-            stall = self.settings.restart_cost.seconds(running < before, running, job.bounds_max)
+            cost = self.settings.restart_cost
+            stall = cost.in_place if in_place else cost.seconds(running < before, running, job.bounds_max)
             resume = max(now + stall, job.resume_at)
             job.restart_seconds += resume - max(now, job.resume_at)
             job.resume_at = resume
-            if job.whole_evicted:
+            if in_place:
+                pass  # the processes went on: no restart
+            elif job.whole_evicted:
                 job.whole_evicted = False  # counted when it was evicted
             elif job.last_restart != now:
                 job.restarts += 1
