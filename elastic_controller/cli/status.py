@@ -103,6 +103,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     """Queue -> rows, jobs in natural order (pure: objects in, rows out). The plan is made on all of
     ``items``; ``namespace`` only filters the rows."""
     from ..policy import keys
+    from ..policy.actions import SpendRestart
     from ..policy.attained import attained_service
     from ..policy.budget import budget_of
     from ..policy.contract import sentence_of
@@ -110,12 +111,15 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     from ..policy.cycle import decide
     from ..policy.parse import parse_objects
     from ..policy.podgroups import JobSpecError, job_bounds
+    from ..policy.restart_count import with_counts
     from ..policy.world import ghosts_of
 
     snap, _ = parse_objects(items, cfg)
     decided = decide(snap, cfg, now)
     plan = decided.shown
     victims = victims_of(plan, decided.notices)  # the jobs about to lose workers (cli/victims.py)
+    # a restart that happened and the agent counts this cycle shows in RESTARTS already (as the plan saw it)
+    snap = with_counts(snap, decided.of(SpendRestart))
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
     ghosts = ghosts_of(snap)  # Running on a lost node: not counted (docs/failure-model.md, "A lost node")

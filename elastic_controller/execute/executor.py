@@ -16,9 +16,8 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ..kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from ..kube.caches import Store
@@ -29,33 +28,20 @@ from ..notice import Notices
 from ..policy import contract, keys
 from ..policy.actions import SpendRestart
 from ..policy.budget import next_count, previous_count
-from ..policy.decisions import CyclePlan
-from ..policy.notices import NoticeReview
 from ..policy.settings import ElasticConfig
-from .gauges import CycleState
+from .faults import FAULT_ENV as FAULT_ENV
+from .faults import FAULT_STEPS as FAULT_STEPS
+from .faults import InjectedFault as InjectedFault
+from .faults import parse_faults as parse_faults
+from .metrics import AgentMetrics as AgentMetrics
+from .metrics import NoMetrics as NoMetrics
+from .report import CycleReport as CycleReport
+from .report import InFlight as InFlight
 
 # One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
 # the executor had modules of its own).
 log = logging.getLogger("elastic_controller.agent")
 LEDGER_TTL = 600.0  # seconds an eviction stays "in flight" in memory without the cache confirming it
-FAULT_ENV = "VOLCANO_ELASTIC_FAULT"  # test hook: "STEP=sleep:SECONDS", "STEP=raise" or "STEP=exit" (comma-separated)
-# Every fault point, in one place: one between each pair of writes on each write path. A write path
-# without its points fails tests/unit/test_fault_points.py (each point is exercised there, and every
-# ``ex.fault``/``fault`` call must name one of these).
-FAULT_STEPS = (
-    # the immediate eviction path (evictions.py): victims stamped, jobs stamped, each eviction
-    "victims-stamped", "jobs-stamped", "evicted-one",
-    # any scale stamp (Executor.stamp): the PodGroup written, its copy on the PyTorchJob not yet
-    "podgroup-stamped",
-    # the notice path (notices.give_notice, notice.Notices.give): jobs stamped, each victim noticed
-    "notice-jobs-stamped", "noticed-one",
-    # acting on notices (notice.Notices.act): each notice withdrawn, each due victim evicted
-    "withdrawn-one", "due-evicted-one",
-    # scale-up (gates.py): job stamped, each gate lifted
-    "gates-stamped", "gate-lifted-one",
-    # an undo (Executor.undo): each victim unstamped, each cooldown stamp restored
-    "unstamped-one", "restored-one",
-)
 # A scale record younger than this is not judged by recovery: another writer's pod writes may not
 # be in our caches yet (and our own are, as we put every answer into the caches).
 RECORD_GRACE_SECONDS = 5.0
@@ -73,106 +59,6 @@ COPY_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.SCALE_RECORD)
 
 class NotLeaderError(Exception):
     """This replica may not write: it does not hold the Lease (or has not renewed it in time)."""
-
-
-class InjectedFault(BaseException):
-    """Raised at a named step by the ``VOLCANO_ELASTIC_FAULT`` test hook (a crash: nothing catches it)."""
-
-
-def parse_faults(text: str | None) -> dict[str, str]:
-    """``victims-stamped=exit,evicted-one=sleep:20`` -> {step: action}; unknown steps are an error."""
-    out: dict[str, str] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        step, _, action = part.strip().partition("=")
-        if step not in FAULT_STEPS or not (action in ("raise", "exit") or action.startswith("sleep:")):
-            raise ValueError(f"{FAULT_ENV}: bad entry {part!r} (steps: {', '.join(FAULT_STEPS)}; "
-                             "actions: raise, exit, sleep:SECONDS)")
-        out[step] = action
-    return out
-
-
-class AgentMetrics(Protocol):
-    """Hooks the process exports (see ``main.PrometheusMetrics``)."""
-
-    def eviction(self, queue: str, reason: str) -> None: ...
-
-    def eviction_failed(self, queue: str, reason: str) -> None: ...
-
-    def write_refused(self, reason: str) -> None: ...
-
-    def skipped(self, by_kind: dict[str, int]) -> None: ...
-
-    def gate_release(self, queue: str, reason: str) -> None: ...
-
-    def starving(self, by_queue: dict[str, int]) -> None: ...
-
-    def state(self, state: CycleState) -> None: ...
-
-    def cycle(self, seconds: float) -> None: ...
-
-    def alarm(self, name: str, value: float) -> None: ...  # ALARMS: clock skew, other writers, scheduler idle
-
-
-class NoMetrics:
-    def eviction(self, queue: str, reason: str) -> None:
-        return None
-
-    def eviction_failed(self, queue: str, reason: str) -> None:
-        return None
-
-    def write_refused(self, reason: str) -> None:
-        return None
-
-    def skipped(self, by_kind: dict[str, int]) -> None:
-        return None
-
-    def gate_release(self, queue: str, reason: str) -> None:
-        return None
-
-    def starving(self, by_queue: dict[str, int]) -> None:
-        return None
-
-    def state(self, state: CycleState) -> None:
-        return None
-
-    def cycle(self, seconds: float) -> None:
-        return None
-
-    def alarm(self, name: str, value: float) -> None:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    pod: str
-    gang: str
-    since: float
-
-
-@dataclass(slots=True)
-class CycleReport:
-    plan: CyclePlan
-    evicted: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # gang -> why its plan was not executed
-    released: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
-    refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
-    noticed: dict[str, list[str]] = field(default_factory=dict)  # gang -> victims put under notice this cycle
-    in_place: set[str] = field(default_factory=set)  # gangs whose victims' jobs resize in place (issue 39)
-    resized: dict[str, int] = field(default_factory=dict)  # job -> the in-place event announced this cycle
-    withdrawn: list[str] = field(default_factory=list)  # eviction notices withdrawn this cycle
-    taken_back: list[str] = field(default_factory=list)  # jobs whose stamp's actions never happened: restored
-    notices: NoticeReview = field(default_factory=NoticeReview)  # the notices as this cycle found them
-    not_leader: bool = False  # the cycle stopped before a write: this replica does not lead
-    stale: list[str] = field(default_factory=list)  # caches known stale: the cycle did nothing
-    preemptions: list[str] = field(default_factory=list)  # pods Volcano itself preempted (counted)
-    clock_skew: float = 0.0  # this process's clock minus the API server's (0: not known)
-    scheduler_idle: float = 0.0  # seconds gangs have fit while no pod was placed
-    seconds: float = 0.0
-    plan_seconds: float = 0.0
-    dry_run: bool = False
 
 
 def split(key: str) -> tuple[str, str]:

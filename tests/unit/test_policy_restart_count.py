@@ -101,3 +101,13 @@ def test_the_plan_counts_a_pending_restart_against_the_budget() -> None:
     assert pending.of(SpendRestart) == (SpendRestart(VICTIM_JOB, 2, RECORD_ID),)
     assert VICTIM_JOB not in {e.job for e in pending.plan.evictions}
     assert pending.of(Evict) == ()
+
+
+def test_status_shows_a_pending_restart_as_the_plan_counts_it() -> None:
+    from elastic_controller.cli.status import build_rows
+
+    items = json.loads((EXAMPLES / "scale-down-for-gang.json").read_text())["items"]
+    recorded(GONE, max_restarts=3)(items)
+    rows = [r for queue in build_rows(items, ElasticConfig(), NOW).values() for r in queue]
+    (resnet,) = [r for r in rows if r["restarts"] is not None]
+    assert resnet["restarts"]["used"] == 2 and resnet["restarts"]["max"] == 3
