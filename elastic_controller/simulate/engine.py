@@ -419,7 +419,9 @@ class Simulator:
         if job.done:
             job.running = running
             return
-        in_place = self.settings.restart_cost.resizes_in_place(job.id)  # issue 39: no restart, no loss
+        # issue 39: a job resized in place goes on through our agent's planned events (no restart, no
+        # loss); another policy's events (Volcano's preemptions) are unplanned for it: a restart
+        in_place = self.policy == "elastic" and self.settings.restart_cost.resizes_in_place(job.id)
         if not first and not joins_first and job.running > 0 and not in_place:
             # the workers that ran restart from the last checkpoint
             self.busy_area -= lose_since_checkpoint(job, self.settings.checkpoint_interval)

@@ -41,3 +41,17 @@ def test_the_jobs_in_place_are_the_same_for_every_run_and_the_fraction() -> None
     assert "30% of jobs resize in place" in describe(cost)
     with pytest.raises(ValueError):
         RestartCost(in_place_fraction=1.5)
+
+
+def test_only_our_agent_s_planned_events_are_in_place() -> None:
+    """Volcano's own preemptions (volcano-gang) are not announced: the job restarts as before
+    (test_simulate_costs's gangpreempt scenario: A restarts twice)."""
+    cost = dataclasses.replace(fixed_cost(60), in_place_fraction=1.0, in_place=2.0)
+    two = ClusterSpec((NodePool("n", 2, 8, 96_000, 2**40),), (QueueSpec("default"),))
+    jobs = [JobSpec("a", 0, 1, 4, 4, 11200), JobSpec("b", 100, 1, 1, 2, 2000, priority=1)]
+    linear = dataclasses.replace(LINEAR, checkpoint_interval=0)
+    plain = simulate(jobs, two, ElasticConfig(), "volcano-gang", linear)
+    other = simulate(jobs, two, ElasticConfig(), "volcano-gang", dataclasses.replace(linear, restart_cost=cost))
+    assert next(j for j in plain.jobs if j.name == "a").restarts == 2
+    assert [(j.name, j.finish, j.restarts, j.restart_seconds) for j in other.jobs] == \
+        [(j.name, j.finish, j.restarts, j.restart_seconds) for j in plain.jobs]
