@@ -9,6 +9,11 @@ line per input with the whole plan (every field, in order) so that two checkouts
     .venv/bin/python bench/plan_equivalence.py replay /tmp/eq/inputs.pkl --out /tmp/eq/new.txt
     .venv/bin/python bench/plan_equivalence.py compare /tmp/eq/orig.txt /tmp/eq/new.txt
 
+``record --examples`` adds the bundled ``examples/plan`` dumps (with their ``.config.yaml``, at the
+examples' time); ``replay --decide`` writes ``cycle.decide``'s whole decision instead (the plan as
+shown and every action, each dataclass without the fields at their defaults, so a field added since
+with its default compares equal): the agent's, ``plan``'s and ``status``'s output, not just the plan.
+
 ``trajectory`` runs a whole simulation and writes every plan it made, in order (the sequence is the
 same only if every plan is, since each plan changes what the simulator does next).
 """
@@ -67,6 +72,8 @@ def record(args: argparse.Namespace) -> int:
             for frac in (0.1, 0.3):
                 records.append((f"synth n={size} seed={seed} starving={frac}",
                                 synth_cluster(size, seed=seed, starving_fraction=frac), cfg, NOW))
+    if args.examples:
+        records.extend(_examples())
     for spec in args.sim:
         nodes, jobs, seed = (int(x) for x in spec.split(":"))
         calls = 0
@@ -90,6 +97,48 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _examples() -> list[Record]:
+    from elastic_controller.config import load_config_file
+    from elastic_controller.policy.parse import parse_objects
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "plan"
+    out: list[Record] = []
+    for path in sorted(root.glob("*.json")):
+        if path.name.endswith(".expected.json"):
+            continue
+        conf = path.with_name(path.name[:-len(".json")] + ".config.yaml")
+        cfg = load_config_file(str(conf)) if conf.exists() else ElasticConfig()
+        snap = parse_objects(json.loads(path.read_text())["items"], cfg)[0]
+        out.append((f"example {path.name}", snap, cfg, NOW))
+    return out
+
+
+def _lean(value: Any) -> Any:
+    """A value as data, each dataclass without its fields at their defaults (comparable across versions
+    that add a defaulted field)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {"@": type(value).__name__}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if f.default is not dataclasses.MISSING and v == f.default:
+                continue
+            if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
+                continue
+            out[f.name] = _lean(v)
+        return out
+    if isinstance(value, (tuple, list)):
+        return [_lean(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _lean(v) for k, v in value.items()}
+    return value
+
+
+def decision_line(label: str, snap: Snapshot, cfg: ElasticConfig, now: datetime) -> str:
+    d = cycle.decide(snap, cfg, now)
+    return json.dumps({"input": label, "plan": _lean(d.plan), "shown": _lean(d.shown),
+                       "actions": _lean(d.actions)}, default=str)
+
+
 def _refresh(obj: Any) -> Any:
     """Rebuild a pickled view with the current class from its constructor fields: unpickling restores
     the old ``__dict__`` and skips ``__post_init__``, so derived fields added since recording would be
@@ -107,7 +156,10 @@ def replay(args: argparse.Namespace) -> int:
     started = time.process_time()
     with open(args.out, "w") as out:
         for label, snap, cfg, now in records:
-            out.write(plan_line(label, cycle.plan_cycle(snap, cfg, now)) + "\n")
+            if args.decide:
+                out.write(decision_line(label, snap, cfg, now) + "\n")
+            else:
+                out.write(plan_line(label, cycle.plan_cycle(snap, cfg, now)) + "\n")
     print(f"{len(records)} plans ({cycle.__file__}) in {time.process_time() - started:.1f} cpu s -> {args.out}",
           file=sys.stderr)
     return 0
@@ -163,8 +215,10 @@ def main() -> int:
     r.add_argument("--seeds", type=int, default=3)
     r.add_argument("--sim", action="append", default=[], metavar="NODES:JOBS:SEED")
     r.add_argument("--load", type=float, default=1.2)
+    r.add_argument("--examples", action="store_true", help="add the bundled examples/plan dumps")
     p = sub.add_parser("replay")
     p.add_argument("inputs")
+    p.add_argument("--decide", action="store_true", help="write cycle.decide's whole decision, not plan_cycle's plan")
     p.add_argument("--out", required=True)
     t = sub.add_parser("trajectory")
     t.add_argument("--sim", required=True, metavar="NODES:JOBS:SEED")

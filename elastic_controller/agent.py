@@ -393,7 +393,7 @@ class Agent:
         if res is PODS:
             if kind == "DELETED" or not (obj.get("spec") or {}).get("nodeName"):
                 self._wake.set()
-            elif self._awaiting_checkpoint(obj):
+            elif self._awaiting_checkpoint(obj) or self._left_group(obj):
                 # A job under notice checkpointed: its victims are due now, and the whole job is
                 # stalled until they go (the kit holds the victim's rank): not one interval later.
                 self._wake.set()
@@ -408,6 +408,14 @@ class Agent:
         if last is None or not (last.noticed or last.notices.pending):
             return False
         return keys.LAST_CHECKPOINT_TIME in ((obj.get("metadata") or {}).get("annotations") or {})
+
+    def _left_group(self, obj: dict[str, Any]) -> bool:
+        """``obj`` (a pod) says it left its job's group in place (``left``, issue 39) while victims are
+        leaving in place: it is due now, and its gang waits for its room: not one interval later."""
+        last = self.last_report
+        if last is None or not (last.in_place or any(p.facts.in_place for p in last.notices.pending)):
+            return False
+        return keys.LEFT in ((obj.get("metadata") or {}).get("annotations") or {})
 
     def run(self, stop: threading.Event) -> None:
         interval = float(self.cfg.agent.intervalSeconds)

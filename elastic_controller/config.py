@@ -51,6 +51,7 @@ _OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds"}
 _CHOICES = {"orderBy": ORDER_BY}  # string keys with a fixed set of values
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
+    "inPlaceLeaveSeconds": 3_600,  # an hour: the victim's room is promised to its gang meanwhile
 }
 
 

@@ -90,9 +90,11 @@ class Notices:
         return self.cfg.queue_policy(queue).noticeSeconds
 
     # ------------------------------------------------------------------ give
-    def give(self, gang: str, noticed: Sequence[Noticed], now: datetime | None = None) -> GiveResult:
+    def give(self, gang: str, noticed: Sequence[Noticed], now: datetime | None = None, *,
+             in_place: bool = False) -> GiveResult:
         """Put ``noticed`` (one gang's victims, each with the deadline its ``GiveNotice`` decided) under
-        notice, all or none."""
+        notice, all or none. ``in_place``: the victims of a ``ShrinkInPlace`` (issue 39): the same writes,
+        the deadline being their bounded wait to leave the group; the Events say so."""
         now = now or self.clock()
         result = GiveResult()
         victims = [n.victim for n in noticed]
@@ -128,6 +130,9 @@ class Notices:
             result.evict_after[v.pod] = deadline
             self.fault("noticed-one")
         result.noticed = stamped
+        if in_place:
+            self._events_in_place(gang, victims, result.evict_after)
+            return result
         for v in victims:
             deadline = result.evict_after[v.pod]
             left = max(0, round((deadline - now).total_seconds()))
@@ -145,6 +150,21 @@ class Notices:
                                f"evicted at {format_time(deadline)} to make room for gang {gang}, or at once after "
                                "the job records a checkpoint")
         return result
+
+    def _events_in_place(self, gang: str, victims: Sequence[Any], deadlines: dict[str, datetime]) -> None:
+        for v in victims:
+            deadline = deadlines[v.pod]
+            self._event_on_pod(v.pod, "Normal", "LeavingInPlace",
+                               f"in place: this pod leaves its job's group to make room for gang {gang}; it is "
+                               f"evicted once it says {keys.LEFT}, at the latest at {format_time(deadline)}")
+            log.info("leaving in place", extra={"pod": v.pod, "job": v.job, "queue": v.queue, "for": gang,
+                                                "evict_after": format_time(deadline), "reason": v.reason})
+        for job in sorted({v.job for v in victims}):
+            mine = [v for v in victims if v.job == job]
+            self._event_on_job(job, "Normal", "ScalingDownInPlace",
+                               f"in place: {len(mine)} elastic worker(s) "
+                               f"({', '.join(_split(v.pod)[1] for v in mine)}) leave the group to make room "
+                               f"for gang {gang}, then are evicted; the others go on without a restart")
 
     # ------------------------------------------------------------------ each cycle
     def review(self, snapshot: Snapshot, now: datetime | None = None) -> NoticeReview:
@@ -209,10 +229,16 @@ class Notices:
                                    f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
                                    f"({d.why})")
         by_job: dict[tuple[str, str], int] = {}
+        in_place = {(d.facts.job, d.facts.gang) for d in review.due if d.facts.in_place}
         for d in review.due:
             if any(d.facts.pod == pod for pod, _, _ in result.evicted):
                 by_job[(d.facts.job, d.facts.gang)] = by_job.get((d.facts.job, d.facts.gang), 0) + 1
         for (job, gang), n in sorted(by_job.items()):
+            if (job, gang) in in_place:
+                self._event_on_job(job, "Normal", "ScaledDown",
+                                   f"in place: {n} elastic worker(s) evicted after leaving the group for gang "
+                                   f"{gang} (no restart)")
+                continue
             self._event_on_job(job, "Normal", "ScaledDown",
                                f"{n} elastic worker(s) evicted to make room for gang {gang} at the end of their "
                                "eviction notice (the cooldown started with the notice)")

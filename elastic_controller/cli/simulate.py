@@ -82,6 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--restart-penalty", type=float, default=None, metavar="SECONDS",
                      help="the same stall after every scale event, whatever it is: the fixed model with "
                      "--restart-seconds SECONDS (the simulator's model before the measured costs; was 60)")
+    sim.add_argument("--in-place-fraction", type=float, default=0.0, metavar="F",
+                     help="this fraction of the jobs (picked by a hash of their id) resizes in place (issue 39): "
+                          "a scale event stalls them --in-place-seconds and loses no work (default 0)")
+    sim.add_argument("--in-place-seconds", type=float, default=2.0, metavar="SECONDS",
+                     help="what one in-place scale event stalls a job (default 2)")
     sim.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="SECONDS",
                      help="a job checkpoints after every SECONDS of progress; a restart loses the work since "
                      "its last checkpoint (default: 1800; 0: off, nothing lost)")
@@ -159,16 +164,21 @@ def _restart_cost(args: argparse.Namespace) -> RestartCost | str:
     """The restart cost model of the flags, or what is wrong with them."""
     from ..simulate.restarts import DEFAULT_RESTART_SECONDS, RestartCost
 
+    if not 0 <= args.in_place_fraction <= 1:
+        return f"--in-place-fraction {args.in_place_fraction:g}: a fraction between 0 and 1"
+    if args.in_place_seconds < 0:
+        return "--in-place-seconds must not be negative"
+    in_place = {"in_place_fraction": args.in_place_fraction, "in_place": args.in_place_seconds}
     if args.restart_penalty is not None:
         if args.restart_cost_model not in (None, "fixed"):
             return (f"--restart-penalty is the fixed model: not with --restart-cost-model {args.restart_cost_model} "
                     "(give its fixed restart part as --restart-seconds)")
         if args.restart_seconds is not None and args.restart_seconds != args.restart_penalty:
             return "--restart-penalty and --restart-seconds give the fixed penalty twice: give one of them"
-        return RestartCost(model="fixed", restart=args.restart_penalty)
+        return RestartCost(model="fixed", restart=args.restart_penalty, **in_place)
     seconds = DEFAULT_RESTART_SECONDS if args.restart_seconds is None else args.restart_seconds
     return RestartCost(model=args.restart_cost_model or "torchrun", restart=seconds,
-                       last_call=args.last_call_timeout)
+                       last_call=args.last_call_timeout, **in_place)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -56,6 +56,8 @@ def kind_of(text: str) -> str:
 def _gang_decision(d: GangDecision, report: CycleReport, stamp: str) -> contract.Decision:
     if d.pod_group in report.failed:
         return contract.gang_not_executed(stamp, len(d.victims), report.failed[d.pod_group])
+    if d.pod_group in report.in_place:
+        return contract.gang_in_place(stamp, len(report.noticed[d.pod_group]), d.reason)
     if d.pod_group in report.noticed:
         return contract.gang_noticed(stamp, len(report.noticed[d.pod_group]), d.reason)
     if d.decision == "evict":

@@ -27,14 +27,14 @@ def lift_gate(api: KubeAPI, pod_key: str, gate: str) -> dict[str, Any] | None:
         return None
 
 
-def lifting_decision(stamp: str, n: int, reason: str) -> str:
+def lifting_decision(stamp: str, n: int, reason: str, in_place: bool = False) -> str:
     """The job's ``last-decision`` while its scale-up runs: a plan, not yet a claim (a leader killed or
     deposed mid-way leaves this; the next one says how many were lifted: ``resume.check_records``)."""
-    return contract.up_lifting(stamp, n, reason).encode()
+    return contract.up_lifting(stamp, n, reason, in_place).encode()
 
 
-def lifted_decision(stamp: str, lifted: int, n: int, reason: str, how: str = "") -> str:
-    return contract.up_lifted(stamp, lifted, n, reason, how).encode()
+def lifted_decision(stamp: str, lifted: int, n: int, reason: str, how: str = "", in_place: bool = False) -> str:
+    return contract.up_lifted(stamp, lifted, n, reason, how, in_place).encode()
 
 
 def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, report: CycleReport) -> None:
@@ -47,7 +47,7 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
     gate = ex.cfg.gating.gateName
     for lift in lifts:
         job, items = lift.job, lift.releases
-        reason = items[0].reason
+        reason, in_place = items[0].reason, items[0].in_place
         ours: dict[str, str] = {}
         before = ex.pg_annotations(job)
         try:
@@ -55,7 +55,7 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
                 uids = {r.pod: str(((ex.store.get(PODS, *reversed(split(r.pod))) or {}).get("metadata") or {})
                                    .get("uid") or "") for r in items}
                 ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.UP,
-                        keys.LAST_DECISION: lifting_decision(stamp, len(items), reason),
+                        keys.LAST_DECISION: lifting_decision(stamp, len(items), reason, in_place),
                         keys.SCALE_RECORD: ex.new_record("up", "", uids, before, stamp)}
                 ex.stamp(job, ours)
         except KubeError as exc:
@@ -100,7 +100,7 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
             except KubeError as exc:
                 log.warning("scale-up stamp not taken back", extra={"job": job, "error": str(exc)})
         elif ours:
-            final = lifted_decision(stamp, lifted, len(items), reason)
+            final = lifted_decision(stamp, lifted, len(items), reason, in_place=in_place)
             try:
                 ex.patch_pg(job, {keys.LAST_DECISION: final})
             except KubeError as exc:

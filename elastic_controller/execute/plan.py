@@ -5,19 +5,22 @@ then the ``LiftGates``, then the records (every starving gang's ``RecordGang`` a
 ``last-decision`` and Event). The notice actions (``EvictDueNotice``, ``WithdrawNotice``) come earlier
 in the cycle (``notices.act_on_notices``). ``AnnounceSize`` is the controller's to write
 (``target-workers``, by the same rule, ``policy/announce.py``, once the pods change: two writers of one
-annotation would race). Every write is fenced (``Executor.fence``); no writer decides anything the
+annotation would race), except an in-place event (issue 39: ``ShrinkInPlace``, and an ``AnnounceSize``
+with a generation, ``inplace.announce_resize``: the generation and the size in one patch per pod; the
+controller then writes the same size). Every write is fenced (``Executor.fence``); no writer decides anything the
 action does not say."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from ..policy.actions import CycleDecision, Evict, GiveNotice, LiftGates, SpendRestart
+from ..policy.actions import AnnounceSize, CycleDecision, Evict, GiveNotice, LiftGates, ShrinkInPlace, SpendRestart
 from ..policy.model import Snapshot
 from .decisions import write_decisions
 from .evictions import execute_evictions
 from .executor import CycleReport, Executor
 from .gates import execute_releases
+from .inplace import announce_resize, shrink_in_place
 from .notices import give_notice
 
 
@@ -30,5 +33,13 @@ def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, repor
             execute_evictions(ex, action, now, report)
         elif isinstance(action, GiveNotice):
             give_notice(ex, action, now, report)
-    execute_releases(ex, decision.of(LiftGates), now, report)
+        elif isinstance(action, ShrinkInPlace):
+            shrink_in_place(ex, action, now, report)
+    lifts = decision.of(LiftGates)
+    execute_releases(ex, lifts, now, report)
+    # issue 39: the in-place events of the jobs whose shrink or growth was carried out
+    not_done = {e.job for a in decision.of(ShrinkInPlace) if a.gang in report.failed for e in a.evictions}
+    released = set(report.released)
+    not_done |= {a.job for a in lifts if not any(r.pod in released for r in a.releases)}
+    announce_resize(ex, decision.of(AnnounceSize), report, not_done)
     write_decisions(ex, decision, report, now, snapshot)

@@ -25,6 +25,8 @@ class CycleReport:
     resumed: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
     noticed: dict[str, list[str]] = field(default_factory=dict)  # gang -> victims put under notice this cycle
+    in_place: set[str] = field(default_factory=set)  # gangs whose victims' jobs resize in place (issue 39)
+    resized: dict[str, int] = field(default_factory=dict)  # job -> the in-place event announced this cycle
     withdrawn: list[str] = field(default_factory=list)  # eviction notices withdrawn this cycle
     taken_back: list[str] = field(default_factory=list)  # jobs whose stamp's actions never happened: restored
     notices: NoticeReview = field(default_factory=NoticeReview)  # the notices as this cycle found them

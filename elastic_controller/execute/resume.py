@@ -163,7 +163,7 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
             continue
         current = {k: pg.annotations[k] for k in RESTORE_KEYS if k in pg.annotations}
         try:
-            if rec.path in ("evict", "notice"):
+            if rec.path in ("evict", "notice", "in-place"):
                 wrote |= _judge_down(ex, rec, pg.key, pods, current, now, report)
             elif rec.path == "up":
                 wrote |= _judge_up(ex, rec, pg.key, pods, current, now)
@@ -187,7 +187,7 @@ def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodVie
                 now: datetime, report: CycleReport) -> bool:
     if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN or _acted(rec, pods):
         return False
-    what = "eviction notice" if rec.path == "notice" else "eviction"
+    what = {"notice": "eviction notice", "in-place": "in-place leave"}.get(rec.path, "eviction")
     text = contract.taken_back(format_time(now), f"cooldown of {rec.at} taken back: none of its {len(rec.pods)} "
                                                  f"{what}(s) for {rec.gang} happened (interrupted, withdrawn or not "
                                                  "executed)", rec.gang).encode()

@@ -62,6 +62,23 @@ class GiveNotice:
 
 
 @dataclass(frozen=True, slots=True)
+class ShrinkInPlace:
+    """A gang's victims of jobs resized in place (``resize: in-place`` on the PyTorchJob, issue 39):
+    not evicted now. Their jobs' PodGroups are stamped (cooldown, scale record path ``in-place``: no
+    torchrun restart is spent), each victim gets the in-flight ledger (``evicted-for``) and the bounded
+    wait's deadline (``evict-after``), and the same cycle's ``AnnounceSize`` (with its ``generation``)
+    tells every pod of the job the event, the victims that they leave. A later cycle evicts a victim
+    once its pod says ``left: G`` or its deadline passed (``EvictDueNotice``)."""
+
+    gang: str
+    victims: tuple[Noticed, ...]  # evict_after: now + the victim's queue's inPlaceLeaveSeconds
+
+    @property
+    def evictions(self) -> tuple[Eviction, ...]:
+        return tuple(n.victim for n in self.victims)
+
+
+@dataclass(frozen=True, slots=True)
 class EvictDueNotice:
     """A notice ran out, or its job checkpointed since: evict the victim now."""
 
@@ -92,6 +109,13 @@ class AnnounceSize:
     job: str
     size: int
     pods: tuple[str, ...]  # ns/name of the pods it is written on
+    # A job resized in place (issue 39): the event this cycle announces (its pods' highest
+    # ``resize-generation`` + 1; 0: none, the job restarts as before) and the pods that leave at it
+    # (this cycle's victims of the job). The agent writes ``resize-generation`` and ``target-workers``
+    # on ``pods`` and ``leaving`` pods, plus ``leaving`` on the latter, one patch per pod
+    # (``execute/inplace.announce_resize``); ``target-workers`` alone stays the controller's.
+    generation: int = 0
+    leaving: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +133,7 @@ class Hold:
     note: HoldNote
 
 
-Action = (SpendRestart | Evict | GiveNotice | EvictDueNotice | WithdrawNotice | LiftGates | AnnounceSize
+Action = (SpendRestart | Evict | GiveNotice | ShrinkInPlace | EvictDueNotice | WithdrawNotice | LiftGates | AnnounceSize
           | RecordGang | Hold)
 
 

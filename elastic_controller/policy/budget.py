@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .contract import in_place
 from .keys import RESTARTS_USED
 from .model import JobView, PodGroupView
 
@@ -80,8 +81,9 @@ def restarts_used(pg: PodGroupView | None, job: JobView | None) -> int | None:
 
 def budget_of(pg: PodGroupView | None, job: JobView | None) -> RestartBudget | None:
     """The job's restart budget, or None when its PyTorchJob is not known (a dump of pods and
-    PodGroups only: nothing says what torchrun was given, so the rule does not apply)."""
-    if job is None:
+    PodGroups only: nothing says what torchrun was given, so the rule does not apply), or resizes in
+    place (``resize: in-place``, issue 39: a planned shrink restarts nothing)."""
+    if job is None or in_place(job.annotations):
         return None
     max_restarts = job.max_restarts if job.max_restarts is not None and job.max_restarts > 0 else 0
     return RestartBudget(restarts_used(pg, job), max_restarts)

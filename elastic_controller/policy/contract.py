@@ -4,7 +4,8 @@ the training code writes one) and the agent's own records, written and read only
 - **Shared with the job** (``SHARED_WITH_JOB``; the kit's ``volcano_elastic_job.podinfo`` mirrors
   the keys and formats it reads, and ``tests/unit/test_contract.py`` holds the two together):
   ``evict-after`` and ``last-checkpoint-time`` (RFC 3339, whole seconds, UTC), ``target-workers``
-  (a count).
+  (a count); for a job resized in place (``resize: in-place`` on the PyTorchJob) ``resize-generation``,
+  ``leaving`` and ``left`` (a generation: a count, ``generation_of``, ``left_at``).
 - **The agent's records**: ``last-decision`` and ``scale-record`` are structured data. A scale record
   is JSON (``ScaleRecord``). A ``last-decision`` is a ``Decision``: a JSON object (what it is: kind,
   gang, counts, reason code) followed by the human sentence generated from it, which is what
@@ -21,6 +22,7 @@ never compare equal to its stored self.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,8 +32,9 @@ from .times import format_time, parse_time
 
 MAX_TEXT = 500  # characters of a stored text (last-decision), the structured part included
 
-# The annotations the job kit reads (volcano_elastic_job.podinfo mirrors these names).
-SHARED_WITH_JOB = (keys.EVICT_AFTER, keys.LAST_CHECKPOINT_TIME, keys.TARGET_WORKERS)
+# The annotations the job kit reads or writes (volcano_elastic_job.podinfo mirrors these names).
+SHARED_WITH_JOB = (keys.EVICT_AFTER, keys.LAST_CHECKPOINT_TIME, keys.TARGET_WORKERS, keys.RESIZE,
+                   keys.RESIZE_GENERATION, keys.LEAVING, keys.LEFT)
 
 
 def bounded(text: str, limit: int = MAX_TEXT) -> str:
@@ -62,6 +65,29 @@ def decode_count(raw: str | None) -> int | None:
         return None
     text = raw.strip()
     return int(text) if text.isdigit() else None
+
+
+def in_place(job_annotations: Mapping[str, str] | None) -> bool:
+    """Whether a PyTorchJob's annotations opt it in to in-place resizing (``resize: in-place``)."""
+    return bool(job_annotations) and (job_annotations or {}).get(keys.RESIZE, "").strip() == keys.RESIZE_IN_PLACE
+
+
+def generation_of(pod_annotations: Iterable[Mapping[str, str]]) -> int:
+    """A job's current in-place generation: the highest ``resize-generation`` its pods carry (0: none
+    announced; an unreadable value counts as none)."""
+    return max((decode_count(a.get(keys.RESIZE_GENERATION)) or 0 for a in pod_annotations), default=0)
+
+
+def leaving_at(pod_annotations: Mapping[str, str]) -> int | None:
+    """The generation at which a pod leaves its job's group (``leaving``), or None."""
+    return decode_count(pod_annotations.get(keys.LEAVING))
+
+
+def has_left(pod_annotations: Mapping[str, str]) -> bool:
+    """Whether a leaving pod says it has left the group at the event it was told to leave at
+    (``left`` equal to its ``leaving``)."""
+    at = leaving_at(pod_annotations)
+    return at is not None and decode_count(pod_annotations.get(keys.LEFT)) == at
 
 
 # ------------------------------------------------------------------ scale record
@@ -206,20 +232,30 @@ def down_notice(at: str, n: int, gang: str) -> Decision:
                     gang=gang, n=n, path="notice")
 
 
+def down_in_place(at: str, n: int, gang: str) -> Decision:
+    """A shrink in place (issue 39): the victims leave the group, then are evicted; no restart."""
+    return Decision(at, Kind.DOWN, f"down: {n} elastic worker(s) leave in place to make room for {gang}", gang=gang,
+                    n=n, path="in-place", extra={"inPlace": True})
+
+
 def down_preempted(at: str) -> Decision:
     return Decision(at, Kind.DOWN, "down: Volcano preempted worker(s) of this job (counted as a scale event)",
                     path="preempted")
 
 
-def up_lifting(at: str, n: int, reason: str) -> Decision:
+def up_lifting(at: str, n: int, reason: str, in_place: bool = False) -> Decision:
     """While a scale-up runs: a plan, not yet a claim."""
-    return Decision(at, Kind.UP, f"up: lifting {n} gate(s); {reason}", n=n, path="lifting", reason=reason)
+    return Decision(at, Kind.UP, f"up: lifting {n} gate(s); {reason}", n=n, path="lifting", reason=reason,
+                    extra={"inPlace": True} if in_place else {})
 
 
-def up_lifted(at: str, lifted: int, n: int, reason: str, how: str = "") -> Decision:
+def up_lifted(at: str, lifted: int, n: int, reason: str, how: str = "", in_place: bool = False) -> Decision:
     count = f"{lifted} gate(s)" if lifted == n else f"{lifted} of {n} gate(s)"
+    extra: dict[str, Any] = {"lifted": lifted}
+    if in_place:
+        extra["inPlace"] = True
     return Decision(at, Kind.UP, f"up: {count} lifted{how}; {reason}", n=n, path="lifted", reason=reason,
-                    extra={"lifted": lifted})
+                    extra=extra)
 
 
 def held(at: str, code: str, note: str) -> Decision:
@@ -237,6 +273,11 @@ def gang_not_executed(at: str, victims: int, why: str) -> Decision:
 def gang_noticed(at: str, victims: int, reason: str) -> Decision:
     return Decision(at, Kind.NOTICE, f"eviction notice given to {victims} elastic worker(s) for it: {reason}",
                     n=victims)
+
+
+def gang_in_place(at: str, victims: int, reason: str) -> Decision:
+    return Decision(at, Kind.NOTICE, f"{victims} elastic worker(s) leave in place for it (evicted once they left "
+                                     f"the group, no restart): {reason}", n=victims, extra={"inPlace": True})
 
 
 def gang_evicted(at: str, victims: int, reason: str) -> Decision:

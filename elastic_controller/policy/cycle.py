@@ -21,6 +21,7 @@ from .actions import (
     LiftGates,
     Noticed,
     RecordGang,
+    ShrinkInPlace,
     SpendRestart,
     WithdrawNotice,
 )
@@ -29,6 +30,7 @@ from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote
 from .eviction import Planner, SearchMode, starving_gangs
 from .fairness import plan_fairness
 from .gates import plan_gate_releases
+from .inplace import in_place_jobs, marked, next_generation
 from .keys import EVICT_AFTER, EVICTED_FOR
 from .model import PodView, Snapshot
 from .notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
@@ -135,10 +137,11 @@ def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapp
         raw = planner(flying, plan_cfg or cfg, now)
     else:
         raw = plan_cycle(flying, plan_cfg or cfg, now, cache=cache, search=search, pdb_refused=pdb_refused)
-    plan = with_notices(raw, review, due=False, left=False)
-    shown = with_notices(raw, review, due=True)
+    resized = in_place_jobs(snapshot)  # (issue 39: none unless a PyTorchJob opts in)
+    plan = marked(with_notices(raw, review, due=False, left=False), resized)
+    shown = marked(with_notices(raw, review, due=True), resized)
     world = cache.world if cache is not None and planner is None else None  # (this cycle's, just built)
-    actions = _actions(snapshot, cfg, now, plan, review, reviewed is None, world, counts)
+    actions = _actions(snapshot, cfg, now, plan, review, reviewed is None, world, counts, resized)
     return CycleDecision(plan=plan, shown=shown, notices=review, actions=actions)
 
 
@@ -148,15 +151,15 @@ def _notice_actions(review: NoticeReview) -> tuple[Action, ...]:
 
 def _actions(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, plan: CyclePlan,
              review: NoticeReview, notices: bool, world: World | None = None,
-             counts: Sequence[SpendRestart] = ()) -> tuple[Action, ...]:
+             counts: Sequence[SpendRestart] = (), resized: frozenset[str] = frozenset()) -> tuple[Action, ...]:
     out: list[Action] = list(_notice_actions(review)) if notices else []
     out.extend(counts)
-    out.extend(shrinks(snapshot, cfg, now, plan.evictions))
+    out.extend(shrinks(snapshot, cfg, now, plan.evictions, resized))
     by_job: dict[str, list[GateRelease]] = {}
     for r in plan.gate_releases:
         by_job.setdefault(r.job, []).append(r)
     out.extend(LiftGates(job, tuple(items)) for job, items in by_job.items())
-    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job), world))
+    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job), world, resized))
     out.extend(records(plan))
     return tuple(out)
 
@@ -167,14 +170,16 @@ def records(plan: CyclePlan) -> list[RecordGang | Hold]:
     return [*(RecordGang(d) for d in plan.starving), *(Hold(job, note) for job, note in _holds(plan.notes))]
 
 
-def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
-            evictions: Sequence[Eviction]) -> list[Evict | GiveNotice]:
+def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, evictions: Sequence[Eviction],
+            resized: frozenset[str] = frozenset()) -> list[Evict | GiveNotice | ShrinkInPlace]:
     """Each gang's victims (``evictions`` in plan order) as one action: ``GiveNotice`` when any of
     their queues gives a notice (each victim's deadline: ``notice_deadline`` with its own queue's
     ``noticeSeconds``), else ``Evict``, with the restart each job it shrinks uses once its eviction
     succeeded (one per gang that shrinks it, counted on from its PodGroup's ``restarts-used``; the
     PyTorchJob's copy is its owner's to write and never read). A notice spends no restart: its
-    victims' leaving does, in a later cycle (``restart_count.restarts_to_count``)."""
+    victims' leaving does, in a later cycle (``restart_count.restarts_to_count``). The victims of
+    jobs resized in place (``resized``, issue 39) are one ``ShrinkInPlace`` per gang, first, each with
+    the deadline of its bounded wait (its queue's ``inPlaceLeaveSeconds``); they spend no restart."""
     by_gang: dict[str, list[Eviction]] = {}
     for ev in evictions:
         by_gang.setdefault(ev.for_gang, []).append(ev)
@@ -182,8 +187,15 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
         return []
     pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
     used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
-    out: list[Evict | GiveNotice] = []
+    out: list[Evict | GiveNotice | ShrinkInPlace] = []
     for gang, victims in by_gang.items():
+        if resized and any(e.job in resized for e in victims):
+            out.append(ShrinkInPlace(gang, tuple(
+                Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).inPlaceLeaveSeconds))
+                for e in victims if e.job in resized)))
+            victims = [e for e in victims if e.job not in resized]
+            if not victims:
+                continue
         if any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
             out.append(GiveNotice(gang, tuple(Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).noticeSeconds))
                                               for e in victims)))
@@ -199,9 +211,11 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
 
 
 def _sizes(snapshot: Snapshot, cfg: ElasticConfig, plan: CyclePlan, review: NoticeReview,
-           grown: set[str], world: World | None) -> list[AnnounceSize]:
+           grown: set[str], world: World | None, resized: frozenset[str] = frozenset()) -> list[AnnounceSize]:
     """The size of every job this cycle changes (evicted, under notice, grown, a notice due or withdrawn).
-    ``world``: the cycle's (its ghosts and pods by group, instead of a walk over every pod)."""
+    ``world``: the cycle's (its ghosts and pods by group, instead of a walk over every pod). A job
+    resized in place (``resized``) that this cycle's plan shrinks or grows is told a new event: its
+    generation (one above its pods') and its victims, which leave at it."""
     leaving = {e.pod for e in plan.evictions} | {d.facts.pod for d in review.due}
     withdrawn = {w.facts.pod for w in review.withdrawn}
     changed = ({e.job for e in plan.evictions} | grown | {d.facts.job for d in review.due}
@@ -223,10 +237,15 @@ def _sizes(snapshot: Snapshot, cfg: ElasticConfig, plan: CyclePlan, review: Noti
                 p = _unclaimed(p)
             pods.setdefault(p.job_id, []).append(p)
     gate = cfg.gating.gateName
+    planned = {e.job for e in plan.evictions} | grown
     out = []
     for job in sorted(changed):
         keys = announced(sorted(pods.get(job, ()), key=lambda p: p.order), gate, ghosts=ghosts, leaving=leaving,
                          lifted=lifted)
+        if job in resized and job in planned:
+            victims = tuple(sorted(e.pod for e in plan.evictions if e.job == job))
+            out.append(AnnounceSize(job, len(keys), keys, next_generation(pods.get(job, ())), victims))
+            continue
         out.append(AnnounceSize(job, len(keys), keys))
     return out
 

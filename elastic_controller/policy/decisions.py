@@ -64,9 +64,27 @@ class Eviction:
     reason: str
     uid: str = ""
 
+    @property
+    def in_place(self) -> bool:
+        """Its job resizes in place (issue 39): ``InPlaceEviction``."""
+        return False
+
     def to_json(self) -> dict[str, Any]:
         return {"pod": self.pod, "node": self.node, "job": self.job, "queue": self.queue,
                 "for": self.for_gang, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class InPlaceEviction(Eviction):
+    """The eviction of a victim whose job resizes in place (issue 39): it leaves the process group
+    first, then is evicted. (A subclass, not a field: every other plan stays the same, field for field.)"""
+
+    @property
+    def in_place(self) -> bool:
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        return {**Eviction.to_json(self), "inPlace": True}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +95,25 @@ class GateRelease:
     queue: str
     reason: str
 
+    @property
+    def in_place(self) -> bool:
+        """Its job resizes in place (issue 39): ``InPlaceRelease``."""
+        return False
+
     def to_json(self) -> dict[str, Any]:
         return {"pod": self.pod, "job": self.job, "node": self.node, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class InPlaceRelease(GateRelease):
+    """A gate lifted for a job that resizes in place (issue 39): the job grows without a restart."""
+
+    @property
+    def in_place(self) -> bool:
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        return {**GateRelease.to_json(self), "inPlace": True}
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,16 @@ EVICT_AFTER = f"{PREFIX}/evict-after"  # RFC 3339: a victim under notice is evic
 # "N": how many of the job's pods will run torchrun after the last scale decision (ungated, not
 # leaving), on every such pod; the job kit's rendezvous completes a round once N nodes joined.
 TARGET_WORKERS = f"{PREFIX}/target-workers"
+# In-place resizing (issue 39; docs/checkpointing.md, "Resizing in place"; the kit's podinfo mirrors
+# these): RESIZE on the PyTorchJob ("in-place": its processes survive planned scale events); the agent
+# writes RESIZE_GENERATION "G" (its G-th planned event of the job) with TARGET_WORKERS on every pod of
+# the job, and LEAVING "G" on the pods that leave at event G, in the same patch; the kit writes LEFT
+# "G" on a leaving pod once it has left the process group (the agent then evicts it).
+RESIZE = f"{PREFIX}/resize"
+RESIZE_IN_PLACE = "in-place"
+RESIZE_GENERATION = f"{PREFIX}/resize-generation"
+LEAVING = f"{PREFIX}/leaving"
+LEFT = f"{PREFIX}/left"
 
 # The job contract (issue 20): written by the job's owner on the PyTorchJob; the controller copies
 # the first two to the job's PodGroup. LAST_CHECKPOINT_TIME is written by the training code on the

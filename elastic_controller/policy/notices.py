@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from .decisions import CyclePlan, Eviction
-from .keys import EVICT_AFTER, EVICTED_FOR
+from .contract import has_left, leaving_at
+from .decisions import CyclePlan, Eviction, InPlaceEviction
+from .keys import EVICT_AFTER, EVICTED_FOR, LEAVING
 from .model import JobView, PodGroupView, PodView, Snapshot, newest_checkpoint
 from .settings import ElasticConfig
 from .times import format_time
@@ -51,6 +52,7 @@ class NoticeFacts:
     queue: str  # the victim's queue (whose noticeSeconds apply)
     node: str
     evict_after: datetime | None  # None: unreadable
+    in_place: bool = False  # a victim of a job resized in place: told to leave the group (``leaving``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,10 @@ class PendingNotice:
         ``last-decision``, rewritten only when it changes)."""
         f = self.facts
         when = format_time(f.evict_after) if f.evict_after else "?"
+        if f.in_place:
+            secs = f", {self.seconds_left:.0f}s left" if left else ""
+            return (f"victim {f.pod} is leaving job {f.job}'s group in place (evicted once it has left, at the "
+                    f"latest at {when}{secs})")
         secs = f"{self.seconds_left:.0f}s left; " if left else ""
         return (f"victim {f.pod} is under an eviction notice until {when} ({secs}"
                 f"sooner if job {f.job} records a checkpoint)")
@@ -134,8 +140,16 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
         stamped = given.get(pod.uid)
         if stamped is not None and (deadline is None or stamped < deadline):
             deadline = stamped
+        leaving = leaving_at(pod.annotations) is not None
         facts = NoticeFacts(pod=pod.key, uid=pod.uid, gang=gang, job=pod.job_id, queue=queue,
-                            node=pod.node_name, evict_after=deadline)
+                            node=pod.node_name, evict_after=deadline, in_place=leaving)
+        if leaving:  # resized in place (issue 39): its job re-forms without it; never withdrawn
+            why = _left_why(pod, deadline, now)
+            if why:
+                due.append(DueNotice(facts, why))
+            else:
+                pending.append(PendingNotice(facts, (deadline - now).total_seconds() if deadline else 0.0))
+            continue
         target = groups.get(gang)
         why_withdraw = (f"{EVICTED_FOR} is gone: no gang to make room for" if not gang else
                         f"gang {gang} is gone (its PodGroup was deleted)" if target is None else
@@ -167,6 +181,18 @@ def review_notices(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
         pending.append(PendingNotice(facts, (deadline - now).total_seconds()))
     pending.sort(key=lambda p: (p.facts.evict_after or now, p.facts.pod))
     return NoticeReview(due=tuple(due), pending=tuple(pending), withdrawn=tuple(withdrawn))
+
+
+def _left_why(pod: PodView, deadline: datetime | None, now: datetime) -> str:
+    """Why a victim told to leave in place is due now ("" while it is not): its pod says it has left
+    (``left`` = its ``leaving``), its wait ended, or its deadline cannot be read."""
+    if has_left(pod.annotations):
+        return f"left the group in place at event {pod.annotations.get(LEAVING)}"
+    if deadline is None:
+        return f"{EVICT_AFTER} {pod.annotations.get(EVICT_AFTER)!r} cannot be read"
+    if now >= deadline:
+        return f"did not say it left the group by {format_time(deadline)}"
+    return ""
 
 
 def _completes_a_group(group: PodGroupView | None, pods: Sequence[PodView], ghosts: Mapping[str, str]) -> bool:
@@ -232,7 +258,8 @@ def with_notices(plan: CyclePlan, review: NoticeReview, *, due: bool, left: bool
     noticed = {p.facts.gang for p in review.pending}
     evictions = [e for e in plan.evictions if e.for_gang not in noticed]
     if due:
-        evictions = [Eviction(pod=n.facts.pod, node=n.facts.node, job=n.facts.job, queue=n.facts.queue,
-                              for_gang=n.facts.gang, reason=f"eviction notice: {n.why}", uid=n.facts.uid)
-                     for n in review.due] + evictions
+        said = {True: "in place", False: "eviction notice"}
+        evictions = [(InPlaceEviction if n.facts.in_place else Eviction)(
+            pod=n.facts.pod, node=n.facts.node, job=n.facts.job, queue=n.facts.queue, for_gang=n.facts.gang,
+            reason=f"{said[n.facts.in_place]}: {n.why}", uid=n.facts.uid) for n in review.due] + evictions
     return replace(plan, starving=tuple(starving), evictions=tuple(evictions))

@@ -50,6 +50,9 @@ class QueuePolicy:
     # Seconds between marking a victim (volcano-elastic.io/evict-after) and evicting it, so that its
     # job can checkpoint; 0 evicts at once.
     noticeSeconds: int = 0
+    # A job resized in place (issue 39): the longest wait between telling a victim to leave the group
+    # and evicting it (sooner once its pod says volcano-elastic.io/left). In place of noticeSeconds.
+    inPlaceLeaveSeconds: int = 60
 
 
 @dataclass(frozen=True, slots=True)

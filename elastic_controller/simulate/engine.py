@@ -423,7 +423,10 @@ class Simulator:
         if job.done:
             job.running = running
             return
-        if not first and not joins_first and job.running > 0:
+        # issue 39: a job resized in place goes on through our agent's planned events (no restart, no
+        # loss); another policy's events (Volcano's preemptions) are unplanned for it: a restart
+        in_place = self.policy == "elastic" and self.settings.restart_cost.resizes_in_place(job.id)
+        if not first and not joins_first and job.running > 0 and not in_place:
             # the workers that ran restart from the last checkpoint
             self.busy_area -= lose_since_checkpoint(job, self.settings.checkpoint_interval)
         job.running = running
@@ -455,11 +458,14 @@ class Simulator:
         elif joins_first:
             pass  # they join the first rendezvous, which waits its last call for more workers
         else:
-            stall = self.settings.restart_cost.seconds(running < before, running, job.bounds_max)
+            cost = self.settings.restart_cost
+            stall = cost.in_place if in_place else cost.seconds(running < before, running, job.bounds_max)
             resume = max(now + stall, job.resume_at)
             job.restart_seconds += resume - max(now, job.resume_at)
             job.resume_at = resume
-            if job.whole_evicted:
+            if in_place:
+                pass  # the processes went on: no restart
+            elif job.whole_evicted:
                 job.whole_evicted = False  # counted when it was evicted
             elif job.last_restart != now:
                 job.restarts += 1

@@ -26,7 +26,8 @@ AT = "2026-01-01T13:00:00Z"
 # ------------------------------------------------------------------ shared with the job kit
 
 def test_the_kit_reads_the_keys_the_contract_writes() -> None:
-    kit = {podinfo.EVICT_AFTER, podinfo.LAST_CHECKPOINT_TIME, podinfo.TARGET_WORKERS}
+    kit = {podinfo.EVICT_AFTER, podinfo.LAST_CHECKPOINT_TIME, podinfo.TARGET_WORKERS, podinfo.RESIZE,
+           podinfo.RESIZE_GENERATION, podinfo.LEAVING, podinfo.LEFT}
     assert kit == set(contract.SHARED_WITH_JOB)
     assert podinfo.PREFIX == keys.PREFIX
 
@@ -46,6 +47,20 @@ def test_what_the_agent_writes_the_kit_reads_back(tmp_path: Path, when: datetime
                                          keys.TARGET_WORKERS: contract.encode_count(size)})
     assert podinfo.eviction_notice(path) == when
     assert podinfo.target_workers(path) == size
+
+
+@pytest.mark.parametrize("leaves", [True, False])
+def test_an_in_place_event_the_agent_writes_the_kit_reads_back(tmp_path: Path, leaves: bool) -> None:
+    assert keys.RESIZE_IN_PLACE == podinfo.RESIZE_IN_PLACE
+    assert contract.in_place({keys.RESIZE: podinfo.RESIZE_IN_PLACE}) and not contract.in_place({})
+    notes = {keys.RESIZE_GENERATION: contract.encode_count(7), keys.TARGET_WORKERS: contract.encode_count(3)}
+    if leaves:
+        notes[keys.LEAVING] = contract.encode_count(7)
+    assert podinfo.resize_request(_downward_api_file(tmp_path, notes)) == (7, 3, leaves)
+    # what the kit writes once it left (announce_left: str(generation)) is what the agent reads
+    assert contract.has_left({**notes, keys.LEFT: str(7)}) is leaves
+    assert not contract.has_left({**notes, keys.LEFT: str(6)})
+    assert contract.generation_of([notes, {keys.RESIZE_GENERATION: "5"}, {}]) == 7
 
 
 def test_what_the_kit_writes_the_agent_reads_back() -> None:

@@ -217,7 +217,11 @@ def test_the_events_are_documented() -> None:
     root = Path(__file__).resolve().parents[2]
     source = (root / "elastic_controller" / "notice.py").read_text()
     reasons = set(re.findall(r'"(?:Normal|Warning)", "(\w+)"', source))
-    assert reasons == {"EvictionNotice", "EvictionNoticeWithdrawn", "EvictedForGang", "ScaledDown"}
+    assert reasons == {"EvictionNotice", "EvictionNoticeWithdrawn", "EvictedForGang", "ScaledDown",
+                       "LeavingInPlace", "ScalingDownInPlace"}
+    source = (root / "elastic_controller" / "execute" / "inplace.py").read_text()
+    reasons |= set(re.findall(r'"(?:Normal|Warning)", "(\w+)"', source))
+    assert "ResizingInPlace" in reasons
     doc = (root / "docs" / "operations.md").read_text()
     assert [r for r in sorted(reasons) if f"| `{r}` |" not in doc] == []
 
