@@ -15,9 +15,11 @@ yet placed, its PodGroup not yet admitted) does while an older gang of its queue
 
 "Fits beside": the later gang plus the waiting gang fit into the queue's room for gangs, its
 deserved GPUs (``room``) less the GPUs of the min sets of its running jobs (elastic workers above
-min can be taken back by the agent, so they do not count against the room). A waiting gang larger
-than its queue's whole room for gangs reserves nothing (it could never start by waiting; holding
-others behind it would only starve them too). Only the oldest waiting gang of a queue reserves.
+min can be taken back by the agent, so they do not count against the room). The oldest waiting gang of
+a queue reserves only when it fits in that room now, that is when the agent's evictions of elastic
+workers above min can serve it: a gang that waits for running jobs to end (whose run times nobody
+knows) would hold the jobs behind it for as long, with the GPUs idle (measured: much worse on every
+class, docs/measurements.md "Admission behind a waiting gang"). Only the oldest waiting gang reserves.
 
 Pure: the caller (the simulator's enqueue, the controller before it creates a PodGroup) passes the
 gangs of every queue and the rooms; the answer names each held job with its reason.
@@ -72,7 +74,7 @@ def holds(gangs: Iterable[Gang], room: Mapping[str, float], mode: Callable[[str]
             raise ValueError(f"queue {queue!r}: admission must be one of {', '.join(ADMISSION)}, got {how!r}")
         free = room[queue] - sum(g.running_min for g in members if g.started)
         waiting = sorted((g for g in members if not g.started), key=lambda g: g.rank)
-        head = waiting[0] if waiting and waiting[0].need <= room[queue] + 1e-6 else None
+        head = waiting[0] if waiting and waiting[0].need <= free + 1e-6 else None
         if head is None:
             continue
         for g in waiting[1:]:

@@ -27,8 +27,9 @@ def gang(key: str, at: float, need: float, *, queue: str = "q", elastic: bool = 
     return Gang(key, queue, (0, at, key), need, elastic, started, admitted, running_min)
 
 
-# a running job's min set holds 6 of the queue's 8 GPUs; a rigid gang of 4 waits since t=10
-RUNNING = gang("big", 0, 6, started=True, admitted=True, running_min=6)
+# a running elastic job holds the queue's 8 GPUs, 2 of them its min set; a rigid gang of 4 waits since
+# t=10 (the agent can take back the elastic workers for it: 6 GPUs of the queue are not min sets)
+RUNNING = gang("big", 0, 2, started=True, admitted=True, running_min=2)
 WAITING = gang("rigid4", 10, 4, elastic=False, admitted=True)
 
 
@@ -41,7 +42,7 @@ def test_volcano_holds_nothing() -> None:
 
 
 def test_reserve_holds_every_later_job_that_does_not_fit_beside() -> None:
-    later = (gang("e", 20, 2), gang("r", 30, 2, elastic=False))
+    later = (gang("e", 20, 4), gang("r", 30, 4, elastic=False))
     assert held(ADMISSION_RESERVE, *later) == {"e", "r"}
     # holdElastic lets the rigid job through
     assert held(ADMISSION_HOLD_ELASTIC, *later) == {"e"}
@@ -50,8 +51,10 @@ def test_reserve_holds_every_later_job_that_does_not_fit_beside() -> None:
 
 
 def test_a_gang_that_fits_beside_the_reservation_is_backfilled() -> None:
-    # with 16 GPUs of room, 10 are free of min sets: 4 reserved for rigid4, a gang of 6 fits beside
-    assert held(ADMISSION_RESERVE, gang("e6", 20, 6), gang("e8", 30, 8), room=16) == {"e8"}
+    # 6 GPUs free of min sets: 4 reserved for rigid4, a gang of 2 fits beside, one of 4 does not
+    assert held(ADMISSION_RESERVE, gang("e2", 20, 2), gang("e4", 30, 4)) == {"e4"}
+    # with 16 GPUs of room, 14 are free: 4 reserved, a gang of 10 fits beside, one of 12 does not
+    assert held(ADMISSION_RESERVE, gang("e10", 20, 10), gang("e12", 30, 12), room=16) == {"e12"}
 
 
 def test_admitted_and_older_jobs_are_never_held() -> None:
@@ -60,16 +63,19 @@ def test_admitted_and_older_jobs_are_never_held() -> None:
     assert held(ADMISSION_RESERVE, older, late_admitted) == set()  # rigid4 was admitted already
 
 
-def test_a_gang_larger_than_its_queue_reserves_nothing() -> None:
-    assert held(ADMISSION_RESERVE, gang("e", 20, 2), room=3) == set()
+def test_a_gang_that_taking_back_elastic_workers_cannot_serve_reserves_nothing() -> None:
+    # 5 GPUs of room, 3 free of min sets: rigid4 waits for a job to end, not for the agent; holding
+    # the jobs behind it would leave GPUs idle for as long
+    assert held(ADMISSION_RESERVE, gang("e", 20, 2), room=5) == set()
+    assert held(ADMISSION_RESERVE, gang("e", 20, 4), room=6) == {"e"}
 
 
 def test_queues_are_independent_and_a_bad_mode_is_refused() -> None:
-    other = gang("other", 20, 2, queue="p")
+    other = gang("other", 20, 4, queue="p")
     modes = {"q": ADMISSION_RESERVE, "p": ADMISSION_RESERVE}
     assert set(holds([RUNNING, WAITING, other], {"q": 8, "p": 8}, modes.__getitem__)) == set()
     with pytest.raises(ValueError, match="admission must be one of"):
-        holds([RUNNING, WAITING, gang("e", 20, 2)], {"q": 8}, lambda q: "fifo")
+        holds([RUNNING, WAITING, gang("e", 20, 4)], {"q": 8}, lambda q: "fifo")
 
 
 def test_the_config_key_takes_only_its_choices() -> None:
@@ -82,10 +88,11 @@ def test_the_config_key_takes_only_its_choices() -> None:
 
 ONE_NODE = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("default"),))
 LINEAR = SimSettings(curve=ScalingCurve(per_doubling=1.0), checkpoint_interval=0.0)
-# a rigid job of 6 workers holds the node; a rigid gang of 4 arrives and waits; a small elastic job
-# arrives after it, its min set fits in the 2 GPUs left
-JOBS = [JobSpec("long", 0.0, 6, 6, 1, 6 * 3600.0), JobSpec("rigid4", 10.0, 4, 4, 1, 4 * 3600.0),
-        JobSpec("small", 20.0, 1, 2, 1, 2 * 7200.0)]
+# an elastic job runs 6 workers (min 4) of the node's 8 GPUs; a rigid gang of 4 arrives and waits (the
+# agent can free 2 elastic workers for it, 2 GPUs are idle); a small elastic job arrives after it and
+# its min set (1) fits in the idle 2 GPUs
+JOBS = [JobSpec("long", 0.0, 4, 6, 1, 6 * 7200.0), JobSpec("rigid4", 10.0, 4, 4, 1, 4 * 3600.0),
+        JobSpec("small", 20.0, 1, 2, 1, 2 * 3600.0)]
 
 
 def _cfg(admission: str) -> ElasticConfig:
@@ -98,4 +105,6 @@ def test_the_simulator_holds_a_new_job_behind_the_waiting_gang() -> None:
     after = {j.name: j for j in simulate(JOBS, ONE_NODE, _cfg(ADMISSION_RESERVE), "elastic", LINEAR).jobs}
     assert before["small"].start < before["rigid4"].start  # Volcano lets it overtake
     assert after["small"].start >= after["rigid4"].start  # held until the gang started
+    # ... which then starts at once on the idle GPUs and long's 2 elastic workers, not when long ends
+    assert after["rigid4"].start < before["rigid4"].start / 5  # here 330 s against 3650 s
     assert all(j.finished for j in after.values())
