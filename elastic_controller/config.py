@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .policy.admission import ADMISSION
 from .policy.settings import (
     ORDER_BY,
     SHARE_PLUGINS,
@@ -48,7 +49,7 @@ _INT_FIELDS_MIN = {
 }
 # Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
 _OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds"}
-_CHOICES = {"orderBy": ORDER_BY}  # string keys with a fixed set of values
+_CHOICES = {"orderBy": ORDER_BY, "admission": ADMISSION}  # string keys with a fixed set of values
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
     "inPlaceLeaveSeconds": 3_600,  # an hour: the victim's room is promised to its gang meanwhile

@@ -55,6 +55,8 @@ def _field_schema(cls: type, name: str, hint: Any) -> dict[str, Any]:
         out = {"type": "string", "minLength": 1}
         if cls is settings.SharesConfig and name == "plugin":
             out["enum"] = list(settings.SHARE_PLUGINS)
+        if name in config_module._CHOICES:  # orderBy, admission
+            out["enum"] = list(config_module._CHOICES[name])
         if cls is settings.GatingConfig and name == "gateName":
             out["pattern"] = "/"
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .admission import ADMISSION_VOLCANO
 from .keys import DEFAULT_GATE
 
 # orderBy: the fair order's first criterion (ordering.py): attained service (GPU-seconds held, least
@@ -44,6 +45,10 @@ class QueuePolicy:
     fairnessScaleDown: bool = True
     fairnessRatio: float = 2.0
     fairnessMinGpuSeconds: int = 3600
+    # Admission (admission.py, issue 38): which new jobs wait behind the oldest waiting gang of the
+    # queue (ADMISSION: volcano holds none, holdElastic holds new elastic jobs, reserve every new job),
+    # unless their gang fits beside it.
+    admission: str = ADMISSION_VOLCANO
 
     def snooze_seconds(self) -> int:
         return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds

@@ -26,6 +26,11 @@ Under ``shares.plugin: capacity`` the ``capacity`` plugin's ``JobEnqueueableFn``
 ``minResources`` plus its queue's allocated less elastic plus its Inqueue reservations (gated pods
 deducted, as capacity.go:1117 does) within the queue's real capability, and in hierarchy mode every
 ancestor's; queues in the capacity plugin's order. ``overcommit`` decides as before.
+
+A queue's ``admission`` setting (``policy.admission``, issue 38) holds new jobs behind the oldest
+waiting gang of their queue: a held job stays Pending here, as a job whose PodGroup volcano-elastic's
+controller has not created yet is invisible to Volcano; it is let in at the first pass after which
+it is no longer held (``held`` names the held jobs and why).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
+from ..policy.admission import ADMISSION_VOLCANO, Gang, Hold, holds
+from ..policy.settings import ElasticConfig
 from .cluster import ClusterSpec
 from .quota import CapacityQuota
 from .state import SimJob
@@ -48,6 +55,8 @@ class AdmissionSim(Protocol):
     def active(self) -> Mapping[int, SimJob]: ...
     @property
     def allocated_gpus(self) -> int: ...
+    @property
+    def cfg(self) -> ElasticConfig: ...
 
 
 class AdmissionHost(Protocol):
@@ -60,6 +69,7 @@ class AdmissionHost(Protocol):
     def quota(self) -> CapacityQuota | None: ...
 
     def queue_order(self, queues: Iterable[str]) -> list[str]: ...
+    def gang_room(self) -> Mapping[str, float]: ...
     def job_admitted(self, job: SimJob) -> None: ...
     def mark_unschedulable(self, job: SimJob, now: float) -> None: ...
 
@@ -93,6 +103,8 @@ class Admission:
         self.count = 0
         self.fresh: list[SimJob] = []  # arrived since the last pass (their pods not yet marked)
         self.admitted_total = 0
+        self.held: dict[str, Hold] = {}  # new jobs held behind a waiting gang (policy.admission), by key
+        self.holding = any(alloc.sim.cfg.queue_policy(q).admission != ADMISSION_VOLCANO for q in self.queues)
 
     def arrived(self, job: SimJob) -> None:
         if not self.enabled:
@@ -144,6 +156,7 @@ class Admission:
                     _add(base_res, job.queue, job.requests, min(job.running, job.min_member))
         order = alloc.queue_order(self.queues)
         jobs = sim.jobs
+        self.held = self._holds() if self.holding else {}
         for q in order:
             lst = self.pending[q]
             if not lst:
@@ -151,6 +164,9 @@ class Admission:
             keep: list[tuple[tuple[int, float, int], int]] = []
             for entry in lst:
                 job = jobs[entry[1]]
+                if job.key in self.held:
+                    keep.append(entry)
+                    continue
                 need = job.min_member * job.spec.gpus
                 if quota is not None:
                     fits = quota.enqueueable(q, {k: v * job.min_member for k, v in job.requests.items()},
@@ -172,3 +188,15 @@ class Admission:
             if not job.admitted:
                 alloc.mark_unschedulable(job, now)
         self.fresh.clear()
+
+    def _holds(self) -> dict[str, Hold]:
+        cfg = self.alloc.sim.cfg
+        gangs = []
+        for job in self.alloc.sim.active.values():
+            if job.done:
+                continue
+            g = job.spec.gpus
+            gangs.append(Gang(job.key, job.queue, (job.cand_key[0], job.cand_key[1], job.key),
+                              float(job.min_member * g), job.bounds_max > job.bounds_min, job.running > 0,
+                              job.admitted, float(min(job.running, job.min_member) * g)))
+        return holds(gangs, self.alloc.gang_room(), lambda q: cfg.queue_policy(q).admission)

@@ -169,6 +169,13 @@ class Allocator:
                     for q in self.queues}
         return ProportionModel.fill(self.weight, self.request, self.total)
 
+    def gang_room(self) -> Mapping[str, float]:
+        """Each queue's GPUs for gangs, for admission's holds: its deserved share (proportion), or
+        under capacity its deserved GPUs where set, else the cluster's."""
+        if self.quota is None:
+            return self.des
+        return {q: d if d > 0 else self.total for q, d in self.deserved().items()}
+
     def queue_order(self, queues: Iterable[str]) -> list[str]:
         """``queues`` in the share plugin's queue order (lowest share first; cluster file order on ties)."""
         names = list(queues)
@@ -196,6 +203,9 @@ class Allocator:
         # The gang plugin's job order puts jobs below their minMember before ready ones (within a
         # priority): starting gangs first, then the pods of running jobs.
         self._pass(now, des, done, gangs_only=True)
+        if self.started_now and self.admission.held:  # a gang started: the jobs held behind it may go
+            self.admission.enqueue(now)
+            self._pass(now, des, done, gangs_only=True)
         self._pass(now, des, done, gangs_only=False)
         for job in done:
             self._remove(job)
