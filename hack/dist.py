@@ -16,6 +16,7 @@ None of these names is published on a public index or registry: install from the
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -31,19 +32,30 @@ class DistError(RuntimeError):
     pass
 
 
-def _run(argv: list[str], what: str) -> None:
-    r = subprocess.run(argv, capture_output=True, text=True)
+def _run(argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise DistError(f"{what} failed ({r.returncode}): {' '.join(argv)}\n{(r.stdout + r.stderr)[-3000:]}")
+
+
+def source_date_epoch() -> str:
+    """The last commit's time (SOURCE_DATE_EPOCH when set): the wheels' file times, so that the same
+    commit gives the same wheel bytes."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return os.environ["SOURCE_DATE_EPOCH"]
+    r = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else "315532800"
 
 
 def wheels(out: Path, python: str = sys.executable) -> list[Path]:
     """Both wheels, built without their dependencies (pip wheel --no-deps)."""
     built = []
+    env = {**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()}
     for project, pattern in ((ROOT, "volcano_elastic-*.whl"), (ROOT / "jobkit", "volcano_elastic_job-*.whl")):
         for old in out.glob(pattern):
             old.unlink()
-        _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(project)], f"pip wheel {project}")
+        _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(project)], f"pip wheel {project}",
+             env=env)
         found = sorted(out.glob(pattern))
         if len(found) != 1:
             raise DistError(f"pip wheel {project}: expected one {pattern} in {out}, found {found}")

@@ -19,6 +19,7 @@ steps as read-only volumes (`buildah build --volume`): they are never copied int
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from . import image
 
@@ -93,9 +95,7 @@ def _oci_dir_to_archive(layout: Path, out: Path, ref: str) -> str:
     index = json.loads((layout / "index.json").read_text())
     if len(index.get("manifests", [])) != 1:
         raise image.ImageError(f"{layout}: expected one manifest in index.json, got {index.get('manifests')}")
-    desc = index["manifests"][0]
-    desc["annotations"] = {**desc.get("annotations", {}), "io.containerd.image.name": ref,
-                           "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1]}
+    desc = _annotate(index, ref)["manifests"][0]
     tmp = out.with_suffix(".tmp")
     with tarfile.open(tmp, "w") as tar:
         for name in ("oci-layout",):
@@ -103,8 +103,6 @@ def _oci_dir_to_archive(layout: Path, out: Path, ref: str) -> str:
         data = json.dumps(index, sort_keys=True).encode()
         ti = tarfile.TarInfo("index.json")
         ti.size, ti.mode = len(data), 0o644
-        import io
-
         tar.addfile(ti, io.BytesIO(data))
         for blob in sorted((layout / "blobs" / "sha256").iterdir()):
             tar.add(str(blob), arcname=f"blobs/sha256/{blob.name}")
@@ -112,14 +110,45 @@ def _oci_dir_to_archive(layout: Path, out: Path, ref: str) -> str:
     return str(desc["digest"])
 
 
+def _ref_slug(ref: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in ref.rsplit("/", 1)[-1])
+
+
+def _annotate(index: dict[str, Any], ref: str) -> dict[str, Any]:
+    desc = index["manifests"][0]
+    desc["annotations"] = {**desc.get("annotations", {}), "io.containerd.image.name": ref,
+                           "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1]}
+    return index
+
+
+def retag_archive(src: Path, out: Path, ref: str) -> None:
+    """A copy of the OCI archive SRC whose one manifest is named REF (the blobs are the same)."""
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(src) as tin, tarfile.open(tmp, "w") as tout:
+        for m in tin:
+            f = tin.extractfile(m) if m.isfile() else None
+            if m.name == "index.json" and f is not None:
+                data = json.dumps(_annotate(json.loads(f.read()), ref), sort_keys=True).encode()
+                m.size = len(data)
+                tout.addfile(m, io.BytesIO(data))
+            else:
+                tout.addfile(m, f)
+    tmp.replace(out)
+
+
 def dockerfile_image(say: Callable[[str], None] = print, ref: str = image.IMAGE_REF) -> Path:
     """The Dockerfile built by buildah on python_base_image(), as an OCI archive named REF
-    (cached under <cache>/images/ by the hash of the context, the Dockerfile and the base)."""
+    (cached under <cache>/images/ by the hash of the context, the Dockerfile and the base; the same
+    build under another name is a copy with another index.json)."""
     base = python_base_image(say)
-    key = image._tree_hash(_context_files(), (base.name + ref + "dockerfile-v1").encode())
+    key = image._tree_hash(_context_files(), (base.name + "dockerfile-v1").encode())
     d = image.images_dir()
-    out = d / f"volcano-elastic-dockerfile-{key}.oci.tar"
+    out = d / f"volcano-elastic-dockerfile-{key}-{_ref_slug(ref)}.oci.tar"
     if out.exists():
+        return out
+    same = sorted(d.glob(f"volcano-elastic-dockerfile-{key}-*.oci.tar"))
+    if same:
+        retag_archive(same[0], out, ref)
         return out
     tag = f"localhost/volcano-elastic-build:{key}"
     t = time.monotonic()
@@ -134,8 +163,8 @@ def dockerfile_image(say: Callable[[str], None] = print, ref: str = image.IMAGE_
             raise image.ImageError(f"buildah push failed ({r.returncode}):\n{r.stderr[-3000:]}")
         _oci_dir_to_archive(layout, out, ref)
     subprocess.run([buildah(), "rmi", tag], capture_output=True, text=True)  # untag; cached layers stay
-    for old in d.glob("volcano-elastic-dockerfile-*.oci.tar"):
-        if old != out:
+    for old in d.glob("volcano-elastic-dockerfile-*.oci.tar"):  # other contents: stale
+        if not old.name.startswith(f"volcano-elastic-dockerfile-{key}-"):
             old.unlink(missing_ok=True)
     say(f"image from the Dockerfile built in {time.monotonic() - t:.0f}s ({out.stat().st_size >> 20} MiB): {out.name}")
     return out

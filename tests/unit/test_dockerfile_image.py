@@ -166,3 +166,21 @@ def test_oci_archive_is_a_loadable_layout(tmp_path: Path) -> None:
     assert config["config"]["Entrypoint"] == ["/bin/hello"] and config["config"]["User"] == "1:1"
     with tarfile.open(layer) as t:
         assert "bin/hello" in t.getnames()
+
+
+def test_the_same_build_under_another_name_is_a_copy_with_another_index(tmp_path: Path) -> None:
+    """make dist names the image volcano-elastic:<version>, the real tier volcano-elastic:dev: one build."""
+    layout, digest = _fake_layout(tmp_path / "layout")
+    dev = tmp_path / "dev.oci.tar"
+    dockerfile._oci_dir_to_archive(layout, dev, "docker.io/library/volcano-elastic:dev")
+    rel = tmp_path / "rel.oci.tar"
+    dockerfile.retag_archive(dev, rel, "docker.io/library/volcano-elastic:0.1.0")
+    with tarfile.open(dev) as a, tarfile.open(rel) as b:
+        assert a.getnames() == b.getnames()
+        index = json.loads(b.extractfile("index.json").read())  # type: ignore[union-attr]
+        for name in a.getnames():
+            if name.startswith("blobs/"):
+                assert a.extractfile(name).read() == b.extractfile(name).read()  # type: ignore[union-attr]
+    assert index["manifests"][0]["digest"] == digest
+    assert index["manifests"][0]["annotations"]["io.containerd.image.name"] == "docker.io/library/volcano-elastic:0.1.0"
+    assert dockerfile.archive_config(rel) == dockerfile.archive_config(dev)
