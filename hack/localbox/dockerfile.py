@@ -140,6 +140,10 @@ def dockerfile_image(say: Callable[[str], None] = print, ref: str = image.IMAGE_
     """The Dockerfile built by buildah on python_base_image(), as an OCI archive named REF
     (cached under <cache>/images/ by the hash of the context, the Dockerfile and the base; the same
     build under another name is a copy with another index.json)."""
+    if os.geteuid() != 0:
+        raise image.ImageError("building the image needs root (mmdebstrap and buildah run as root here); "
+                               "`python -m hack.dist --no-image` builds the wheels and the chart without it")
+    buildah()
     base = python_base_image(say)
     key = image._tree_hash(_context_files(), (base.name + "dockerfile-v1").encode())
     d = image.images_dir()

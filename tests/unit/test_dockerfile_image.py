@@ -184,3 +184,10 @@ def test_the_same_build_under_another_name_is_a_copy_with_another_index(tmp_path
     assert index["manifests"][0]["digest"] == digest
     assert index["manifests"][0]["annotations"]["io.containerd.image.name"] == "docker.io/library/volcano-elastic:0.1.0"
     assert dockerfile.archive_config(rel) == dockerfile.archive_config(dev)
+
+
+def test_not_root_is_a_clear_error_before_anything_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dockerfile.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(dockerfile, "python_base_image", lambda say: pytest.fail("built without root"))
+    with pytest.raises(image.ImageError, match=r"needs root.*--no-image"):
+        dockerfile.dockerfile_image(lambda msg: None)
