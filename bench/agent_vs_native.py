@@ -85,6 +85,7 @@ from elastic_controller.config import ConfigError, load_config  # noqa: E402
 from elastic_controller.kube.client import KubeClient  # noqa: E402
 from elastic_controller.kube.errors import KubeError  # noqa: E402
 from elastic_controller.kube.resources import NAMESPACES, PDBS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES  # noqa: E402
+from elastic_controller.policy.contract import sentence_of  # noqa: E402
 from elastic_controller.policy.settings import ElasticConfig  # noqa: E402
 from hack.localbox import Box, BoxOptions  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
@@ -387,7 +388,7 @@ def one_run(mode: str, scenario: str, run: int, a: argparse.Namespace) -> dict[s
             "aRunningMin": watch.running_min, "aRunningAtEnd": len(a_now),
             "evicted": sorted(d["name"] for d in deleted),
             "aBursts": [[round(b[0][0] - t_b, 1), b[0][1], b[-1][2]] for b in bursts],
-            "aLastDecision": pg.get("volcano-elastic.io/last-decision", ""),
+            "aLastDecision": sentence_of(pg.get("volcano-elastic.io/last-decision", "")),
         }
     finally:
         if watch is not None:

@@ -48,7 +48,8 @@ if str(ROOT) not in sys.path:
 from kubernetes import client, config  # noqa: E402
 
 from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
-from hack import training_plot  # noqa: E402
+from elastic_controller.policy.contract import sentence_of  # noqa: E402
+from hack import training_log  # noqa: E402
 from hack.localbox import Box, BoxOptions, dockerfile, image, realnode  # noqa: E402
 from tests.real.test_install import (  # noqa: E402
     CHART,
@@ -182,7 +183,7 @@ def current_world(log: list[dict[str, Any]]) -> int:
 
 def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One event per restart of the training processes after the first start (torchrun restarts every
-    worker at each membership change), as `hack/training_plot.parse` reads the log: the world size
+    worker at each membership change), as `hack/training_log.parse` measures the log: the world size
     before and after, the stall (the last training step before it to the first step after it: None
     when another restart came first), the steps done again after resuming from the checkpoint, the
     restart count torchelastic reports after it, and the stall split into restart (the new processes'
@@ -190,8 +191,8 @@ def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     still in its rendezvous when the evicted workers come back) are two events, the first with no step
     at its size. No event before the log's first training step."""
     try:
-        run = training_plot.parse(log, {})
-    except training_plot.PlotError:
+        run = training_log.parse(log, {})
+    except training_log.LogError:
         return []
     events: list[dict[str, Any]] = []
     for e in run.events:
@@ -207,7 +208,7 @@ def scale_events(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------------- the story
 def pod_decision(objs: Any, ns: str, job: str) -> str:
-    """The job's PodGroup's last-decision annotation (what `kubectl describe` shows), or ""."""
+    """The job's PodGroup's last-decision as a person reads it (`contract.sentence_of`), or ""."""
     try:
         pgs = objs.list_namespaced_custom_object(*VC, ns, "podgroups").get("items", [])
     except client.ApiException:
@@ -215,7 +216,7 @@ def pod_decision(objs: Any, ns: str, job: str) -> str:
     for pg in pgs:
         owners = pg["metadata"].get("ownerReferences") or []
         if any(o.get("name") == job for o in owners) or pg["metadata"]["name"] == job:
-            return str((pg["metadata"].get("annotations") or {}).get("volcano-elastic.io/last-decision", ""))
+            return sentence_of((pg["metadata"].get("annotations") or {}).get("volcano-elastic.io/last-decision", ""))
     return ""
 
 

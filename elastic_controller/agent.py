@@ -1,4 +1,4 @@
-"""The preemption agent: snapshot of the caches -> ``plan_cycle`` -> execution (``execute``).
+"""The preemption agent: snapshot of the caches -> ``policy.cycle.decide`` -> execution (``execute``).
 
 This module is the loop: it keeps the parsed snapshot (``ViewCache``, the ledger of evictions the
 caches have not shown yet), decides when a cycle may act (caches fresh), asks the policy core for a
@@ -19,12 +19,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from .execute.attained import AttainedStamps
 from .execute.executor import LEDGER_TTL, AgentMetrics, CycleReport, Executor, NoMetrics, NotLeaderError, log
 from .execute.executor import PDB_REFUSAL_SECONDS as PDB_REFUSAL_SECONDS
 from .execute.executor import InjectedFault as InjectedFault  # re-exported: tests and docs name them here
 from .execute.gauges import cycle_state
 from .execute.notices import act_on_notices
-from .execute.plan import execute_plan
+from .execute.plan import execute_decision
 from .execute.resume import check_records, resume_interrupted
 from .execute.stamps import Preemptions, check_job_copies, repair_stamps
 from .kube.api import KubeAPI
@@ -43,10 +44,9 @@ from .kube.resources import (
 )
 from .notice import Notices
 from .policy import keys
-from .policy.cycle import PlanCache, plan_cycle
+from .policy.cycle import PlanCache, decide
 from .policy.decisions import CyclePlan
 from .policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
-from .policy.notices import in_flight, with_notices
 from .policy.parse import (
     ParseError,
     parse_job,
@@ -125,6 +125,7 @@ class Agent:
         self._wake = threading.Event()
         self.preemptions = Preemptions()  # Volcano's own preemptions, noted from the watch events
         self.plan_cache = PlanCache()  # node base and pod index, kept from one cycle to the next
+        self.attained = AttainedStamps()  # the placed pods of the last cycle (attained-service stamps)
         self._notes: frozenset[str] = frozenset()  # the last cycle's plan notes (logged when new)
 
     # The executor's settings, as the agent's (tests and the process set them after construction).
@@ -261,7 +262,10 @@ class Agent:
             repaired += len(check_job_copies(ex, snapshot)) if not self.dry_run else 0
             report.preemptions = self.preemptions.count(ex, snapshot, now)
             resume_interrupted(ex, snapshot, now, report)
-            acted = act_on_notices(ex, snapshot, now, report)
+            # The cycle's decision (policy.cycle.decide), in two steps: the notices first (a due
+            # victim evicted, a notice withdrawn), then the rest on what is left.
+            notices = decide(snapshot, self.cfg, now, given=ex.notices.given, notices_only=True)
+            acted = act_on_notices(ex, snapshot, notices, now, report)
             if acted:
                 snapshot = self.snapshot()  # (a withdrawn notice's stamp is judged on what is left)
             settled = check_records(ex, snapshot, now, report)
@@ -270,14 +274,14 @@ class Agent:
             t_plan = time.perf_counter()
             # A victim under notice is in flight for its gang (no further victims for it, never
             # picked again); a gang waiting on one says so.
-            plan = with_notices(plan_cycle(in_flight(snapshot, report.notices), self.cfg, now, cache=self.plan_cache,
-                                           pdb_refused=self._pdb_refused(now)),
-                                report.notices, due=False, left=False)
+            decision = decide(snapshot, self.cfg, now, reviewed=notices.notices, cache=self.plan_cache,
+                              pdb_refused=self._pdb_refused(now))
             report.plan_seconds = time.perf_counter() - t_plan
-            report.plan = plan
+            plan = report.plan = decision.plan
             self._log_plan(plan)
             self._publish_state(plan, report)
-            execute_plan(ex, plan, now, report, snapshot)
+            execute_decision(ex, decision, now, report, snapshot)
+            self.attained.cycle(ex, snapshot, now)  # issue 38: pods that left are counted in the stamp
         except NotLeaderError as exc:
             report.not_leader = True
             self.metrics.write_refused("not-leader")

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from .policy.settings import (
+    ORDER_BY,
     SHARE_PLUGINS,
     AgentConfig,
     ElasticConfig,
@@ -47,6 +48,7 @@ _INT_FIELDS_MIN = {
 }
 # Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
 _OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds"}
+_CHOICES = {"orderBy": ORDER_BY}  # string keys with a fixed set of values
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
 }
@@ -98,6 +100,10 @@ def _check_fields(
             high = _INT_FIELDS_MAX.get(key)
             if high is not None and value > high:
                 problems.append(f"{sub}: must be <= {high}, got {value!r}")
+                continue
+        elif key in _CHOICES:
+            if value not in _CHOICES[key]:
+                problems.append(f"{sub}: must be one of {', '.join(_CHOICES[key])}, got {value!r}")
                 continue
         elif isinstance(default, str):
             if not isinstance(value, str) or not value:

@@ -19,14 +19,17 @@ from .kube.caches import Store
 from .kube.client import retry_on_conflict
 from .kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundError
 from .kube.events import EventRecorder
-from .kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from .kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
 from .kube.workqueue import WorkQueue
-from .policy import keys
-from .policy.model import JobView
+from .policy import contract, keys
+from .policy.announce import announced
+from .policy.announce import coming as announce_coming
+from .policy.model import JobView, Snapshot
 from .policy.neighbours import job_neighbour, network_topology
-from .policy.parse import ParseError, parse_job, parse_podgroup
+from .policy.parse import ParseError, parse_job, parse_node, parse_pod, parse_podgroup
 from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
 from .policy.settings import ElasticConfig
+from .policy.world import ghosts_of
 
 log = logging.getLogger(__name__)
 
@@ -296,19 +299,45 @@ class Controller:
         return self._patch(want, patch)
 
     def coming(self, pod: Mapping[str, Any]) -> bool:
-        """Will this pod run torchrun after the decisions made so far: not gated by us, not
-        leaving (evicted, deleted), not finished."""
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        """Will this pod run torchrun after the decisions made so far (``policy.announce.coming``,
+        lost nodes aside: ``coming_pods`` judges those): a change wakes its job."""
+        try:
+            view = parse_pod(pod, self.cfg)
+        except ParseError:
             return False
-        gate = self.cfg.gating.gateName
-        return all(g.get("name") != gate for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+        return announce_coming(view, self.cfg.gating.gateName)
+
+    def coming_pods(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Those of ``pods`` (one job's) that will run torchrun after the decisions made so far: the
+        policy's rule (``policy/announce.py``, the agent's ``AnnounceSize``): live, not gated by us,
+        not claimed as a victim (``evicted-for``), not a ghost on a lost node (``world.ghosts_of``,
+        with the cached Nodes the pods are bound to)."""
+        pairs = []
+        for raw in pods:
+            try:
+                pairs.append((raw, parse_pod(raw, self.cfg)))
+            except ParseError:
+                continue
+        views = [v for _, v in pairs]
+        held = sorted({v.node_name for v in views if v.holds_resources})
+        nodes = []
+        for name in held:
+            obj = self.store.get(NODES, name)
+            if obj is not None:
+                try:
+                    nodes.append(parse_node(obj))
+                except ParseError:
+                    continue
+        ghosts = ghosts_of(Snapshot(nodes=tuple(nodes), pods=tuple(views))) if held else {}
+        told = set(announced(views, self.cfg.gating.gateName, ghosts=ghosts))
+        return [raw for raw, view in pairs if view.key in told]
 
     def _announce_target(self, job: JobView) -> None:
         """Write the job's size to come (``target-workers``) on each of its pods that will run
-        torchrun, where it differs: the job kit's rendezvous stops waiting once that many joined."""
-        pods = [p for p in self.job_pods(job) if self.coming(p)]
-        target = str(len(pods))
+        torchrun (``coming_pods``), where it differs: the job kit's rendezvous stops waiting once that
+        many joined."""
+        pods = self.coming_pods(self.job_pods(job))
+        target = contract.encode_count(len(pods))
         for pod in pods:
             meta = pod.get("metadata") or {}
             if (meta.get("annotations") or {}).get(keys.TARGET_WORKERS) == target:

@@ -41,10 +41,10 @@ from .kube.caches import Store
 from .kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from .kube.events import EventRecorder
 from .kube.resources import PODGROUPS, PODS, PYTORCHJOBS
-from .policy import keys
-from .policy.decisions import Eviction
+from .policy import contract, keys
+from .policy.actions import Noticed
 from .policy.model import Snapshot
-from .policy.notices import NoticeReview, notice_deadline, review_notices
+from .policy.notices import NoticeReview, review_notices
 from .policy.settings import ElasticConfig
 from .policy.times import format_time
 
@@ -90,10 +90,13 @@ class Notices:
         return self.cfg.queue_policy(queue).noticeSeconds
 
     # ------------------------------------------------------------------ give
-    def give(self, gang: str, victims: Sequence[Eviction], now: datetime | None = None) -> GiveResult:
-        """Put ``victims`` (one gang's, each in a queue with a notice) under notice, all or none."""
+    def give(self, gang: str, noticed: Sequence[Noticed], now: datetime | None = None) -> GiveResult:
+        """Put ``noticed`` (one gang's victims, each with the deadline its ``GiveNotice`` decided) under
+        notice, all or none."""
         now = now or self.clock()
         result = GiveResult()
+        victims = [n.victim for n in noticed]
+        deadlines = {n.victim.pod: n.evict_after for n in noticed}
         try:
             for v in victims:
                 ns, name = _split(v.pod)
@@ -110,9 +113,9 @@ class Notices:
             return result
         stamped: list[str] = []
         for v in victims:
-            deadline = notice_deadline(now, self.notice_seconds(v.queue))
+            deadline = deadlines[v.pod]
             try:
-                self._patch_pod(v.pod, {keys.EVICTED_FOR: gang, keys.EVICT_AFTER: format_time(deadline)})
+                self._patch_pod(v.pod, {keys.EVICTED_FOR: gang, keys.EVICT_AFTER: contract.encode_time(deadline)})
             except KubeError as exc:
                 result.failed = f"error: {exc}"
                 log.warning("eviction notice not given; undoing its stamps",
@@ -146,11 +149,15 @@ class Notices:
     # ------------------------------------------------------------------ each cycle
     def review(self, snapshot: Snapshot, now: datetime | None = None) -> NoticeReview:
         review = review_notices(snapshot, self.cfg, now or self.clock(), self.given)
+        self.forget_gone(snapshot)
+        return review
+
+    def forget_gone(self, snapshot: Snapshot) -> None:
+        """Forget the deadlines of pods no longer in ``snapshot``."""
         if self.given:  # (most cycles: no notice given, no set of every pod's uid built)
             live = {p.uid for p in snapshot.pods}
             for uid in [u for u in self.given if u not in live]:
                 del self.given[uid]  # the pod is gone: forget its deadline
-        return review
 
     def act(self, review: NoticeReview) -> ActResult:
         """Evict the due victims and withdraw the notices no longer needed."""

@@ -2,7 +2,7 @@
 
     docs/img/real-training.svg            python -m hack.training_plot bench/results/real_training-kit.json
                                           --svg docs/img/real-training.svg --label "..." (LABEL below)
-    docs/img/simulate-allocation.png      volcano-elastic simulate --example --out DIR: DIR's
+    docs/img/simulate-allocation.png      volcano-elastic simulate --example --policy all --out DIR: DIR's
     docs/img/simulate-jct_cdf.png         allocation.png, jct_cdf.png and jct_by_class.png
     docs/img/simulate-jct_by_class.png
     docs/img/pictures.json                for each picture: its command, the sha256 of the data it
@@ -37,12 +37,11 @@ TRAINING_SOURCE = "bench/results/real_training-kit.json"
 TRAINING_SVG = "real-training.svg"
 LABEL = ("recorded with bench/real_training.py: 2 real nodes in the box, torchrun, the job kit "
          f"({TRAINING_SOURCE})")
-TRAINING_CODE = "hack/training_plot.py"
+TRAINING_CODE = ("hack/training_plot.py", "hack/training_log.py")
 
-SIMULATE_ARGS = ["simulate", "--example"]
+SIMULATE_ARGS = ["simulate", "--example", "--policy", "all"]
 SIMULATE_PLOTS = ("allocation.png", "jct_cdf.png", "jct_by_class.png")
-SIMULATE_DATA = ("summary.json", "jobs-elastic.csv", "jobs-volcano-gang.csv", "jobs-static-max.csv",
-                 "jobs-static-min.csv")
+SIMULATE_SUMMARY = "summary.json"  # and every policy's jobs-<policy>.csv
 SIMULATE_CODE = "elastic_controller/simulate/plots.py"
 
 
@@ -65,19 +64,19 @@ def training_entry(svg_text: str) -> dict[str, Any]:
     return {"command": f"python -m hack.training_plot {TRAINING_SOURCE} --svg docs/img/{TRAINING_SVG} "
                        f"--label {json.dumps(LABEL)}",
             "data": {TRAINING_SOURCE: file_sha(TRAINING_SOURCE)},
-            "code": {TRAINING_CODE: file_sha(TRAINING_CODE)},
+            "code": {c: file_sha(c) for c in TRAINING_CODE},
             "sha256": sha256(svg_text.encode())}
 
 
 def simulate(out: Path, *, plots: bool = True) -> None:
-    """`volcano-elastic simulate --example --out OUT`, in a child with this checkout first on the path."""
+    """`volcano-elastic simulate --example --policy all --out OUT`, in a child with this checkout first on the path."""
     env_path = f"{ROOT}{':' + p if (p := __import__('os').environ.get('PYTHONPATH')) else ''}"
     r = subprocess.run([sys.executable, "-c", "import sys; from elastic_controller.cli import main; "
                         "sys.argv[0] = 'volcano-elastic'; sys.exit(main())", *SIMULATE_ARGS, "--out", str(out)],
                        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": env_path})
     if r.returncode != 0:
         raise RuntimeError(f"volcano-elastic {' '.join(SIMULATE_ARGS)} failed:\n{r.stderr[-3000:]}")
-    missing = [n for n in (*(SIMULATE_PLOTS if plots else ()), *SIMULATE_DATA) if not (out / n).is_file()]
+    missing = [n for n in (*(SIMULATE_PLOTS if plots else ()), SIMULATE_SUMMARY) if not (out / n).is_file()]
     if missing:
         raise RuntimeError(f"volcano-elastic {' '.join(SIMULATE_ARGS)} wrote no {', '.join(missing)} "
                            "(is matplotlib installed? pip install -e '.[plot]')")
@@ -85,7 +84,8 @@ def simulate(out: Path, *, plots: bool = True) -> None:
 
 def simulate_data_sha(out: Path) -> dict[str, str]:
     """sha256 of each data file; summary.json names the --out directory, which is written as OUT."""
-    return {n: sha256((out / n).read_bytes().replace(str(out).encode(), b"OUT")) for n in SIMULATE_DATA}
+    names = [SIMULATE_SUMMARY, *sorted(p.name for p in out.glob("jobs-*.csv"))]
+    return {n: sha256((out / n).read_bytes().replace(str(out).encode(), b"OUT")) for n in names}
 
 
 def simulate_entries(out: Path) -> dict[str, dict[str, Any]]:

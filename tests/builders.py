@@ -273,3 +273,13 @@ def plan_fast_and_exhaustive(snap: Any, cfg: Any, now: datetime = NOW) -> tuple[
     from elastic_controller.policy.cycle import plan_cycle
 
     return plan_cycle(snap, cfg, now), plan_cycle(snap, cfg, now, search="exhaustive")
+
+
+def decided(plan: Any, *, notices: Any = None) -> Any:
+    """``plan`` as the decision whose records the writers carry out (``policy.cycle.records``; no
+    eviction or gate action: tests hand those to their writers themselves)."""
+    from elastic_controller.policy.actions import CycleDecision
+    from elastic_controller.policy.cycle import records
+    from elastic_controller.policy.notices import NoticeReview
+
+    return CycleDecision(plan, plan, notices or NoticeReview(), tuple(records(plan)))

@@ -185,6 +185,14 @@ def note_json(note: Any) -> dict[str, Any]:
             "until": format_time(until) if until is not None else None, "message": str(note)}
 
 
+def attained_json(snapshot: Any, now: datetime) -> list[dict[str, Any]]:
+    """Every PodGroup's attained service as of ``now`` (policy/attained.py), by job key."""
+    from ..policy.attained import attained_by_group
+
+    return [{"job": key, "gpuSeconds": round(value, 1)}
+            for key, value in sorted(attained_by_group(snapshot, now).items())]
+
+
 def growth(releases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The gate releases grouped by job, in decision order: ``job``, ``reason`` (the job's, without the
     pod's node) and ``pods`` (naturally sorted, each with its ``node``)."""
@@ -233,8 +241,7 @@ def render_table(plan: dict[str, Any], wide: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..policy.cycle import plan_cycle
-    from ..policy.notices import in_flight, review_notices, with_notices
+    from ..policy.cycle import decide
     from ..policy.parse import parse_objects
     from ..policy.times import format_time
 
@@ -254,10 +261,11 @@ def run(args: argparse.Namespace) -> int:
         warn("plan", w)
     # Eviction notices as the agent sees them: a due victim is in `evictions`, a pending one makes its
     # gang wait (with the notice as the reason) and is never picked again.
-    notices = review_notices(snapshot, cfg, now)
-    plan = with_notices(plan_cycle(in_flight(snapshot, notices), cfg, now), notices, due=True)
+    decision = decide(snapshot, cfg, now)
+    plan, notices = decision.shown, decision.notices
     out = plan.to_json()
     out["notes"] = [note_json(n) for n in plan.notes]
+    out["attainedService"] = attained_json(snapshot, now)
     if args.output in ("json", "yaml"):
         print_document(document("Plan", {"now": format_time(now), **out}), args.output)
     else:

@@ -13,9 +13,10 @@ from .common import add_config_flag, load_config_or_exit
 if TYPE_CHECKING:
     from ..simulate.restarts import RestartCost
 
-HELP = "simulate a job trace on a cluster under elastic, volcano-gang, static-max and static-min scheduling"
+HELP = ("simulate a job trace on a cluster under elastic, volcano-gang, static-max, static-min and tiresias "
+        "scheduling")
 
-POLICY_CHOICES = ("elastic", "volcano-gang", "static-max", "static-min", "all")
+POLICY_CHOICES = ("elastic", "volcano-gang", "static-max", "static-min", "tiresias", "all")
 # --example --seeds: the generator's settings of the bundled trace (examples/sim/README)
 EXAMPLE_JOBS, EXAMPLE_LOAD = 500, 1.0
 
@@ -89,6 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "records a checkpoint SECONDS after it, and its victims are evicted at the next agent cycle "
                      "(0 or more; default: the job checkpoints as its notice ends; its victims hold their GPUs for "
                      "all of it)")
+    sim.add_argument("--tiresias-thresholds", default="8,64", metavar="GPU-HOURS",
+                     help="tiresias: the 2D-LAS queue thresholds on attained service, ascending GPU-hours "
+                     "(default: 8,64: three queues; empty: one queue, FIFO without preemption)")
+    sim.add_argument("--tiresias-promote-knob", type=float, default=8.0, metavar="K",
+                     help="tiresias: a job that waited K times the time it has run goes back to the highest "
+                     "queue (default: 8)")
     sim.add_argument("--no-whole-bundle", action="store_true",
                      help="volcano-gang: gangpreempt/gangreclaim take only SAFE bundles (allowWholeBundle: false)")
     sim.add_argument("--pod-cooldown", type=float, default=0.0, metavar="SECONDS",
@@ -177,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
     from ..simulate.runner import print_run, run_policies
     from ..simulate.scaling import CurveError, parse_curve
     from ..simulate.seeds import class_ratio_table, parse_seeds, seeds_table
+    from ..simulate.tiresias import NAME as TIRESIAS
+    from ..simulate.tiresias import tiresias_params
     from ..simulate.trace import ImportOptions, JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
     from ..simulate.validate import check_jobs
 
@@ -201,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
     restart_cost = _restart_cost(args)
     if isinstance(restart_cost, str):
         return _fail(restart_cost)
+    tiresias = tiresias_params(args.tiresias_thresholds, args.tiresias_promote_knob)
+    if isinstance(tiresias, str):
+        return _fail(tiresias)
     if args.checkpoint_on_notice is not None and not args.checkpoint_on_notice >= 0:
         return _fail(f"--checkpoint-on-notice {args.checkpoint_on_notice:g}: write the seconds after the notice "
                      "begins at which a job under notice checkpoints (0 or more); leave it out to have jobs "
@@ -260,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         traces = [(name, seed, with_worker_counts(jobs, args.worker_counts_fraction, seed or args.seed))
                   for name, seed, jobs in traces]
 
-    policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    policies = [*POLICIES, TIRESIAS] if args.policy == "all" else [args.policy]
     tree = sorted(q.name for q in cluster.queues if q.parent)
     if tree and not hierarchy:
         print(f"volcano-elastic simulate: warning: the cluster's queues form a tree ({', '.join(tree)} have a "
@@ -317,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{name}: {len(jobs)} jobs, {sum(j.work for j in jobs) / 3600:,.0f} GPU-hours of work")
         try:
             last = run_policies(jobs, cluster, cfg, policies, settings, where, progress=not args.no_progress,
+                                tiresias=tiresias,
                                 label=f"seed {seed} " if seeds else "",
                                 inputs=run_inputs(args, name, seed, plugin, hierarchy, policies))
         except OSError as exc:

@@ -103,18 +103,23 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     """Queue -> rows, jobs in natural order (pure: objects in, rows out). The plan is made on all of
     ``items``; ``namespace`` only filters the rows."""
     from ..policy import keys
+    from ..policy.actions import SpendRestart
+    from ..policy.attained import attained_service
     from ..policy.budget import budget_of
+    from ..policy.contract import sentence_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
-    from ..policy.cycle import plan_cycle
-    from ..policy.notices import in_flight, review_notices, with_notices
+    from ..policy.cycle import decide
     from ..policy.parse import parse_objects
     from ..policy.podgroups import JobSpecError, job_bounds
+    from ..policy.restart_count import with_counts
     from ..policy.world import ghosts_of
 
     snap, _ = parse_objects(items, cfg)
-    notices = review_notices(snap, cfg, now)
-    plan = with_notices(plan_cycle(in_flight(snap, notices), cfg, now), notices, due=True)
-    victims = victims_of(plan, notices)  # the jobs about to lose workers (cli/victims.py)
+    decided = decide(snap, cfg, now)
+    plan = decided.shown
+    victims = victims_of(plan, decided.notices)  # the jobs about to lose workers (cli/victims.py)
+    # a restart that happened and the agent counts this cycle shows in RESTARTS already (as the plan saw it)
+    snap = with_counts(snap, decided.of(SpendRestart))
     starving = {d.pod_group: d for d in plan.starving}
     jobs = {j.key: j for j in snap.jobs}
     ghosts = ghosts_of(snap)  # Running on a lost node: not counted (docs/failure-model.md, "A lost node")
@@ -143,7 +148,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
         running = len(live)
         policy = cfg.queue_policy(pg.queue)
         decision = starving.get(pg.key)
-        why = pg.annotations.get(keys.LAST_DECISION, "")
+        why = sentence_of(pg.annotations.get(keys.LAST_DECISION))
         budget = budget_of(pg, job) if bounds is not None and bounds.elastic else None
         if decision is not None:
             why = f"now: {decision.decision}: {decision.reason}"
@@ -176,6 +181,8 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "adoptedPods": sum(1 for p in pods if p.adopted),
             # pods still Running on a node that is not Ready (or gone): counted in no current
             "lostPods": sum(1 for p in pods if p.key in ghosts),
+            # GPU-seconds the job has held (its stamp plus its placed pods since: policy/attained.py)
+            "attainedGpuSeconds": round(attained_service(pg, pods, now), 1),
         }
         out.setdefault(pg.queue, []).append(row)
     return out

@@ -17,71 +17,50 @@ recognises its stamp by that text (``policy.resume.plan_stamp_for``).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from datetime import datetime
 
 from ..kube.errors import KubeError
-from ..policy import keys
+from ..policy import contract, keys
+from ..policy.actions import CycleDecision, Hold, RecordGang
 from ..policy.decisions import CyclePlan, GangDecision, HoldNote
 from ..policy.model import Snapshot
-from ..policy.parse import format_time, parse_time
+from ..policy.parse import format_time
 from .executor import CycleReport, Executor, log
 
 # A new text of the same kind replaces the annotation at most this often (a note whose numbers
 # follow the free capacity would otherwise be written on every change of the cluster).
 REFRESH_SECONDS = 60.0
-MAX_TEXT = 500
 HELD = "ScaleUpHeld"
-# The gang outcomes: (kind as its annotation starts after the time, Event reason, Event type).
-GANG_WAITING = ("waiting", "GangWaiting", "Normal")
-GANG_EVICTING = ("evicted", "GangEvicting", "Normal")
-GANG_NOTICE = ("eviction notice", "GangEvictionNotice", "Normal")
-GANG_NOT_EXECUTED = ("waiting: plan to evict", "GangPlanNotExecuted", "Warning")
-_STAMPED = re.compile(r"^(\S+) (.*)$", re.S)
-_HELD = re.compile(r"^held \((\w+)\): ")
+# The gang outcomes' Events, by the kind of their decision: (Event reason, Event type).
+GANG_EVENTS = {
+    contract.Kind.WAITING: ("GangWaiting", "Normal"),
+    contract.Kind.EVICTED: ("GangEvicting", "Normal"),
+    contract.Kind.NOTICE: ("GangEvictionNotice", "Normal"),
+    contract.Kind.NOT_EXECUTED: ("GangPlanNotExecuted", "Warning"),
+}
 
 
-def hold_text(stamp: str, note: HoldNote | str) -> str:
-    """The ``last-decision`` for a job whose growth is held back: ``<time> held (<Reason>): <note>``."""
+def hold_decision(stamp: str, note: HoldNote | str) -> contract.Decision:
+    """The ``last-decision`` for a job whose growth is held back: ``held (<Reason>): <note>``."""
     code = note.reason if isinstance(note, HoldNote) and note.reason else "Held"
-    return f"{stamp} held ({code}): {note}"
+    return contract.held(stamp, code, str(note))
 
 
 def kind_of(text: str) -> str:
     """What kind of decision an annotation records ("" for none we write here): the hold's
-    ``held (<Reason>)``, or a gang outcome's kind."""
-    m = _STAMPED.match(text)
-    body = m.group(2) if m else text
-    held = _HELD.match(body)
-    if held:
-        return f"held ({held.group(1)})"
-    for kind, _, _ in (GANG_NOT_EXECUTED, GANG_NOTICE, GANG_EVICTING, GANG_WAITING):
-        if body.startswith(kind):
-            return kind
-    return ""
+    ``held (<Reason>)``, or the decision's kind (``contract.Decision.sort``)."""
+    d = contract.Decision.decode(text)
+    return d.sort if d is not None else ""
 
 
-def _stamp_of(text: str) -> datetime | None:
-    m = _STAMPED.match(text)
-    if not m:
-        return None
-    try:
-        return parse_time(m.group(1))
-    except (ValueError, TypeError):
-        return None
-
-
-def _gang_text(d: GangDecision, report: CycleReport, stamp: str) -> tuple[str, tuple[str, str, str]]:
+def _gang_decision(d: GangDecision, report: CycleReport, stamp: str) -> contract.Decision:
     if d.pod_group in report.failed:
-        return (f"{stamp} waiting: plan to evict {len(d.victims)} not executed ({report.failed[d.pod_group]})",
-                GANG_NOT_EXECUTED)
+        return contract.gang_not_executed(stamp, len(d.victims), report.failed[d.pod_group])
     if d.pod_group in report.noticed:
-        return (f"{stamp} eviction notice given to {len(report.noticed[d.pod_group])} elastic worker(s) "
-                f"for it: {d.reason}", GANG_NOTICE)
+        return contract.gang_noticed(stamp, len(report.noticed[d.pod_group]), d.reason)
     if d.decision == "evict":
-        return f"{stamp} evicted {len(d.victims)} elastic worker(s) for it: {d.reason}", GANG_EVICTING
-    return f"{stamp} waiting: {d.reason}", GANG_WAITING
+        return contract.gang_evicted(stamp, len(d.victims), d.reason)
+    return contract.gang_waiting(stamp, d.reason)
 
 
 def in_flight_jobs(snapshot: Snapshot | None, plan: CyclePlan) -> set[str]:
@@ -95,46 +74,41 @@ def in_flight_jobs(snapshot: Snapshot | None, plan: CyclePlan) -> set[str]:
     return out
 
 
-def write_decisions(ex: Executor, plan: CyclePlan, report: CycleReport, now: datetime,
+def write_decisions(ex: Executor, decision: CycleDecision, report: CycleReport, now: datetime,
                     snapshot: Snapshot | None = None) -> None:
-    """Each starving gang's outcome and each held job's hold, on its PodGroup and as an Event when
-    its kind changed (see the module doc). ``snapshot``: the cycle's, to find plans in flight."""
+    """Each ``RecordGang`` (a starving gang's outcome) and ``Hold`` (a held job), on its PodGroup and
+    as an Event when its kind changed (see the module doc). ``snapshot``: the cycle's, to find plans
+    in flight."""
     if ex.dry_run:
         return
     stamp = format_time(now)
-    for d in plan.starving:
-        text, (_, reason, event_type) = _gang_text(d, report, stamp)
-        _publish(ex, d.pod_group, text, now, reason, event_type, text[len(stamp) + 1:])
-    busy = in_flight_jobs(snapshot, plan) if plan.notes else set()
-    for job, note in _holds(plan.notes):
-        if job in busy:
+    for rec in decision.of(RecordGang):
+        d = rec.decision
+        said = _gang_decision(d, report, stamp)
+        reason, event_type = GANG_EVENTS[said.kind]
+        _publish(ex, d.pod_group, said, now, reason, event_type, said.text)
+    holds = decision.of(Hold)
+    busy = in_flight_jobs(snapshot, decision.plan) if holds else set()
+    for hold in holds:
+        if hold.job in busy:
             continue
-        _publish(ex, job, hold_text(stamp, note), now, HELD, "Normal", str(note))
+        _publish(ex, hold.job, hold_decision(stamp, hold.note), now, HELD, "Normal", str(hold.note))
 
 
-def _holds(notes: Iterable[str]) -> list[tuple[str, HoldNote]]:
-    """(job, its note) for the notes that name their job (one per job: the first)."""
-    out: dict[str, HoldNote] = {}
-    for note in notes:
-        if isinstance(note, HoldNote) and note.job and note.job not in out:
-            out[note.job] = note
-    return sorted(out.items())
-
-
-def _publish(ex: Executor, key: str, text: str, now: datetime, reason: str, event_type: str,
+def _publish(ex: Executor, key: str, said: contract.Decision, now: datetime, reason: str, event_type: str,
              message: str) -> None:
-    """Write ``text`` to ``key``'s ``last-decision`` (bounded as the module doc says); an Event
+    """Write ``said`` to ``key``'s ``last-decision`` (bounded as the module doc says); an Event
     when its kind changed and the write went through."""
     if not ex.ours(key):
         return
-    text = text[:MAX_TEXT]  # as written: a longer text would never compare equal to its stored self
-    current = ex.pg_annotations(key).get(keys.LAST_DECISION, "")
-    stamp_len = len(text.split(" ", 1)[0])
-    if current[stamp_len:] == text[stamp_len:]:
+    text = said.encode()
+    new = contract.Decision.decode(text)  # as stored: a cut sentence compares as it will be read back
+    current = contract.Decision.decode(ex.pg_annotations(key).get(keys.LAST_DECISION))
+    if current is not None and new is not None and (current.sort, current.text) == (new.sort, new.text):
         return  # nothing changed
-    changed = kind_of(current) != kind_of(text)
-    if not changed:
-        last = _stamp_of(current)
+    changed = (current.sort if current is not None else "") != said.sort
+    if not changed and current is not None:
+        last = current.time
         if last is not None and 0 <= (now - last).total_seconds() < REFRESH_SECONDS:
             return  # same kind, new words: refreshed at most once per REFRESH_SECONDS
     try:

@@ -1,35 +1,36 @@
 """A starving gang's evictions, the immediate path (docs/failure-model.md): stamp the victims
 (``evicted-for``: the plan's record), dry-run every eviction, stamp the victims' job PodGroups
-(cooldown state, written before acting), then evict through the Eviction API. A failure undoes the
-stamps, each only if it is still the one we wrote, and leaves the gang to the next cycle's plan: no
-victim is ever substituted, nothing is deleted. A victim's queue with ``noticeSeconds`` > 0 gives
-notice instead (``notices.give_notice``)."""
+(cooldown state, written before acting), then evict through the Eviction API, then count the restart
+the action spends for each job one of whose victims was evicted (``Executor.count_restart``: once it
+happened, never with the stamp; issue 36, F2). A failure undoes the stamps, each only if it is still
+the one we wrote, and leaves the gang to the next cycle's plan: no victim is ever substituted,
+nothing is deleted. Whether a gang's victims are evicted now or put under notice, and what each
+job's ``restarts-used`` becomes, is the action's (``policy.cycle.decide``): this writer decides
+nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from ..kube.errors import KubeError, TooManyRequestsError
 from ..policy import keys
+from ..policy.actions import Evict
 from ..policy.decisions import Eviction
 from ..policy.parse import format_time
-from .executor import CycleReport, Executor, down_decision, log
-from .notices import give_notice
+from .executor import CycleReport, Executor, down_decision, log, record_id
 
 
-def execute_evictions(ex: Executor, gang: str, evictions: list[Eviction], now: datetime,
-                      report: CycleReport) -> None:
-    """Carry out one gang's planned evictions (all of them, or none beyond those done before a race)."""
+def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleReport) -> None:
+    """Carry out one gang's ``Evict`` (all of its victims, or none beyond those done before a race)."""
     if ex.dry_run:
         return
+    gang, evictions = action.gang, list(action.victims)
     stamp = format_time(now)
     jobs = sorted({e.job for e in evictions})
     before = {j: ex.pg_annotations(j) for j in jobs}
     stamped_jobs: dict[str, dict[str, str]] = {}  # job -> the stamp we wrote
     stamped_pods: list[str] = []
-    if any(ex.notices.notice_seconds(e.queue) > 0 for e in evictions):
-        give_notice(ex, gang, evictions, now, before, report)
-        return
     try:
         # 1. The plan's record: each victim names the gang. Recovery finds an interrupted plan here.
         for e in evictions:
@@ -80,4 +81,7 @@ def execute_evictions(ex: Executor, gang: str, evictions: list[Eviction], now: d
         done.append(e)
         ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False)
         ex.fault("evicted-one")
-    ex.scaled_down(gang, [(e.job, e.pod) for e in done])
+    # The restart each job evicted from uses, now that it happened (the action's SpendRestart, on
+    # the record stamped above; a crash before leaves it to the next cycle's decision).
+    spends = [replace(r, record=record_id(stamped_jobs[r.job])) for r in action.restarts if r.job in stamped_jobs]
+    ex.scaled_down(gang, [(e.job, e.pod) for e in done], spends)

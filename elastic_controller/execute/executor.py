@@ -11,15 +11,13 @@ cycle's report) are kept here too, so a path is read and tested on its own with 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ..kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from ..kube.caches import Store
@@ -27,36 +25,23 @@ from ..kube.errors import ConflictError, InvalidError, KubeError, NotFoundError
 from ..kube.events import EventRecorder
 from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
 from ..notice import Notices
-from ..policy import keys
+from ..policy import contract, keys
+from ..policy.actions import SpendRestart
 from ..policy.budget import next_count, previous_count
-from ..policy.decisions import CyclePlan
-from ..policy.notices import NoticeReview
-from ..policy.parse import parse_time
 from ..policy.settings import ElasticConfig
-from .gauges import CycleState
+from .faults import FAULT_ENV as FAULT_ENV
+from .faults import FAULT_STEPS as FAULT_STEPS
+from .faults import InjectedFault as InjectedFault
+from .faults import parse_faults as parse_faults
+from .metrics import AgentMetrics as AgentMetrics
+from .metrics import NoMetrics as NoMetrics
+from .report import CycleReport as CycleReport
+from .report import InFlight as InFlight
 
 # One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
 # the executor had modules of its own).
 log = logging.getLogger("elastic_controller.agent")
 LEDGER_TTL = 600.0  # seconds an eviction stays "in flight" in memory without the cache confirming it
-FAULT_ENV = "VOLCANO_ELASTIC_FAULT"  # test hook: "STEP=sleep:SECONDS", "STEP=raise" or "STEP=exit" (comma-separated)
-# Every fault point, in one place: one between each pair of writes on each write path. A write path
-# without its points fails tests/unit/test_fault_points.py (each point is exercised there, and every
-# ``ex.fault``/``fault`` call must name one of these).
-FAULT_STEPS = (
-    # the immediate eviction path (evictions.py): victims stamped, jobs stamped, each eviction
-    "victims-stamped", "jobs-stamped", "evicted-one",
-    # any scale stamp (Executor.stamp): the PodGroup written, its copy on the PyTorchJob not yet
-    "podgroup-stamped",
-    # the notice path (notices.give_notice, notice.Notices.give): jobs stamped, each victim noticed
-    "notice-jobs-stamped", "noticed-one",
-    # acting on notices (notice.Notices.act): each notice withdrawn, each due victim evicted
-    "withdrawn-one", "due-evicted-one",
-    # scale-up (gates.py): job stamped, each gate lifted
-    "gates-stamped", "gate-lifted-one",
-    # an undo (Executor.undo): each victim unstamped, each cooldown stamp restored
-    "unstamped-one", "restored-one",
-)
 # A scale record younger than this is not judged by recovery: another writer's pod writes may not
 # be in our caches yet (and our own are, as we put every answer into the caches).
 RECORD_GRACE_SECONDS = 5.0
@@ -76,104 +61,6 @@ class NotLeaderError(Exception):
     """This replica may not write: it does not hold the Lease (or has not renewed it in time)."""
 
 
-class InjectedFault(BaseException):
-    """Raised at a named step by the ``VOLCANO_ELASTIC_FAULT`` test hook (a crash: nothing catches it)."""
-
-
-def parse_faults(text: str | None) -> dict[str, str]:
-    """``victims-stamped=exit,evicted-one=sleep:20`` -> {step: action}; unknown steps are an error."""
-    out: dict[str, str] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        step, _, action = part.strip().partition("=")
-        if step not in FAULT_STEPS or not (action in ("raise", "exit") or action.startswith("sleep:")):
-            raise ValueError(f"{FAULT_ENV}: bad entry {part!r} (steps: {', '.join(FAULT_STEPS)}; "
-                             "actions: raise, exit, sleep:SECONDS)")
-        out[step] = action
-    return out
-
-
-class AgentMetrics(Protocol):
-    """Hooks the process exports (see ``main.PrometheusMetrics``)."""
-
-    def eviction(self, queue: str, reason: str) -> None: ...
-
-    def eviction_failed(self, queue: str, reason: str) -> None: ...
-
-    def write_refused(self, reason: str) -> None: ...
-
-    def skipped(self, by_kind: dict[str, int]) -> None: ...
-
-    def gate_release(self, queue: str, reason: str) -> None: ...
-
-    def starving(self, by_queue: dict[str, int]) -> None: ...
-
-    def state(self, state: CycleState) -> None: ...
-
-    def cycle(self, seconds: float) -> None: ...
-
-    def alarm(self, name: str, value: float) -> None: ...  # ALARMS: clock skew, other writers, scheduler idle
-
-
-class NoMetrics:
-    def eviction(self, queue: str, reason: str) -> None:
-        return None
-
-    def eviction_failed(self, queue: str, reason: str) -> None:
-        return None
-
-    def write_refused(self, reason: str) -> None:
-        return None
-
-    def skipped(self, by_kind: dict[str, int]) -> None:
-        return None
-
-    def gate_release(self, queue: str, reason: str) -> None:
-        return None
-
-    def starving(self, by_queue: dict[str, int]) -> None:
-        return None
-
-    def state(self, state: CycleState) -> None:
-        return None
-
-    def cycle(self, seconds: float) -> None:
-        return None
-
-    def alarm(self, name: str, value: float) -> None:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    pod: str
-    gang: str
-    since: float
-
-
-@dataclass(slots=True)
-class CycleReport:
-    plan: CyclePlan
-    evicted: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # gang -> why its plan was not executed
-    released: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
-    refused: dict[str, str] = field(default_factory=dict)  # stamped pod -> why its eviction was refused
-    noticed: dict[str, list[str]] = field(default_factory=dict)  # gang -> victims put under notice this cycle
-    withdrawn: list[str] = field(default_factory=list)  # eviction notices withdrawn this cycle
-    taken_back: list[str] = field(default_factory=list)  # jobs whose stamp's actions never happened: restored
-    notices: NoticeReview = field(default_factory=NoticeReview)  # the notices as this cycle found them
-    not_leader: bool = False  # the cycle stopped before a write: this replica does not lead
-    stale: list[str] = field(default_factory=list)  # caches known stale: the cycle did nothing
-    preemptions: list[str] = field(default_factory=list)  # pods Volcano itself preempted (counted)
-    clock_skew: float = 0.0  # this process's clock minus the API server's (0: not known)
-    scheduler_idle: float = 0.0  # seconds gangs have fit while no pod was placed
-    seconds: float = 0.0
-    plan_seconds: float = 0.0
-    dry_run: bool = False
-
-
 def split(key: str) -> tuple[str, str]:
     ns, _, name = key.partition("/")
     return ns, name
@@ -185,41 +72,25 @@ def _counted(ours: dict[str, str]) -> tuple[str, ...]:
 
 
 def down_decision(stamp: str, n: int, gang: str) -> str:
-    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang`` (its ending is
-    what ``policy.resume.plan_stamp_for`` recognises)."""
-    return f"{stamp} down: {n} elastic worker(s) evicted to make room for {gang}"
+    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang``
+    (``contract.down``: what ``policy.resume.plan_stamp_for`` reads back)."""
+    return contract.down(stamp, n, gang).encode()
 
 
-@dataclass(frozen=True, slots=True)
-class ScaleRecord:
-    """The parsed ``scale-record`` annotation (see ``Executor.new_record``)."""
-
-    id: str
-    by: str  # the writer's identity
-    at: str  # the stamp's last-scale-time, as written
-    path: str  # "evict", "notice" or "up"
-    gang: str  # the gang evicted for ("" for a scale-up)
-    pods: dict[str, str]  # pod ns/name -> uid: the victims, or the pods whose gate is lifted
-    before: dict[str, str]  # the scale stamp it replaced (SCALE_KEYS)
-
-    @property
-    def time(self) -> datetime | None:
-        return parse_time(self.at)
+ScaleRecord = contract.ScaleRecord  # the record's codec is the contract's (policy/contract.py)
 
 
 @functools.lru_cache(maxsize=4096)  # (every cycle reads every PodGroup's record; they rarely change)
 def parse_record(text: str | None) -> ScaleRecord | None:
-    """The record, or None when absent or not one of ours (a hand-written value is ignored). Shared
-    between calls: never mutate its dicts."""
-    if not text:
-        return None
-    try:
-        raw = json.loads(text)
-        return ScaleRecord(str(raw["id"]), str(raw["by"]), str(raw["at"]), str(raw["path"]),
-                           str(raw.get("gang") or ""), {str(k): str(v) for k, v in dict(raw["pods"]).items()},
-                           {str(k): str(v) for k, v in dict(raw.get("before") or {}).items()})
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+    """The record, or None when absent or not one of ours (``ScaleRecord.decode``). Shared between
+    calls: never mutate its dicts."""
+    return ScaleRecord.decode(text)
+
+
+def record_id(stamp: dict[str, str]) -> str:
+    """The id of the scale record a stamp of ours carries ("" when none)."""
+    rec = parse_record(stamp.get(keys.SCALE_RECORD))
+    return rec.id if rec is not None else ""
 
 
 class Executor:
@@ -279,25 +150,27 @@ class Executor:
                    stamp: str) -> str:
         """A scale record (``keys.SCALE_RECORD``) for a stamp at ``stamp``: a fresh id, this writer, the
         path (evict, notice, up), the gang, the pods it acts on (ns/name -> uid) and the stamp it replaces."""
-        return json.dumps({"id": uuid.uuid4().hex[:16], "by": self.identity, "at": stamp, "path": path,
-                           "gang": gang, "pods": dict(sorted(pods.items())),
-                           "before": {k: before[k] for k in SCALE_KEYS if before.get(k)}},
-                          sort_keys=True, separators=(",", ":"))
+        return ScaleRecord(uuid.uuid4().hex[:16], self.identity, stamp, path, gang, pods,
+                           {k: before[k] for k in SCALE_KEYS if before.get(k)}).encode()
 
     def stamp(self, key: str, ours: dict[str, str]) -> None:
         """A scale event: the PodGroup's stamp (cooldown state, last-decision and the scale record,
         removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
         which a PodGroup deleted by hand does not take along.
 
-        A plan's scale-down (one with a scale record) counts its restart only once it happened
-        (``count_restart``); a down stamp without a record (Volcano's preemption, which happened)
-        counts one of torchrun's restarts (``restarts-used``, policy/budget.py) in the same writes:
-        ``ours`` gains the count written, so that ``restore_pg`` can take it back."""
+        A scale-down's restart (``restarts-used``, policy/budget.py) is never this writer's: a plan's
+        stamp (one with a scale record) carries none, its restart is counted once it happened
+        (``count_restart``, applying the cycle's ``SpendRestart``; issue 36, F2); a stamp without a
+        record (Volcano's preemption, which happened) carries the count it writes
+        (``spent_restarts``), so that ``restore_pg`` can take it back."""
         ns, name = split(key)
         job = self.store.get(PYTORCHJOBS, name, ns)
-        if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and keys.RESTARTS_USED not in ours \
-                and not ours.get(keys.SCALE_RECORD):
-            ours[keys.RESTARTS_USED] = next_count(self.pg_annotations(key))
+        if ours.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN:
+            if ours.get(keys.SCALE_RECORD) and keys.RESTARTS_USED in ours:
+                raise ValueError(f"the scale-down stamp of {key} carries a scale record and {keys.RESTARTS_USED}: "
+                                 "a plan's restart is counted once it happened, never with its stamp")
+            if not ours.get(keys.SCALE_RECORD) and keys.RESTARTS_USED not in ours:
+                raise ValueError(f"the scale-down stamp of {key} carries no {keys.RESTARTS_USED}")
         self.patch_pg(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)})
         self.fault("podgroup-stamped")
         if job is None:
@@ -387,12 +260,15 @@ class Executor:
             return True
         return None
 
-    def count_restart(self, key: str, rec: ScaleRecord) -> bool:
-        """One of torchrun's restarts used, now that a victim of ``rec`` (a down record) was evicted
-        or left: ``restarts-used`` + 1 on the PodGroup, marked ``restart-counted: <record id>``, only
-        while the PodGroup still carries that record and has not counted it (compare-and-swap on
-        its resourceVersion), then the copy on the PyTorchJob. True when counted now."""
-        ns, name = split(key)
+    def count_restart(self, spend: SpendRestart) -> bool:
+        """Apply one ``SpendRestart`` (a restart that happened, ``policy/restart_count.py``):
+        ``restarts-used: <used>`` on the PodGroup, marked ``restart-counted: <record>``, only while the
+        PodGroup still carries that record uncounted and its count is still the one the decision
+        counted on (``used - 1``; compare-and-swap on its resourceVersion), then the copy on the
+        PyTorchJob. Decides nothing: when the premise no longer holds it writes nothing, and the next
+        cycle's decision counts again. True when counted now."""
+        ns, name = split(spend.job)
+        want = str(spend.used)
         for _ in range(3):
             try:
                 live = self.api.get(PODGROUPS, name, ns)
@@ -401,39 +277,41 @@ class Executor:
             meta = live.get("metadata") or {}
             ann = meta.get("annotations") or {}
             now_rec = parse_record(ann.get(keys.SCALE_RECORD))
-            if now_rec is None or now_rec.id != rec.id or ann.get(keys.RESTART_COUNTED) == rec.id:
+            if not spend.record or now_rec is None or now_rec.id != spend.record or \
+                    ann.get(keys.RESTART_COUNTED) == spend.record:
                 return False
-            used = next_count(ann)
-            self.fence(f"count restart {key}")
+            if next_count(ann) != want:
+                log.info("restart not counted: the count changed since the decision; next cycle decides again",
+                         extra={"job": spend.job, "restartsUsed": ann.get(keys.RESTARTS_USED), "decided": want})
+                return False
+            self.fence(f"count restart {spend.job}")
             try:
                 out = self.api.patch(PODGROUPS, name, {"metadata": {
                     "resourceVersion": str(meta.get("resourceVersion") or ""),
-                    "annotations": {keys.RESTARTS_USED: used, keys.RESTART_COUNTED: rec.id}}}, ns)
+                    "annotations": {keys.RESTARTS_USED: want, keys.RESTART_COUNTED: spend.record}}}, ns)
             except ConflictError:
                 continue
             self.store.put(PODGROUPS, out)
-            log.info("restart counted", extra={"job": key, "restartsUsed": used, "record": rec.id})
+            log.info("restart counted", extra={"job": spend.job, "restartsUsed": want, "record": spend.record})
             if self.store.get(PYTORCHJOBS, name, ns) is not None:
-                self.fence(f"patch pytorchjob {key}")
+                self.fence(f"patch pytorchjob {spend.job}")
                 try:
-                    job = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": {keys.RESTARTS_USED: used}}},
+                    job = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": {keys.RESTARTS_USED: want}}},
                                          ns)
                     self.store.put(PYTORCHJOBS, job)
                 except KubeError as exc:  # the copy is for people; the PodGroup's count is the one read
-                    log.warning("restart count copy not written on the job", extra={"job": key, "error": str(exc)})
+                    log.warning("restart count copy not written on the job",
+                                extra={"job": spend.job, "error": str(exc)})
             return True
         return False
 
-    def count_restarts_of(self, gang: str, jobs: Iterable[str]) -> None:
-        """``count_restart`` for each of ``jobs`` whose current record is a down record for ``gang``."""
-        for j in sorted(set(jobs)):
-            rec = parse_record(self.pg_annotations(j).get(keys.SCALE_RECORD))
-            if rec is None or rec.gang != gang or rec.path not in ("evict", "notice"):
-                continue
+    def count_restarts(self, spends: Iterable[SpendRestart]) -> None:
+        """``count_restart`` for each of ``spends``; a failure is left to the next cycle's decision."""
+        for spend in spends:
             try:
-                self.count_restart(j, rec)
-            except KubeError as exc:  # the next cycle's check_records counts it
-                log.warning("restart not counted this cycle", extra={"job": j, "error": str(exc)})
+                self.count_restart(spend)
+            except KubeError as exc:  # the next cycle's decide counts it (restart_count.restarts_to_count)
+                log.warning("restart not counted this cycle", extra={"job": spend.job, "error": str(exc)})
 
     def saw_writer(self, rec: ScaleRecord, where: str) -> bool:
         """A scale record by another identity, written after this agent's first cycle: a second
@@ -474,6 +352,12 @@ class Executor:
             self.fault("restored-one")
 
     # ------------------------------------------------------------------ reads (from the caches)
+    def spent_restarts(self, key: str) -> str:
+        """For Volcano's own preemption (stamped outside the cycle's decision, a restart that
+        happened): the count after it (``budget.next_count``) of the cached PodGroup (the PyTorchJob's
+        copy is its owner's to write, never read)."""
+        return next_count(self.pg_annotations(key))
+
     def pg_annotations(self, key: str) -> dict[str, str]:
         ns, name = split(key)
         pg = self.store.get(PODGROUPS, name, ns) or {}
@@ -524,7 +408,11 @@ class Executor:
             self.recorder.emit(ref, "Normal", "EvictedForGang",
                                f"elastic worker evicted by volcano-elastic to make room for gang {gang}{how}")
 
-    def scaled_down(self, gang: str, done: list[tuple[str, str]], *, resumed: bool = False) -> None:
+    def scaled_down(self, gang: str, done: list[tuple[str, str]], spends: Iterable[SpendRestart] = (), *,
+                    resumed: bool = False) -> None:
+        """Book a gang's completed evictions (``done``: (job, pod)): a ``ScaledDown`` Event per job, then
+        the restart each of those jobs used (``spends``: the decided ``SpendRestart`` with the record
+        each stamp wrote)."""
         for j in sorted({job for job, _ in done}):
             n = sum(1 for job, _ in done if job == j)
             ref = self.job_ref(j)
@@ -533,5 +421,6 @@ class Executor:
                 self.recorder.emit(ref, "Normal", "ScaledDown",
                                    f"{n} elastic worker(s) evicted to make room for gang {gang}{how}; "
                                    f"cooldown starts now")
-        # after the Events (a crash here leaves the count to the next cycle's check_records)
-        self.count_restarts_of(gang, (job for job, _ in done))
+        # after the Events (a crash here leaves the count to the next cycle's decision)
+        evicted = {job for job, _ in done}
+        self.count_restarts(s for s in spends if s.job in evicted)

@@ -10,8 +10,8 @@ from typing import Any
 from ..kube.api import KubeAPI
 from ..kube.errors import KubeError, NotFoundError
 from ..kube.resources import PODS
-from ..policy import keys
-from ..policy.decisions import GateRelease
+from ..policy import contract, keys
+from ..policy.actions import LiftGates
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, NotLeaderError, log, split
 
@@ -30,26 +30,23 @@ def lift_gate(api: KubeAPI, pod_key: str, gate: str) -> dict[str, Any] | None:
 def lifting_decision(stamp: str, n: int, reason: str) -> str:
     """The job's ``last-decision`` while its scale-up runs: a plan, not yet a claim (a leader killed or
     deposed mid-way leaves this; the next one says how many were lifted: ``resume.check_records``)."""
-    return f"{stamp} up: lifting {n} gate(s); {reason}"
+    return contract.up_lifting(stamp, n, reason).encode()
 
 
 def lifted_decision(stamp: str, lifted: int, n: int, reason: str, how: str = "") -> str:
-    count = f"{lifted} gate(s)" if lifted == n else f"{lifted} of {n} gate(s)"
-    return f"{stamp} up: {count} lifted{how}; {reason}"
+    return contract.up_lifted(stamp, lifted, n, reason, how).encode()
 
 
-def execute_releases(ex: Executor, releases: Iterable[GateRelease], now: datetime, report: CycleReport) -> None:
-    """Per job: stamp the scale-up (its record names the pods), lift each gate, then say how many
-    were lifted (``last-decision`` and the ``ScaledUp`` Event count the gates actually lifted, also
-    when the Lease is lost mid-way)."""
+def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, report: CycleReport) -> None:
+    """Per ``LiftGates`` (one job): stamp the scale-up (its record names the pods), lift each gate,
+    then say how many were lifted (``last-decision`` and the ``ScaledUp`` Event count the gates
+    actually lifted, also when the Lease is lost mid-way)."""
     if ex.dry_run:
         return
-    by_job: dict[str, list[GateRelease]] = {}
-    for r in releases:
-        by_job.setdefault(r.job, []).append(r)
     stamp = format_time(now)
     gate = ex.cfg.gating.gateName
-    for job, items in by_job.items():
+    for lift in lifts:
+        job, items = lift.job, lift.releases
         reason = items[0].reason
         ours: dict[str, str] = {}
         before = ex.pg_annotations(job)
@@ -105,6 +102,6 @@ def execute_releases(ex: Executor, releases: Iterable[GateRelease], now: datetim
         elif ours:
             final = lifted_decision(stamp, lifted, len(items), reason)
             try:
-                ex.patch_pg(job, {keys.LAST_DECISION: final[:500]})
+                ex.patch_pg(job, {keys.LAST_DECISION: final})
             except KubeError as exc:
                 log.warning("scale-up's last-decision not written", extra={"job": job, "error": str(exc)})

@@ -9,19 +9,24 @@ import time
 from datetime import datetime
 
 from ..kube.errors import KubeError
-from ..policy import keys
-from ..policy.decisions import Eviction
+from ..policy import contract, keys
+from ..policy.actions import CycleDecision, EvictDueNotice, GiveNotice, WithdrawNotice
 from ..policy.model import Snapshot
+from ..policy.notices import NoticeReview
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, InFlight, log
 
 
-def give_notice(ex: Executor, gang: str, evictions: list[Eviction], now: datetime,
-                before: dict[str, dict[str, str]], report: CycleReport) -> None:
-    """The victims' queues give notice: stamp their jobs' PodGroups (the cooldown starts with the
-    notice), then put every victim under notice (``Notices.give``: dry-runs, then ``evict-after`` next
-    to ``evicted-for``, all or none); ``Notices.act`` evicts them in a later cycle. A notice not given
-    takes the PodGroup stamps back."""
+def give_notice(ex: Executor, action: GiveNotice, now: datetime, report: CycleReport) -> None:
+    """Carry out one gang's ``GiveNotice``: stamp the victims' jobs' PodGroups (the cooldown starts
+    with the notice; a restart is counted only once a victim left, issue 36 F2), then put every
+    victim under notice with the action's deadline (``Notices.give``: dry-runs, then ``evict-after``
+    next to ``evicted-for``, all or none); a later cycle's ``EvictDueNotice`` evicts them. A notice
+    not given takes the PodGroup stamps back."""
+    if ex.dry_run:
+        return
+    gang, evictions = action.gang, action.evictions
+    before = {j: ex.pg_annotations(j) for j in sorted({e.job for e in evictions})}
     stamp = format_time(now)
     stamped_jobs: dict[str, dict[str, str]] = {}
     ex.fence(f"eviction notice for {gang}")
@@ -30,8 +35,7 @@ def give_notice(ex: Executor, gang: str, evictions: list[Eviction], now: datetim
         for j in sorted({e.job for e in evictions}):
             n = sum(1 for e in evictions if e.job == j)
             ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
-                    keys.LAST_DECISION: f"{stamp} down: eviction notice to {n} elastic worker(s) to make "
-                                        f"room for {gang}",
+                    keys.LAST_DECISION: contract.down_notice(stamp, n, gang).encode(),
                     keys.SCALE_RECORD: ex.new_record("notice", gang,
                                                      {e.pod: e.uid for e in evictions if e.job == j},
                                                      before.get(j, {}), stamp)}
@@ -42,7 +46,7 @@ def give_notice(ex: Executor, gang: str, evictions: list[Eviction], now: datetim
     ex.fault("notice-jobs-stamped")
     if not why:
         ex.fence(f"eviction notice for {gang}")
-        given = ex.notices.give(gang, evictions, now)
+        given = ex.notices.give(gang, action.victims, now)
         for pod in given.refused:  # as on the immediate path: no victim for a while
             ex.refused_by_pdb(pod, gang, now)
         why = given.failed
@@ -56,10 +60,15 @@ def give_notice(ex: Executor, gang: str, evictions: list[Eviction], now: datetim
     report.noticed[gang] = [e.pod for e in evictions]
 
 
-def act_on_notices(ex: Executor, snapshot: Snapshot, now: datetime, report: CycleReport) -> bool:
-    """Evict the victims whose notice is due, withdraw the notices no longer needed (``Notices.act``);
-    True when anything was written (the caller snapshots again). Sets ``report.notices`` (the review)."""
-    review = report.notices = ex.notices.review(snapshot, now)
+def act_on_notices(ex: Executor, snapshot: Snapshot, decision: CycleDecision, now: datetime,
+                   report: CycleReport) -> bool:
+    """Carry out the notice actions of ``decision`` (``cycle.decide(..., notices_only=True)``): evict
+    each ``EvictDueNotice``'s victim, withdraw each ``WithdrawNotice`` (``Notices.act``); True when
+    anything was written (the caller snapshots again). Sets ``report.notices`` (the review)."""
+    report.notices = decision.notices
+    ex.notices.forget_gone(snapshot)
+    review = NoticeReview(due=tuple(a.notice for a in decision.of(EvictDueNotice)),
+                          withdrawn=tuple(a.withdrawal for a in decision.of(WithdrawNotice)))
     if ex.dry_run or not (review.due or review.withdrawn):
         return False
     ex.fence("act on eviction notices")

@@ -1,25 +1,34 @@
-"""A cycle's plan in, its writes out: each starving gang's evictions (or notices), then the scale-up
-gates, then the decisions (every starving gang's and held job's ``last-decision`` and Event). Every
-write is fenced (``Executor.fence``)."""
+"""A cycle's decision in, its writes out: one plain, fenced writer per action kind
+(``policy/actions.py``), in the decision's order: the ``SpendRestart`` of restarts that happened and
+are not counted yet (``Executor.count_restart``), each starving gang's ``Evict`` or ``GiveNotice``,
+then the ``LiftGates``, then the records (every starving gang's ``RecordGang`` and held job's ``Hold``:
+``last-decision`` and Event). The notice actions (``EvictDueNotice``, ``WithdrawNotice``) come earlier
+in the cycle (``notices.act_on_notices``). ``AnnounceSize`` is the controller's to write
+(``target-workers``, by the same rule, ``policy/announce.py``, once the pods change: two writers of one
+annotation would race). Every write is fenced (``Executor.fence``); no writer decides anything the
+action does not say."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from ..policy.decisions import CyclePlan, Eviction
+from ..policy.actions import CycleDecision, Evict, GiveNotice, LiftGates, SpendRestart
 from ..policy.model import Snapshot
 from .decisions import write_decisions
 from .evictions import execute_evictions
 from .executor import CycleReport, Executor
 from .gates import execute_releases
+from .notices import give_notice
 
 
-def execute_plan(ex: Executor, plan: CyclePlan, now: datetime, report: CycleReport,
-                 snapshot: Snapshot | None = None) -> None:
-    by_gang: dict[str, list[Eviction]] = {}
-    for ev in plan.evictions:
-        by_gang.setdefault(ev.for_gang, []).append(ev)
-    for gang, evictions in by_gang.items():
-        execute_evictions(ex, gang, evictions, now, report)
-    execute_releases(ex, plan.gate_releases, now, report)
-    write_decisions(ex, plan, report, now, snapshot)
+def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, report: CycleReport,
+                     snapshot: Snapshot | None = None) -> None:
+    if not ex.dry_run:
+        ex.count_restarts(decision.of(SpendRestart))
+    for action in decision.actions:
+        if isinstance(action, Evict):
+            execute_evictions(ex, action, now, report)
+        elif isinstance(action, GiveNotice):
+            give_notice(ex, action, now, report)
+    execute_releases(ex, decision.of(LiftGates), now, report)
+    write_decisions(ex, decision, report, now, snapshot)

@@ -9,9 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..kube.errors import KubeError, NotFoundError
-from ..policy import keys
+from ..policy import contract, keys
+from ..policy.actions import SpendRestart
 from ..policy.model import PodView, Snapshot
 from ..policy.parse import format_time
+from ..policy.restart_count import spend_for, uncounted
 from ..policy.resume import check_resumable, plan_stamp_for
 from .executor import (
     RECORD_GRACE_SECONDS,
@@ -97,7 +99,19 @@ def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: 
             ex.evicted(v.key, v.uid, v.job_id, pg.queue if pg else "", gang,
                        "finishing an interrupted plan", report, resumed=True)
             done.append((v.job_id, v.key))
-        ex.scaled_down(gang, done, resumed=True)
+        ex.scaled_down(gang, done, _spends(ex, gang, {job for job, _ in done}), resumed=True)
+
+
+def _spends(ex: Executor, gang: str, jobs: set[str]) -> list[SpendRestart]:
+    """The restart each of ``jobs`` used once an interrupted plan's evictions happened: the cycle's
+    rule (``restart_count``) on the down record for ``gang`` its PodGroup carries, uncounted."""
+    out = []
+    for j in sorted(jobs):
+        ann = ex.pg_annotations(j)
+        rec = uncounted(ann)
+        if rec is not None and rec.gang == gang:
+            out.append(spend_for(j, ann, rec.id))
+    return out
 
 
 def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snapshot: Snapshot,
@@ -115,9 +129,10 @@ def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snap
         if j in evicted_jobs:
             continue  # part of the plan happened: that cooldown is real
         ours = ex.pg_annotations(j)
-        text = f"{format_time(now)} plan to evict for {gang} dropped after an interruption: {why}"
+        at = format_time(now)
+        text = contract.forgotten(at, f"plan to evict for {gang} dropped after an interruption: {why}", gang).encode()
         try:
-            ex.restore_pg(j, {k: ours[k] for k in RESTORE_KEYS if k in ours}, {keys.LAST_DECISION: text[:500]})
+            ex.restore_pg(j, {k: ours[k] for k in RESTORE_KEYS if k in ours}, {keys.LAST_DECISION: text})
         except KubeError as exc:
             log.warning("could not take back a cooldown stamp", extra={"job": j, "error": str(exc)})
 
@@ -127,11 +142,11 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
     RECORD_GRACE_SECONDS old: a down stamp (evictions, a notice) none of whose pods was evicted,
     is leaving or is under notice (a crash between the stamp and the notice, a notice withdrawn, an
     undo that never ran) is taken back to the stamp it replaced; a scale-up interrupted before its
-    last-decision said how many gates were lifted is told from the pods (none: taken back). A down
-    record one of whose pods was evicted or is gone counts its restart (``Executor.count_restart``,
-    once per record: an eviction on notice, a pod gone by itself, a count missed by a crash). Records
-    of another writer newer than our first cycle are said (``Executor.saw_writer``). Also writes
-    nothing for a record it cannot read. True when anything was written."""
+    last-decision said how many gates were lifted is told from the pods (none: taken back). (A down
+    record one of whose pods was evicted or is gone counts its restart: the cycle's decision says so,
+    ``policy/restart_count.py``, once per record.) Records of another writer newer than our first
+    cycle are said (``Executor.saw_writer``). Also writes nothing for a record it cannot read. True
+    when anything was written."""
     if ex.started is None:
         ex.started = now
     if ex.dry_run:
@@ -143,12 +158,6 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
         if rec is None or rec.at != pg.annotations.get(keys.LAST_SCALE_TIME) or not ex.ours(pg.key):
             continue  # no record, or one left behind by a stamp written without one
         ex.saw_writer(rec, pg.key)
-        if rec.path in ("evict", "notice") and pg.annotations.get(keys.RESTART_COUNTED) != rec.id and \
-                _restarted(rec, pods):
-            try:  # a victim evicted on notice, or gone by itself, or an eviction counted nowhere yet
-                wrote |= ex.count_restart(pg.key, rec)
-            except KubeError as exc:
-                log.warning("restart not counted; next cycle tries again", extra={"job": pg.key, "error": str(exc)})
         at = rec.time
         if at is None or (now - at).total_seconds() < RECORD_GRACE_SECONDS:
             continue
@@ -161,16 +170,6 @@ def check_records(ex: Executor, snapshot: Snapshot, now: datetime, report: Cycle
         except KubeError as exc:
             log.warning("scale record not settled; next cycle tries again", extra={"job": pg.key, "error": str(exc)})
     return wrote
-
-
-def _restarted(rec: ScaleRecord, pods: dict[str, PodView]) -> bool:
-    """Whether one of a down record's pods was evicted or is gone or leaving: torchrun's workers
-    restarted (a notice merely given, or withdrawn, restarted nothing)."""
-    for key, uid in rec.pods.items():
-        p = pods.get(key)
-        if p is None or (uid and p.uid != uid) or p.deleting or p.terminal:
-            return True
-    return False
 
 
 def _acted(rec: ScaleRecord, pods: dict[str, PodView]) -> bool:
@@ -189,10 +188,11 @@ def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodVie
     if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN or _acted(rec, pods):
         return False
     what = "eviction notice" if rec.path == "notice" else "eviction"
-    text = (f"{format_time(now)} cooldown of {rec.at} taken back: none of its {len(rec.pods)} {what}(s) for "
-            f"{rec.gang} happened (interrupted, withdrawn or not executed)")
+    text = contract.taken_back(format_time(now), f"cooldown of {rec.at} taken back: none of its {len(rec.pods)} "
+                                                 f"{what}(s) for {rec.gang} happened (interrupted, withdrawn or not "
+                                                 "executed)", rec.gang).encode()
     before = dict(rec.before)
-    before[keys.LAST_DECISION] = text[:500]
+    before[keys.LAST_DECISION] = text
     if not ex.restore_pg(job, current, before):
         return False
     report.taken_back.append(job)
@@ -209,9 +209,9 @@ def _judge_down(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodVie
 def _judge_up(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView], current: dict[str, str],
               now: datetime) -> bool:
     """A scale-up whose last-decision still says "lifting": the writer stopped before counting."""
-    decision = current.get(keys.LAST_DECISION, "")
-    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or \
-            not decision.startswith(f"{rec.at} up: lifting "):
+    decision = contract.Decision.decode(current.get(keys.LAST_DECISION))
+    if not rec.pods or current.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.UP or decision is None or \
+            decision.kind != contract.Kind.UP or decision.path != "lifting" or decision.at != rec.at:
         return False
     gate = ex.cfg.gating.gateName
     lifted = 0
@@ -219,16 +219,17 @@ def _judge_up(ex: Executor, rec: ScaleRecord, job: str, pods: dict[str, PodView]
         p = pods.get(key)
         if p is None or (uid and p.uid != uid) or gate not in p.scheduling_gates:
             lifted += 1
-    reason = decision.partition("; ")[2]
+    reason = decision.reason
     ref = ex.job_ref(job)
     if not lifted:
         before = dict(rec.before)
-        before[keys.LAST_DECISION] = (f"{format_time(now)} scale-up of {rec.at} taken back: none of its "
-                                      f"{len(rec.pods)} gate(s) was lifted (interrupted)")[:500]
+        before[keys.LAST_DECISION] = contract.taken_back(format_time(now), f"scale-up of {rec.at} taken back: none "
+                                                         f"of its {len(rec.pods)} gate(s) was lifted (interrupted)"
+                                                         ).encode()
         return ex.restore_pg(job, current, before)
     n = len(rec.pods)
-    text = f"{rec.at} up: {lifted if lifted == n else f'{lifted} of {n}'} gate(s) lifted (interrupted); {reason}"
-    ex.patch_pg(job, {keys.LAST_DECISION: text[:500]})
+    text = contract.up_lifted(rec.at, lifted, n, reason, " (interrupted)").encode()
+    ex.patch_pg(job, {keys.LAST_DECISION: text})
     if ref is not None:
         ex.recorder.emit(ref, "Normal", "ScaledUp", f"the scale-up of {rec.at} lifted the scale-up gate of "
                                                     f"{lifted} of {n} elastic pod(s) (counted after an interruption)")

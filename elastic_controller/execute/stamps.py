@@ -9,7 +9,7 @@ from typing import Any
 
 from ..kube.errors import KubeError
 from ..kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
-from ..policy import keys
+from ..policy import contract, keys
 from ..policy.model import Snapshot
 from ..policy.parse import format_time, parse_time
 from .executor import Executor, log, split
@@ -158,8 +158,8 @@ class Preemptions:
             stamp = format_time(at)
             try:
                 ex.stamp(key, {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN,
-                               keys.LAST_DECISION: f"{stamp} down: Volcano preempted worker(s) of this job "
-                                                      "(counted as a scale event)"})
+                               keys.RESTARTS_USED: ex.spent_restarts(key),
+                               keys.LAST_DECISION: contract.down_preempted(stamp).encode()})
             except KubeError as exc:
                 log.warning("scheduler preemption not stamped", extra={"job": key, "error": str(exc)})
                 with self._lock:

@@ -1,21 +1,44 @@
 """One planning cycle: starving gangs, eviction plans, gate releases (ARCHITECTURE.md, "The agent's cycle",
-steps 2, 3 and 5)."""
+steps 2, 3 and 5), and ``decide``: the cycle's whole decision as actions (``policy/actions.py``), the
+one place that builds it for the agent, the simulator, ``plan`` and ``status``."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 
-from .decisions import CyclePlan, Eviction, GangDecision
+from .actions import (
+    Action,
+    AnnounceSize,
+    CycleDecision,
+    Evict,
+    EvictDueNotice,
+    GiveNotice,
+    Hold,
+    LiftGates,
+    Noticed,
+    RecordGang,
+    SpendRestart,
+    WithdrawNotice,
+)
+from .announce import announced
+from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote
 from .eviction import Planner, SearchMode, starving_gangs
+from .fairness import plan_fairness
 from .gates import plan_gate_releases
-from .model import Snapshot
+from .keys import EVICT_AFTER, EVICTED_FOR
+from .model import PodView, Snapshot
+from .notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
+from .restart_count import restarts_to_count, spend_for, with_counts
 from .settings import ElasticConfig
-from .world import PlanCache, build_world
+from .world import PlanCache, World, build_world, ghosts_of
 
-__all__ = ["PlanCache", "SearchMode", "plan_cycle"]
+__all__ = ["CycleDecision", "PlanCache", "SearchMode", "decide", "plan_cycle", "records", "shrinks"]
+
+PlanFn = Callable[[Snapshot, ElasticConfig, datetime], CyclePlan]
 
 
 @contextmanager
@@ -62,6 +85,8 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             decisions.append(result.decision)
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
+    # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
+    evictions.extend(plan_fairness(world, releases, evictions))
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),
@@ -70,3 +95,150 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
         waiting=tuple(g.key for g in world.waiting),
         notes=tuple(notes),
     )
+
+
+def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapping[str, datetime] | None = None,
+           cache: PlanCache | None = None, search: SearchMode = "indexed",
+           pdb_refused: frozenset[str] = frozenset(), plan_cfg: ElasticConfig | None = None,
+           planner: PlanFn | None = None, notices_only: bool = False,
+           reviewed: NoticeReview | None = None) -> CycleDecision:
+    """Pure: the cycle's whole decision on ``snapshot`` at ``now`` (ARCHITECTURE.md, "The agent's
+    cycle"): the notices already given reviewed (due, pending, withdrawn; ``given``: the deadlines
+    the agent itself stamped, ``review_notices``), the plan made with the victims under notice in
+    flight for their gangs (``plan_cycle``; ``cache``, ``search`` and ``pdb_refused`` as there), and
+    every action that follows, each with its decided values: the restarts that happened and are not
+    counted yet (``restart_count.restarts_to_count``: a victim of a down scale record evicted or
+    gone; the plan's budget rule counts them already), a gang's victims evicted now (with the restart
+    each shrunk job uses once evicted) or put under notice (with each deadline), the gates lifted, the
+    size each changed job is told, every gang's outcome and every hold.
+
+    ``plan_cfg``: the configuration the plan is made with when it is not ``cfg`` (the simulator
+    batches per-cycle limits); ``planner``: another planning function in place of ``plan_cycle``
+    (the simulator's, with its own cache).
+
+    The notices come first in a cycle that carries its decision out: evicting a due victim or
+    withdrawing a notice changes what the plan sees. ``notices_only``: decide just that step (the
+    review and its ``EvictDueNotice`` / ``WithdrawNotice`` actions; the plan is empty); then, once
+    they are carried out, ``reviewed``: that review, for the rest of the same cycle on the snapshot
+    taken after them (its victims still in flight for their gangs, no notice action again). Without
+    either (``plan``, ``status``) one call decides it all."""
+    review = reviewed if reviewed is not None else review_notices(snapshot, cfg, now, given)
+    if notices_only:
+        empty = CyclePlan()
+        return CycleDecision(plan=empty, shown=empty, notices=review, actions=_notice_actions(review))
+    # The restarts that happened and are not counted yet (restart_count.py), judged as counted by
+    # this cycle's plan (the budget rule) and by the restarts its shrinks spend.
+    counts = restarts_to_count(snapshot)
+    snapshot = with_counts(snapshot, counts)
+    flying = in_flight(snapshot, review)
+    if planner is not None:
+        raw = planner(flying, plan_cfg or cfg, now)
+    else:
+        raw = plan_cycle(flying, plan_cfg or cfg, now, cache=cache, search=search, pdb_refused=pdb_refused)
+    plan = with_notices(raw, review, due=False, left=False)
+    shown = with_notices(raw, review, due=True)
+    world = cache.world if cache is not None and planner is None else None  # (this cycle's, just built)
+    actions = _actions(snapshot, cfg, now, plan, review, reviewed is None, world, counts)
+    return CycleDecision(plan=plan, shown=shown, notices=review, actions=actions)
+
+
+def _notice_actions(review: NoticeReview) -> tuple[Action, ...]:
+    return (*(WithdrawNotice(w) for w in review.withdrawn), *(EvictDueNotice(d) for d in review.due))
+
+
+def _actions(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, plan: CyclePlan,
+             review: NoticeReview, notices: bool, world: World | None = None,
+             counts: Sequence[SpendRestart] = ()) -> tuple[Action, ...]:
+    out: list[Action] = list(_notice_actions(review)) if notices else []
+    out.extend(counts)
+    out.extend(shrinks(snapshot, cfg, now, plan.evictions))
+    by_job: dict[str, list[GateRelease]] = {}
+    for r in plan.gate_releases:
+        by_job.setdefault(r.job, []).append(r)
+    out.extend(LiftGates(job, tuple(items)) for job, items in by_job.items())
+    out.extend(_sizes(snapshot, cfg, plan, review, set(by_job), world))
+    out.extend(records(plan))
+    return tuple(out)
+
+
+def records(plan: CyclePlan) -> list[RecordGang | Hold]:
+    """What is recorded of ``plan``: every starving gang's outcome, every job's hold (the first note
+    naming it), by job."""
+    return [*(RecordGang(d) for d in plan.starving), *(Hold(job, note) for job, note in _holds(plan.notes))]
+
+
+def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime,
+            evictions: Sequence[Eviction]) -> list[Evict | GiveNotice]:
+    """Each gang's victims (``evictions`` in plan order) as one action: ``GiveNotice`` when any of
+    their queues gives a notice (each victim's deadline: ``notice_deadline`` with its own queue's
+    ``noticeSeconds``), else ``Evict``, with the restart each job it shrinks uses once its eviction
+    succeeded (one per gang that shrinks it, counted on from its PodGroup's ``restarts-used``; the
+    PyTorchJob's copy is its owner's to write and never read). A notice spends no restart: its
+    victims' leaving does, in a later cycle (``restart_count.restarts_to_count``)."""
+    by_gang: dict[str, list[Eviction]] = {}
+    for ev in evictions:
+        by_gang.setdefault(ev.for_gang, []).append(ev)
+    if not by_gang:
+        return []
+    pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
+    used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
+    out: list[Evict | GiveNotice] = []
+    for gang, victims in by_gang.items():
+        if any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
+            out.append(GiveNotice(gang, tuple(Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).noticeSeconds))
+                                              for e in victims)))
+            continue
+        restarts = []
+        for job in sorted({e.job for e in victims}):
+            if job not in used:
+                used[job] = spend_for(job, pgs.get(job, {})).used - 1
+            used[job] += 1
+            restarts.append(SpendRestart(job, used[job]))
+        out.append(Evict(gang, tuple(victims), tuple(restarts)))
+    return out
+
+
+def _sizes(snapshot: Snapshot, cfg: ElasticConfig, plan: CyclePlan, review: NoticeReview,
+           grown: set[str], world: World | None) -> list[AnnounceSize]:
+    """The size of every job this cycle changes (evicted, under notice, grown, a notice due or withdrawn).
+    ``world``: the cycle's (its ghosts and pods by group, instead of a walk over every pod)."""
+    leaving = {e.pod for e in plan.evictions} | {d.facts.pod for d in review.due}
+    withdrawn = {w.facts.pod for w in review.withdrawn}
+    changed = ({e.job for e in plan.evictions} | grown | {d.facts.job for d in review.due}
+               | {w.facts.job for w in review.withdrawn})
+    if not changed:
+        return []
+    lifted = {r.pod for r in plan.gate_releases}
+    ghosts: Mapping[str, str]
+    if world is not None and changed <= world.pods_by_group.keys():
+        ghosts = world.ghosts
+        members: Iterable[PodView] = (p for job in changed for p in world.pods_by_group[job])
+    else:
+        ghosts = ghosts_of(snapshot)
+        members = snapshot.pods
+    pods: dict[str, list[PodView]] = {}
+    for p in members:
+        if p.job_id in changed:
+            if p.key in withdrawn:  # its evicted-for is removed this cycle
+                p = _unclaimed(p)
+            pods.setdefault(p.job_id, []).append(p)
+    gate = cfg.gating.gateName
+    out = []
+    for job in sorted(changed):
+        keys = announced(sorted(pods.get(job, ()), key=lambda p: p.order), gate, ghosts=ghosts, leaving=leaving,
+                         lifted=lifted)
+        out.append(AnnounceSize(job, len(keys), keys))
+    return out
+
+
+def _unclaimed(pod: PodView) -> PodView:
+    return replace(pod, annotations={k: v for k, v in pod.annotations.items() if k not in (EVICTED_FOR, EVICT_AFTER)})
+
+
+def _holds(notes: tuple[HoldNote, ...]) -> list[tuple[str, HoldNote]]:
+    """(job, its note) for the notes that name their job (one per job: the first), by job."""
+    out: dict[str, HoldNote] = {}
+    for note in notes:
+        if isinstance(note, HoldNote) and note.job and note.job not in out:
+            out[note.job] = note
+    return sorted(out.items())

@@ -200,6 +200,23 @@ def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> Hol
                             "after its last scale event)"), job.key, HoldReason.COOLDOWN, cool_end)
 
 
+def held_by_job(world: World) -> tuple[dict[str, list[PodView]], dict[str, str]]:
+    """The gated elastic pods of jobs running at least their min (job -> pods, in the world's order)
+    and each such job's PodGroup key: what may grow, for the gate releases and the fairness scale-down."""
+    gate = world.cfg.gating.gateName
+    by_job: dict[str, list[PodView]] = {}
+    group_of: dict[str, str] = {}
+    for key, (held, running) in world.gated_elastic().items():
+        pg = world.podgroups.get(key)
+        if pg is None or running < pg.min_member:
+            continue
+        for pod in held:
+            if pod.gated(gate):
+                by_job.setdefault(job_id(pod), []).append(pod)
+            group_of[job_id(pod)] = key
+    return by_job, group_of
+
+
 def _checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
     """Seconds since ``job``'s last published checkpoint (``volcano-elastic.io/last-checkpoint-time``
     on its PodGroup or a pod), or None: none published, or no ``scaleUpAfterCheckpointSeconds``
@@ -245,6 +262,13 @@ def _next_fits(world: World, job: JobState, pod: PodView, cap: Capacity, placed:
     assert job.bounds is not None
     return (job.current_workers() < job.bounds.max_replicas and cap.choose_node(pod) is not None
             and world.model.admits(job.queue, pod.requests, placed))
+
+
+def _order_text(job: JobState) -> str:
+    """How the scale-up order put ``job`` here (ordering.scale_up_key), for its release's reason."""
+    if job.by_service:
+        return f"least served job first: {job.served / 3600:.1f} GPU-hours attained"
+    return "least fulfilled job first"
 
 
 def _stays(job: JobState, now_workers: int) -> str:
@@ -294,17 +318,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
             placed[g.queue] = add(placed.get(g.queue, {}), _needed(g))
     if blocked:
         return [], blocked, []
-    gate = world.cfg.gating.gateName
-    by_job: dict[str, list[PodView]] = {}
-    group_of: dict[str, str] = {}
-    for key, (held, running) in world.gated_elastic().items():
-        pg = world.podgroups.get(key)
-        if pg is None or running < pg.min_member:
-            continue
-        for pod in held:
-            if pod.gated(gate):
-                by_job.setdefault(job_id(pod), []).append(pod)
-            group_of[job_id(pod)] = key
+    by_job, group_of = held_by_job(world)
     # ordering.scale_up_key: jobs in their first rendezvous first (growing them costs no restart),
     # then least fulfilled, then lowest pending index and name: a total order, whatever order the
     # groups come in.
@@ -451,7 +465,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                 pod.key, jid, node, job.queue,
                 f"job {jid} grows from {now_workers} to {target} of max {job.bounds.max_replicas} workers{sizes} in "
                 f"one scale event (the most that fits now, "
-                f"{'jobs in their first rendezvous first' if first else 'least fulfilled job first'}), {why}; "
+                f"{'jobs in their first rendezvous first' if first else _order_text(job)}), {why}; "
                 f"fits on {node} now",
             ))
     return releases, [], notes

@@ -33,11 +33,15 @@ LAST_DECISION = f"{PREFIX}/last-decision"
 # undo compares this (not "a stamp like ours") before restoring. execute/resume.py, docs/failure-model.md.
 SCALE_RECORD = f"{PREFIX}/scale-record"
 # "N": how many of torchrun's restarts our scale-downs (and Volcano's preemptions) have used on the
-# job, written with the cooldown stamp on the PodGroup and the PyTorchJob (policy/budget.py).
+# job, on the PodGroup (the count read) and a copy on the PyTorchJob: a shrink's once one of its victims
+# left (policy/restart_count.py), a preemption's with its stamp (policy/budget.py).
 RESTARTS_USED = f"{PREFIX}/restarts-used"
 # The id of the scale record whose restart ``restarts-used`` has counted (on the PodGroup only): a
 # restart is counted once it happened (a victim evicted or gone), once per record (issue 36, F2).
 RESTART_COUNTED = f"{PREFIX}/restart-counted"
+# "<GPU-seconds>@<RFC 3339>": the job's attained service (GPU-seconds held) as of that time, written by
+# the agent on the PodGroup (policy/attained.py).
+ATTAINED_SERVICE = f"{PREFIX}/attained-service"
 
 DEFAULT_GATE = f"{PREFIX}/scale-up"
 # Volcano's own scheduling gate (queue admission by scheduling gates, v1.15): a pod gated only by it

@@ -18,6 +18,9 @@ restart cost never makes a gang wait for want of room on the nodes or of evictio
 
 **Victims** (``victim_key``: the smallest key is evicted first). Among candidate elastic workers:
 
+0. in a queue with ``orderBy: attainedService`` (the default), the most served job first
+   (``-JobState.served``: GPU-seconds held, ``attained.py``; fixed for the cycle); a job of a queue
+   with ``orderBy: fulfillment`` ranks 0 here, as does a job never placed;
 1. the most fulfilled job first (``-fulfillment``, recomputed as the cycle takes its workers);
 2. then the job of lower priority (its PodGroup's PriorityClass value; any integer, negative too);
 3. then the least work lost: the job's most recent checkpoint first (``-last-checkpoint-time``;
@@ -25,21 +28,23 @@ restart cost never makes a gang wait for want of room on the nodes or of evictio
 4. then the highest replica index (the newest worker of the job);
 5. then the pod's UID (a total order: ties are broken the same way on every run).
 
-Criteria 1-3 depend on the job only (``job_rank``; 3 is fixed for the cycle: ``JobState.loss``,
-set by the planner); 4-5 on the pod only (``pod_rank``).
+Criteria 0-3 depend on the job only (``job_rank``; 0 and 3 are fixed for the cycle: ``JobState.served``,
+``JobState.loss`` set by the planner); 4-5 on the pod only (``pod_rank``).
 
 **Monotonicity contract** (what the node index of ``eviction.index`` prunes on): as a job loses
 workers within one cycle, its ``job_rank`` never sorts earlier, so the key of any of its pods never
 sorts earlier either. A node's best key at the start of the cycle is therefore a lower bound of the
 first key of any victim set chosen there later, and a node whose bound is worse than the best plan
-found cannot win. Criterion 1 holds it (fulfillment only drops as workers are taken), criterion 2
-is fixed for the cycle; a new criterion must keep it (``tests/unit/test_policy_ordering.py``
-checks it by a property).
+found cannot win. Criterion 1 holds it (fulfillment only drops as workers are taken), criteria 0
+and 2 are fixed for the cycle (attained service is computed once, as of the cycle's ``now``); a new
+criterion must keep it (``tests/unit/test_policy_ordering.py`` checks it by a property).
 
 **Scale-up** (``scale_up_key``: the smallest key grows first; each job grows in one event to the
 largest allowed size that fits, see ``gates``). Among running jobs with gated elastic workers:
 
 1. a job in its first rendezvous first (its growth costs no restart);
+1a. in a queue with ``orderBy: attainedService``, the least served job first (``JobState.served``;
+   a job of a queue with ``orderBy: fulfillment`` ranks 0 here);
 2. then the least fulfilled job;
 3. then its lowest gated replica index;
 4. then that pod's name;
@@ -62,15 +67,17 @@ if TYPE_CHECKING:
 
 # Plain tuples in the search's inner loops (measured: building a NamedTuple costs ~3x a tuple there);
 # ``VictimKey`` names the same fields for everything else and compares equal to the plain tuple.
-JobRank = tuple[float, int, float, int]  # victim criteria 1-3: (-fulfillment, priority, -checkpoint, GPUs)
+# victim criteria 0-3: (-served, -fulfillment, priority, -checkpoint, GPUs)
+JobRank = tuple[float, float, int, float, int]
 PodRank = tuple[int, str]  # victim criteria 4-5: (-replica index, uid)
-Key = tuple[float, int, float, int, int, str]  # job_rank + pod_rank
-ScaleUpKey = tuple[int, float, int, str, str]  # scale-up criteria 1-5
+Key = tuple[float, float, int, float, int, int, str]  # job_rank + pod_rank
+ScaleUpKey = tuple[int, float, float, int, str, str]  # scale-up criteria 1, 1a, 2-5
 
 
 class VictimKey(NamedTuple):
-    """A victim's key, field by field (criteria 1-5 above)."""
+    """A victim's key, field by field (criteria 0-5 above)."""
 
+    neg_served: float
     neg_fulfillment: float
     priority: int
     neg_checkpoint: float
@@ -80,14 +87,15 @@ class VictimKey(NamedTuple):
 
 
 def job_rank(job: JobState, extra_taken: int = 0) -> JobRank:
-    """Victim criteria 1-3 for ``job`` with ``extra_taken`` more of its workers taken than it shows."""
+    """Victim criteria 0-3 for ``job`` with ``extra_taken`` more of its workers taken than it shows."""
+    served = -job.served if job.by_service else 0.0
     if extra_taken:
         job.taken += extra_taken
         try:
-            return (-job.fulfillment(), job.priority, *job.loss)
+            return (served, -job.fulfillment(), job.priority, *job.loss)
         finally:
             job.taken -= extra_taken
-    return (-job.fulfillment(), job.priority, *job.loss)
+    return (served, -job.fulfillment(), job.priority, *job.loss)
 
 
 def pod_rank(pod: PodView) -> PodRank:
@@ -107,7 +115,8 @@ def scale_up_pod_rank(pod: PodView) -> tuple[int, str]:
 
 def scale_up_key(first_rendezvous: bool, job: JobState, pod: PodView, jid: str) -> ScaleUpKey:
     """Scale-up criteria 1-5 for growing ``job`` (``pod``: its lowest gated worker; ``jid``: its key)."""
-    return (0 if first_rendezvous else 1, job.fulfillment(), *scale_up_pod_rank(pod), jid)
+    return (0 if first_rendezvous else 1, job.served if job.by_service else 0.0, job.fulfillment(),
+            *scale_up_pod_rank(pod), jid)
 
 
 def gang_key(gang: Gang, epoch: datetime) -> tuple[int, datetime, str]:

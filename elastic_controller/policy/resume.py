@@ -7,19 +7,20 @@ A resumed eviction passes every check a fresh plan's victim passes (issue 23, it
 gang exists, still waits and has starved; every victim is a running elastic worker of another job
 of no higher priority, past its minimum runtime, in a job that stays at or above its current min
 without all of them, out of cooldown (a cooldown stamped by this very plan excepted), with torchrun
-restarts to spare (the count this very plan wrote with its stamp excepted), within the queue
+restarts to spare (the restart this very plan counted once a victim left excepted), within the queue
 shares; and the gang still needs them (its needed pods do not fit without them) and they
 suffice (its needed pods fit with them gone: a record written only in part is planned afresh).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from . import keys
 from .budget import RestartBudget
+from .contract import Decision, Kind, ScaleRecord
 from .eviction import Planner, starving_gangs
 from .fit import place_all, pod_demand
 from .model import PodGroupView, PodView, Snapshot
@@ -42,13 +43,15 @@ class ResumeVerdict:
 
 def plan_stamp_for(pg: PodGroupView | None, gang: str) -> bool:
     """True when ``pg``'s scale stamp is the one an agent writes for a plan evicting for ``gang``
-    (direction down, last-decision "... to make room for <gang>"): that cooldown is the plan's own
-    and does not bar finishing it."""
+    (direction down, a ``last-decision`` of kind down for ``gang``: ``contract.Decision``): that
+    cooldown is the plan's own and does not bar finishing it."""
     if pg is None:
         return False
     ann = pg.annotations
-    return ann.get(keys.LAST_SCALE_DIRECTION) == keys.Direction.DOWN and \
-        ann.get(keys.LAST_DECISION, "").endswith(f"to make room for {gang}")
+    if ann.get(keys.LAST_SCALE_DIRECTION) != keys.Direction.DOWN:
+        return False
+    said = Decision.decode(ann.get(keys.LAST_DECISION))
+    return said is not None and said.kind == Kind.DOWN and said.gang == gang
 
 
 def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_key: str,
@@ -66,9 +69,11 @@ def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_
         job = world.jobs.get(key)
         if job is not None:
             job.cooling = False
-            # The stamp wrote the plan's restart count with it: the job is judged as the plan judged
-            # it, before that count (else a plan that took a job down to its reserve could not finish).
-            if job.budget is not None and job.budget.used:
+            # Once one of its victims left, the plan's restart was counted (restart_count.py): the job
+            # is judged as the plan judged it, before that count (else a plan that took a job down to
+            # its reserve could not finish). A plan none of whose victims left counted nothing yet.
+            if job.budget is not None and job.budget.used and job.pg is not None and \
+                    _counted_own(job.pg.annotations):
                 job.budget = RestartBudget(job.budget.used - 1, job.budget.max_restarts)
     refused: dict[str, str] = {}
     for v in victims:
@@ -110,3 +115,9 @@ def check_resumable(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, gang_
     if place_all(gang.needed, cap) is None:  # a record written only in part: plan afresh
         return ResumeVerdict({}, forget=f"these evictions alone do not make room for gang {gang_key}")
     return ResumeVerdict({})
+
+
+def _counted_own(annotations: Mapping[str, str]) -> bool:
+    """Whether the PodGroup's current scale record has counted its restart (``restart-counted``)."""
+    rec = ScaleRecord.decode(annotations.get(keys.SCALE_RECORD))
+    return rec is not None and annotations.get(keys.RESTART_COUNTED) == rec.id

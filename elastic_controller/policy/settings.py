@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 
 from .keys import DEFAULT_GATE
 
+# orderBy: the fair order's first criterion (ordering.py): attained service (GPU-seconds held, least
+# served grows first, most served gives first) or, as before it existed, fulfillment alone.
+ORDER_BY_SERVICE = "attainedService"
+ORDER_BY_FULFILLMENT = "fulfillment"
+ORDER_BY = (ORDER_BY_SERVICE, ORDER_BY_FULFILLMENT)
+
 
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
@@ -30,6 +36,14 @@ class QueuePolicy:
     # start): one victim then costs it at most a quarter of its speed (default 4), and a small job,
     # which a shrink halves and rarely gets regrown, keeps its workers. 2 or less: any job above min.
     minWorkersToShrink: int = 4
+    # The order of growth and of victims among the queue's jobs (ORDER_BY; ordering.py, issue 38).
+    orderBy: str = ORDER_BY_SERVICE
+    # The fairness scale-down (fairness.py): with nothing starving and no room free, a job of the queue
+    # that waits to grow takes elastic workers from a job of the same queue that has had at least
+    # fairnessRatio times its attained service (and fairnessMinGpuSeconds more).
+    fairnessScaleDown: bool = True
+    fairnessRatio: float = 2.0
+    fairnessMinGpuSeconds: int = 3600
 
     def snooze_seconds(self) -> int:
         return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds

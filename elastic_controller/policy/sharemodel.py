@@ -36,7 +36,7 @@ running view (for ``keeps_share``, with ``leaving`` still in it); the snapshot's
 
 Every other amount is of the cluster's one dominant resource (``nvidia.com/gpu`` when the cluster has GPUs,
 else ``cpu``). ``ProportionModel`` is the proportion plugin's model (weighted water-filling, flat as
-Volcano's is: ``spec.parent`` ignored, ``shares.py``); ``capacity.CapacityModel`` is the capacity
+Volcano's is: ``spec.parent`` ignored, ``shares.py``); ``capacity_ledger.CapacityModel`` is the capacity
 plugin's (flat or hierarchical). ``world.share_model`` builds the one config ``shares.plugin`` names.
 Adding a model is one new module implementing ``ShareModel`` plus its branch in
 ``world.share_model`` (see ARCHITECTURE.md, "Recipes").

@@ -10,15 +10,16 @@ from datetime import datetime
 from operator import attrgetter, is_
 
 from . import keys
+from .attained import attained_service
 from .budget import RestartBudget, budget_of
-from .capacity import CapacityModel
+from .capacity_ledger import CapacityModel
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
 from .model import ElasticBounds, JobView, NodeView, PodGroupView, PodView, Snapshot
 from .podindex import PodIndex, PodIndexCache, gated_elastic, ungated_pending
 from .quantity import Resources
-from .settings import ElasticConfig, QueuePolicy, SharesConfig
+from .settings import ORDER_BY_SERVICE, ElasticConfig, QueuePolicy, SharesConfig
 from .sharemodel import ProportionModel, ShareModel
 from .shares import QueueShare, Usage, cluster_capacity, count_usage, dominant_resource
 from .worldsizes import AllowedCounts
@@ -55,6 +56,9 @@ class JobState:
     job_ref: str = ""  # ns/PyTorchJob name (from the pods' job-name label; "" when none)
     # torchrun's restarts our shrinks have used (budget.py); None when the PyTorchJob is not known.
     budget: RestartBudget | None = None
+    # GPU-seconds the job has held (attained.py), as of the cycle's now: the fair order's criterion.
+    served: float = 0.0
+    by_service: bool = False  # its queue orders by attained service (orderBy: attainedService)
 
     def current_workers(self) -> int:
         return self.running_workers - self.taken + self.added
@@ -276,6 +280,7 @@ def build_world(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pl
             gated = {key: (list(group.gated), group.placed) for key, group in index.with_gated.items()}
     pods_by_group, releasing, jobs, elastic_holding, usage, cap, pending_of, ghosts = parts
     _apply_job_objects(jobs, snapshot, cfg, now, pods_by_group)
+    stamp_jobs(jobs, pods_by_group, now)  # attained service (issue 38)
 
     waiting: list[Gang] = []
     for key, pg in podgroups.items():
@@ -342,8 +347,17 @@ def _new_job(jid: str, first: PodView, podgroups: Mapping[str, PodGroupView], sn
     queue = pg.queue if pg else cfg.defaultQueue
     job = JobState(jid, pg, queue, group_priority(pg, snapshot.priority_classes), first.bounds,
                    job_ref=f"{first.namespace}/{first.job_name}" if first.job_name else "")
-    job.cooling = in_cooldown(pg, cfg.queue_policy(queue), now)
+    policy = cfg.queue_policy(queue)
+    job.cooling = in_cooldown(pg, policy, now)
+    job.by_service = policy.orderBy == ORDER_BY_SERVICE
     return job
+
+
+def stamp_jobs(jobs: Mapping[str, JobState], pods_by_group: Mapping[str, list[PodView]], now: datetime) -> None:
+    """Set every job's ``served``: its attained service as of ``now`` (``attained.py``)."""
+    for job in jobs.values():
+        key = job.pg.key if job.pg is not None else job.key
+        job.served = attained_service(job.pg, pods_by_group.get(key, ()), now)
 
 
 def current_bounds(pod_bounds: ElasticBounds | None, view: JobView | None, pg: PodGroupView | None,

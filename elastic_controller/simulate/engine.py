@@ -20,10 +20,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from ..policy import keys
-from ..policy.decisions import CyclePlan
+from ..policy.actions import CycleDecision, Evict, GiveNotice
+from ..policy.attained import format_stamp
+from ..policy.cycle import decide
+from ..policy.decisions import CyclePlan, Eviction
 from ..policy.keys import Role
-from ..policy.model import NodeView, PodGroupView, PodView, QueueView, Snapshot
-from ..policy.notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
+from ..policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
+from ..policy.notices import NoticeReview
 from ..policy.parse import format_time
 from ..policy.roles import plan_role, task_priority
 from ..policy.settings import ElasticConfig, QueuePolicy
@@ -114,6 +117,10 @@ class SimSettings:
     # last-checkpoint-time) this many seconds after the notice began, which ends the notice at the
     # next cycle; < 0: it checkpoints only as its notice ends (its victims' GPUs are held for all of it)
     notice_checkpoint: float = -1.0
+    # elastic: every job's PyTorchJob says elasticPolicy.maxRestarts this (None: no PyTorchJob in the
+    # planner's snapshot, so the restart budget does not apply, as for a dump of pods and PodGroups);
+    # each shrink spends one (decide's SpendRestart, counted in restarts-used as the agent writes it)
+    max_restarts: int | None = None
 
 
 @dataclass(slots=True)
@@ -257,6 +264,10 @@ class Simulator:
         self.evictions = 0
         self.pod_changes = 0  # placements, evictions and frees (volcano-gang skips runs without any)
         self.restarts = 0
+        self.restarts_used: dict[int, int] = {}  # job id -> restarts-used, as the agent writes it (SpendRestart)
+        # Jobs whose notice stamp has not counted its restart yet: counted when its first victim is
+        # evicted, never when the notice is withdrawn (issue 36, F2; policy/restart_count.py).
+        self.notice_restarts: set[int] = set()
         self.cooldown_violations = 0
         self.rejected: list[str] = []
         self.bound_violations = 0
@@ -540,6 +551,7 @@ class Simulator:
         self.nodes.give(pod.node, job.spec.gpus, job.requests["cpu"], job.requests["memory"])
         self.pod_changes += 1
         job.held_gpu_seconds += job.spec.gpus * (self.now - pod.placed_at)
+        job.pg_view = None  # its attained-service stamp counted this pod as placed
         self.allocated_gpus -= job.spec.gpus
         if not pod.deleting:
             self.alloc.pod_released(pod)
@@ -578,16 +590,16 @@ class Simulator:
         review = NoticeReview()
         noticed = False
         if self.noticed:
-            review = review_notices(snapshot, self.cfg, self.dt(now), self.notice_given)
+            review = decide(snapshot, self.cfg, self.dt(now), given=self.notice_given, notices_only=True).notices
             noticed = self._act_on_notices(review, now)
             if noticed:
                 snapshot = self.snapshot()
         started = time.perf_counter()
-        plan = self.planner(in_flight(snapshot, review), self.plan_cfg, self.dt(now))
-        plan = with_notices(plan, review, due=False, left=False)
+        decision = decide(snapshot, self.cfg, self.dt(now), plan_cfg=self.plan_cfg, planner=self.planner,
+                          reviewed=review)
         self.plan_seconds += time.perf_counter() - started
         self.plan_calls += 1
-        acted = self._apply(plan, now) or noticed
+        acted = self._apply(decision, now) or noticed
         if acted:
             self.alloc.schedule(now)
             self.request_tick(now + self.interval)
@@ -647,14 +659,33 @@ class Simulator:
         for job in self.gated.values():
             if job.spec.gpus <= largest and not self._in_cooldown(job, now):
                 return True
-        return False
+        return self._may_take_for_fairness(now)
 
-    def _apply(self, plan: CyclePlan, now: float) -> bool:
+    def _may_take_for_fairness(self, now: float) -> bool:
+        """The fairness scale-down (policy.fairness) may act: a queue with it on has a job with gated
+        workers out of cooldown and another job above its min and minWorkersToShrink, out of cooldown."""
+        waiting = {job.queue for job in self.gated.values() if job.running >= job.bounds_min
+                   and self.cfg.queue_policy(job.queue).fairnessScaleDown and not self._in_cooldown(job, now)}
+        return any(job.queue in waiting and job.running >= self.cfg.queue_policy(job.queue).minWorkersToShrink
+                   and not self._in_cooldown(job, now) and any(g.id != job.id and g.queue == job.queue
+                                                                for g in self.gated.values())
+                   for job in self.grown.values())
+
+    def _apply(self, decision: CycleDecision, now: float) -> bool:
+        plan = decision.plan
         scaled: dict[int, str] = {}
         victims: list[SimPod] = []
-        # A gang's victims get a notice when any of their queues gives one (execute.evictions.execute_evictions).
-        notice_gangs = {ev.for_gang for ev in plan.evictions if self.cfg.queue_policy(ev.queue).noticeSeconds > 0}
-        for ev in plan.evictions:
+        # A gang's victims are evicted now (Evict, with the restart each shrunk job spends:
+        # SpendRestart) or put under notice (GiveNotice, with each deadline; its restart is counted
+        # once a victim leaves, _act_on_notices): decided by policy.cycle.decide.
+        shrinks: list[tuple[Eviction, datetime | None, int | None]] = []
+        for action in decision.actions:
+            if isinstance(action, GiveNotice):
+                shrinks += [(n.victim, n.evict_after, None) for n in action.victims]
+            elif isinstance(action, Evict):
+                used = {r.job: r.used for r in action.restarts}
+                shrinks += [(ev, None, used.get(ev.job)) for ev in action.victims]
+        for ev, deadline, restarts_used in shrinks:
             pod = self.pods_by_key.get(ev.pod)
             if pod is None or pod.node < 0 or pod.deleting or pod.uid in self.noticed:
                 self.rejected.append(f"{now:g}s: evict {ev.pod}: not a running pod (or already under notice)")
@@ -662,8 +693,11 @@ class Simulator:
             if pod.role is not Role.ELASTIC:
                 self.rejected.append(f"{now:g}s: evict {ev.pod}: role {pod.role.value} is never evicted")
                 continue
-            if ev.for_gang in notice_gangs:
-                self._give_notice(pod, ev.for_gang, now)
+            if restarts_used is not None:
+                self.restarts_used[pod.job.id] = restarts_used
+            if deadline is not None:
+                self._give_notice(pod, ev.for_gang, now, deadline)
+                self.notice_restarts.add(pod.job.id)  # the notice's stamp: a restart once a victim leaves
                 scaled[pod.job.id] = keys.Direction.DOWN.value  # the cooldown starts with the notice
                 continue
             victims.append(pod)
@@ -711,9 +745,8 @@ class Simulator:
 
     # --- eviction notices ------------------------------------------------------------------------
 
-    def _give_notice(self, pod: SimPod, gang: str, now: float) -> None:
-        """``Notices.give``: ``evict-after`` (now + the victim's queue's notice) next to ``evicted-for``."""
-        deadline = notice_deadline(self.dt(now), self.cfg.queue_policy(pod.job.queue).noticeSeconds)
+    def _give_notice(self, pod: SimPod, gang: str, now: float, deadline: datetime) -> None:
+        """``Notices.give``: ``evict-after`` (the action's deadline) next to ``evicted-for``."""
         until = (deadline - self.settings.start).total_seconds()
         self.noticed[pod.uid] = _Notice(pod, gang, now, until, deadline)
         self.notice_given[pod.uid] = deadline
@@ -751,6 +784,8 @@ class Simulator:
             pod.evicted_for = ""
             pod.view = None
             self.notices_withdrawn += 1
+            if not any(p.uid in self.noticed for p in pod.job.pods):
+                self.notice_restarts.discard(pod.job.id)  # withdrawn before any victim left: no restart
             acted = True
         jobs: dict[int, SimJob] = {}
         for d in review.due:
@@ -764,6 +799,10 @@ class Simulator:
             if now < notice.until:
                 self.notices_ended_by_checkpoint += 1
             self.evict(pod, now, notice.gang)
+            if pod.job.id in self.notice_restarts:  # the notice's restart happened: counted once
+                self.notice_restarts.discard(pod.job.id)
+                self.restarts_used[pod.job.id] = self.restarts_used.get(pod.job.id, 0) + 1
+                pod.job.pg_view = None
             jobs[pod.job.id] = pod.job
             acted = True
         for job in jobs.values():
@@ -789,14 +828,25 @@ class Simulator:
             if views is None:
                 views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
             pods.extend(views)
+        jobs = () if self.settings.max_restarts is None else tuple(
+            self._job_view(job) for job in self.active.values() if not job.done)
         return Snapshot(nodes=self.node_views, pods=tuple(pods), podgroups=tuple(groups),
-                        queues=self.queue_views, priority_classes=self.priority_classes)
+                        queues=self.queue_views, priority_classes=self.priority_classes, jobs=jobs)
+
+    def _job_view(self, job: SimJob) -> JobView:
+        """The job's PyTorchJob as the planner reads it with ``max_restarts`` set: its restart budget
+        only (no elasticPolicy bounds or stamps of its own: the pods and PodGroup say those)."""
+        used = self.restarts_used.get(job.id)
+        return JobView(namespace=job.namespace, name=job.spec.name, max_restarts=self.settings.max_restarts,
+                       annotations={keys.RESTARTS_USED: str(used)} if used else {})
 
     def _group_view(self, job: SimJob) -> PodGroupView:
         annotations: dict[str, str] = {}
         if job.last_scale >= 0:
             annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
             annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
+        if job.id in self.restarts_used:
+            annotations[keys.RESTARTS_USED] = str(self.restarts_used[job.id])
         checkpoint = -1.0
         if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
             # what the training code writes (docs/checkpointing.md): its last checkpoint's time
@@ -808,6 +858,7 @@ class Simulator:
             annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(checkpoint))
         # the job contract, as the controller copies it from the PyTorchJob to the PodGroup
         annotations.update(job.spec.counts_annotation)
+        annotations[keys.ATTAINED_SERVICE] = self._attained_stamp(job)
         spec = job.spec
         view = PodGroupView(
             namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
@@ -819,6 +870,12 @@ class Simulator:
             uid=f"pg-{job.id}")
         job.pg_view = view
         return view
+
+    def _attained_stamp(self, job: SimJob) -> str:
+        """The job's exact attained service now, as the agent stamps it (policy.attained; a pod freed
+        drops the job's view, so a stamp never misses a pod's time)."""
+        held = job.held_gpu_seconds + sum(job.spec.gpus * (self.now - p.placed_at) for p in job.pods if p.node >= 0)
+        return format_stamp(held, self.dt(self.now))
 
     def _last_checkpoint(self, job: SimJob) -> float:
         """When ``job`` last checkpointed (or resumed from one), as of now: progress since the last

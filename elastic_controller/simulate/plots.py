@@ -22,8 +22,9 @@ POLICY_STYLE: dict[str, tuple[str, str]] = {
     "volcano-gang": ("#E69F00", "--"),  # orange
     "static-max": ("#009E73", "-."),  # bluish green
     "static-min": ("#CC79A7", ":"),  # reddish purple
+    "tiresias": ("#D55E00", "--"),  # vermillion
 }
-SPARE = ("#56B4E9", "#D55E00", "#F0E442", "#000000")  # sky blue, vermillion, yellow, black
+SPARE = ("#56B4E9", "#F0E442", "#000000")  # sky blue, yellow, black
 # Where the log-scaled JCT axis gets a tick, in hours, and how it is labelled.
 TIME_TICKS = ((1 / 60, "1 min"), (5 / 60, "5 min"), (15 / 60, "15 min"), (0.5, "30 min"), (1, "1 h"),
               (2, "2 h"), (6, "6 h"), (12, "12 h"), (24, "1 d"), (48, "2 d"), (168, "1 w"), (720, "30 d"))

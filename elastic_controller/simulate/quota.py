@@ -30,6 +30,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..policy import capacity as cap
+from ..policy.capacity_ledger import CapacityLedger
 from ..policy.keys import GPU
 from ..policy.model import QueueView
 from ..policy.quantity import Resources
@@ -63,7 +64,7 @@ class CapacityQuota:
 
     def __init__(self, cluster: ClusterSpec, hierarchy: bool, job_queues: Iterable[str]) -> None:
         self.shares = cap.build(queue_views(cluster), cluster_total(cluster), hierarchy, job_queues)
-        self.ledger = cap.CapacityLedger(self.shares, {})
+        self.ledger = CapacityLedger(self.shares, {})
         self._rolled: dict[str, dict[str, float]] | None = None
 
     @property

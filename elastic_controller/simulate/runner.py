@@ -15,6 +15,8 @@ from .cluster import ClusterSpec
 from .engine import SimResult, SimSettings, simulate
 from .progress import ProgressBar
 from .report import comparison, jobs_csv, summarize, table
+from .tiresias import NAME as TIRESIAS
+from .tiresias import TiresiasParams, simulate_tiresias
 from .trace import JobSpec
 
 
@@ -26,7 +28,7 @@ class RunOutput:
 
 def run_policies(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policies: Sequence[str],
                  settings: SimSettings, out: Path, progress: bool = True, label: str = "",
-                 inputs: dict[str, Any] | None = None) -> RunOutput:
+                 inputs: dict[str, Any] | None = None, tiresias: TiresiasParams | None = None) -> RunOutput:
     """Simulate each policy, write jobs-<policy>.csv and summary.json under ``out`` (``inputs``: what
     the run was made of, written first in summary.json under ``inputs``, beside the policies).
 
@@ -37,7 +39,8 @@ def run_policies(jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, 
     results: dict[str, SimResult] = {}
     for policy in order:
         bar = ProgressBar(f"{label}{policy}") if progress else None
-        result = simulate(jobs, cluster, cfg, policy, settings, progress=bar)
+        result = (simulate_tiresias(jobs, cluster, settings, tiresias) if policy == TIRESIAS
+                  else simulate(jobs, cluster, cfg, policy, settings, progress=bar))
         if bar is not None:
             bar.close()
         if result.rejected_decisions:

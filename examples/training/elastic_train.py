@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 SPAWNED = time.time()  # before `import torch`: the restart part of a scale event starts here
@@ -57,30 +58,47 @@ def main() -> None:
     ap.add_argument("--checkpoint-every", type=int, default=20)
     ap.add_argument("--step-seconds", type=float, default=0.2, help="simulated compute per step")
     ap.add_argument("--notice-every", type=int, default=5, help="steps between looks at the notice")
+    ap.add_argument("--in-place", action="store_true",
+                    help="resize in place (volcano_elastic_job.InPlace): one process per pod, no torchrun")
+    ap.add_argument("--timeout", type=float, default=30.0, help="in place: the process group's timeout (s)")
+    ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (optimizer state a newcomer must get)")
     a = ap.parse_args()
 
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
     d = Path(a.dir)
     d.mkdir(parents=True, exist_ok=True)
     ckpt = d / "checkpoint.pt"
     torch.manual_seed(0)
     model = torch.nn.Linear(16, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=kit.scale_lr(BASE_LR, BASE_WORLD, world))
+    opt = torch.optim.SGD(model.parameters(), lr=BASE_LR, momentum=a.momentum)
     start = 0
     if ckpt.exists():
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
-        for group in opt.param_groups:  # the saved lr was for the old world size
-            group["lr"] = kit.scale_lr(BASE_LR, BASE_WORLD, world)
         start = int(state["step"])
-    ddp = DistributedDataParallel(model)
+
+    def rescale(world: int) -> None:  # the saved (or sent) lr was for another world size
+        for group in opt.param_groups:
+            group["lr"] = kit.scale_lr(BASE_LR, BASE_WORLD, world)
+
+    job: kit.InPlace | None = None
+    if a.in_place:  # one process per pod, no torchrun: the group re-forms in place at a planned event
+        job = kit.InPlace(model, opt, backend="gloo", every=a.notice_every, start_step=start,
+                          timeout=a.timeout, on_resize=lambda j: rescale(j.world))
+        steps: Iterator[int] = job.steps(a.steps)
+        rescale(job.world)
+    else:
+        dist.init_process_group("gloo")
+        rescale(dist.get_world_size())
+        ddp = DistributedDataParallel(model)
+        steps = iter(range(start, a.steps))
+    rank, world = dist.get_rank(), dist.get_world_size()
     watch = kit.NoticeWatch(every=a.notice_every, all_reduce_max=kit.torch_all_reduce_max())
     log = open(d / "progress.jsonl", "a", buffering=1) if rank == 0 else None  # noqa: SIM115 - the run's log
     if log:
-        log.write(json.dumps({"event": "start", "from": start, "world": world, "t": time.time(), "spawned": SPAWNED,
-                              "restart": kit.restart_count()}) + "\n")
+        log.write(json.dumps({"event": "start", "from": start if job is None else job.step, "world": world,
+                              "t": time.time(), "spawned": SPAWNED, "restart": kit.restart_count(),
+                              "inPlace": job is not None}) + "\n")
 
     def checkpoint(step: int, why: str) -> None:
         if rank == 0:
@@ -91,7 +109,9 @@ def main() -> None:
         if log:
             log.write(json.dumps({"event": "checkpoint", "step": step, "why": why, "t": time.time()}) + "\n")
 
-    for step in range(start, a.steps):
+    for step in steps:
+        if job is not None:  # the group may have re-formed before this step: new rank, size, DDP
+            rank, world, ddp = job.rank, job.world, job.ddp
         x, y = batch(step, rank, world)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(x), y)
@@ -101,7 +121,8 @@ def main() -> None:
         done = step + 1
         if log:
             log.write(json.dumps({"step": done, "world": world, "loss": round(float(loss), 6),
-                                  "t": time.time(), "restart": kit.restart_count()}) + "\n")
+                                  "t": time.time(), "restart": kit.restart_count(),
+                                  "generation": job.generation if job else 0}) + "\n")
         if watch.checkpoint_now(done):
             checkpoint(done, "notice")
             if watch.victim:  # this rank's pod is evicted next: say so in the log (other ranks are quiet)
@@ -110,8 +131,11 @@ def main() -> None:
             watch.hold()  # the victim's rank waits for its eviction (its SIGTERM ends the wait): nothing redone
         elif done % a.checkpoint_every == 0 or done == a.steps:
             checkpoint(done, "interval")
+    if job is not None and job.left:
+        return  # this pod left the group (and was not evicted within the grace): end 0
     if log:
-        log.write(json.dumps({"event": "done", "steps": a.steps, "t": time.time()}) + "\n")
+        log.write(json.dumps({"event": "done", "steps": a.steps, "t": time.time(),
+                              "resizes": job.events if job else []}) + "\n")
     dist.destroy_process_group()
 
 

@@ -176,9 +176,9 @@ def test_the_controller_token_deletes_only_its_own_podgroups(
         for patch in ({"metadata": {"labels": {"app.kubernetes.io/managed-by": "volcano-elastic"}}},
                       {"spec": {"minMember": 9}}, {"spec": {"queue": "elsewhere"}},
                       {"spec": {"priorityClassName": "system-cluster-critical"}}):
-            err = denied(lambda: sa.patch(PODGROUPS, "theirs", patch, namespace))
+            err = denied(lambda p=patch: sa.patch(PODGROUPS, "theirs", p, namespace))
             assert "PodGroups it manages" in str(err), patch
-            denied(lambda: sa.patch(PODGROUPS, "bare", patch, namespace))
+            denied(lambda p=patch: sa.patch(PODGROUPS, "bare", p, namespace))
         assert admin.get(PODGROUPS, "theirs", namespace)["spec"]["minMember"] == 1
         # ours: its spec and our annotations, but not the label that makes it ours
         sa.patch(PODGROUPS, "ours", {"spec": {"minMember": 2},

@@ -170,10 +170,11 @@ def test_a_tenant_with_edit_cannot_write_what_decides_for_others(
 
     # what stays open: the job kit's checkpoint stamp, the job contract, anyone else's keys
     tenant.patch(PODS, "a-worker-2", {"metadata": {"annotations": {
-        "volcano-elastic.io/last-checkpoint-time": "2026-11-28T00:00:00Z", "example.com/note": "x"},
+        "volcano-elastic.io/last-checkpoint-time": "2026-11-28T00:00:00Z", "volcano-elastic.io/left": "1",
+        "example.com/note": "x"},
         "labels": {"team": "nlp"}}}, ns)
     tenant.patch(PYTORCHJOBS, "a", {"metadata": {"annotations": {
-        "volcano-elastic.io/worker-counts": "2,4,8",
+        "volcano-elastic.io/worker-counts": "2,4,8", "volcano-elastic.io/resize": "in-place",
         "volcano-elastic.io/last-checkpoint-time": "2026-11-28T00:00:00Z"}}}, ns)
     del posed["metadata"]["annotations"]
     tenant.create(PYTORCHJOBS, posed, ns)
@@ -184,6 +185,7 @@ def test_a_tenant_with_edit_cannot_write_what_decides_for_others(
     assert "training.kubeflow.org/job-role" not in pod2["metadata"]["labels"]
     assert pod2["metadata"]["annotations"]["volcano-elastic.io/evicted-for"] == f"{ns}/gang"
     assert pod2["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "a"
-    assert "volcano-elastic.io/restarts-used" not in (admin.get(PYTORCHJOBS, "a", ns)["metadata"].get("annotations") or {})
+    job_ann = admin.get(PYTORCHJOBS, "a", ns)["metadata"].get("annotations") or {}
+    assert "volcano-elastic.io/restarts-used" not in job_ann
     # the cluster admin (system:masters) is not checked
     admin.patch(PODS, "a-worker-3", {"spec": {"schedulingGates": []}}, ns)

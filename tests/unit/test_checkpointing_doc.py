@@ -45,11 +45,15 @@ def annotations_file(tmp_path: Path, annotations: dict[str, str]) -> Path:
     return path
 
 
+def kit_names(code: str) -> set[str]:
+    return {a.name for node in ast.walk(ast.parse(code)) if isinstance(node, ast.ImportFrom)
+            and node.module == "volcano_elastic_job" for a in node.names}
+
+
 def test_the_docs_training_loop_uses_the_kit_and_the_kits_names_are_the_contracts() -> None:
-    (code,) = snippets("python")
-    names = {a.name for node in ast.walk(ast.parse(code)) if isinstance(node, ast.ImportFrom)
-             and node.module == "volcano_elastic_job" for a in node.names}
-    assert {"record_checkpoint", "NoticeWatch"} <= names <= set(kit.__all__)
+    loop, in_place = snippets("python")  # section 2's loop, section 7's in-place loop
+    assert {"record_checkpoint", "NoticeWatch"} <= kit_names(loop) <= set(kit.__all__)
+    assert {"InPlace"} <= kit_names(in_place) <= set(kit.__all__)
     assert (kit.LAST_CHECKPOINT_TIME, kit.EVICT_AFTER, kit.TARGET_WORKERS) == \
         (keys.LAST_CHECKPOINT_TIME, keys.EVICT_AFTER, keys.TARGET_WORKERS)
 

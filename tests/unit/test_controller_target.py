@@ -10,7 +10,7 @@ from typing import Any
 from elastic_controller.controller import Controller
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
-from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
@@ -21,6 +21,7 @@ GATE = keys.DEFAULT_GATE
 def make(*, min_r: int = 2, max_r: int = 4, running: int = 2) -> tuple[FakeKube, Controller]:
     kube = FakeKube()
     kube.add(QUEUES, b.queue("default"))
+    kube.add(NODES, b.node("n0"))
     kube.add(PYTORCHJOBS, b.pytorchjob("ns", "j", workers=max_r, min_r=min_r, max_r=max_r))
     for obj in b.elastic_job("ns", "j", min_r=min_r, max_r=max_r, nodes=["n0"], running=running):
         kube.add(PODGROUPS if obj["kind"] == "PodGroup" else PODS, obj)
@@ -91,3 +92,24 @@ def test_a_finished_pod_and_a_job_of_fixed_size_are_not_counted() -> None:
     fixed, ctl2 = make(min_r=4, max_r=4, running=4)
     ctl2.reconcile("ns/j")
     assert set(targets(fixed).values()) == {None}
+
+
+def test_a_lost_node_s_pods_and_claimed_victims_are_not_counted() -> None:
+    """The policy's rule (``policy/announce.py``, as ``decide``'s ``AnnounceSize``): a pod still Running
+    on a node that is not Ready is a ghost, a pod stamped ``evicted-for`` is leaving; neither is told
+    nor counted. Before, the controller counted both."""
+    kube, ctl = make(running=4)
+    ctl.reconcile("ns/j")
+    assert set(targets(kube).values()) == {"4"}
+    assert change(kube, ctl, "j-worker-3", lambda p: p["metadata"].setdefault("annotations", {}).update(
+        {keys.EVICTED_FOR: "ns/gang"}))  # claimed as a victim: the job's size changes
+    ctl.reconcile("ns/j")
+    assert {k: v for k, v in targets(kube).items() if k != "j-worker-3"} == \
+        {"j-worker-0": "3", "j-worker-1": "3", "j-worker-2": "3"}
+    node = kube.get(NODES, "n0")
+    node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    kube.add(NODES, node)
+    kube.add(NODES, b.node("n1"))
+    change(kube, ctl, "j-worker-2", lambda p: p["spec"].update({"nodeName": "n1"}))
+    ctl.reconcile("ns/j")
+    assert targets(kube)["j-worker-2"] == "1"  # the only pod that will run torchrun: on n1, Ready

@@ -3,6 +3,7 @@ interface with one ``Executor`` against the in-memory API: no agent, no planner.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -18,15 +19,19 @@ from elastic_controller.execute.executor import (
     parse_faults,
 )
 from elastic_controller.execute.gates import execute_releases
-from elastic_controller.execute.plan import execute_plan
+from elastic_controller.execute.plan import execute_decision
 from elastic_controller.execute.resume import forget
 from elastic_controller.execute.stamps import Preemptions
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
-from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS
+from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, SNAPSHOT_RESOURCES
 from elastic_controller.notice import Notices
+from elastic_controller.policy.actions import Evict, LiftGates
+from elastic_controller.policy.contract import Decision, Kind
+from elastic_controller.policy.cycle import decide, shrinks
 from elastic_controller.policy.decisions import CyclePlan, Eviction, GangDecision, GateRelease
 from elastic_controller.policy.model import Snapshot
+from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig
 from tests import builders as b
 from tests.fakecluster import fake_kube
@@ -56,6 +61,27 @@ def victims(*names: str, gang: str = "team-b/b") -> list[Eviction]:
     return [Eviction(f"team-a/{n}", "n1", "team-a/a", "default", gang, "test", f"uid-team-a-{n}") for n in names]
 
 
+def store_snapshot(ex: Executor) -> Snapshot:
+    """The executor's cache as the agent snapshots it."""
+    return parse_objects([o for res in SNAPSHOT_RESOURCES for o in ex.store.items(res)], ex.cfg)[0]
+
+
+def evict_action(ex: Executor, evictions: list[Eviction], now: datetime = b.NOW) -> Evict:
+    """The policy's action for one gang's ``evictions`` on the executor's cache (``cycle.shrinks``:
+    evict now, and the restart each job uses)."""
+    (action,) = shrinks(store_snapshot(ex), ex.cfg, now, evictions)
+    assert isinstance(action, Evict)
+    return action
+
+
+def lifts(*releases: GateRelease) -> list[LiftGates]:
+    """``releases`` as the policy groups them: one ``LiftGates`` per job."""
+    by_job: dict[str, list[GateRelease]] = {}
+    for r in releases:
+        by_job.setdefault(r.job, []).append(r)
+    return [LiftGates(job, tuple(items)) for job, items in by_job.items()]
+
+
 def writes(kube: FakeKube) -> list[tuple[Any, ...]]:
     return [c for c in kube.calls if c[0] in (*MUTATING, "evict") and c[1] != "events" and not c[4]]
 
@@ -80,8 +106,8 @@ def test_a_replica_that_does_not_lead_writes_nothing_on_any_path() -> None:
     kube, ex = executor(a_job(running=2))
     ex.may_write = lambda: False
     paths = [
-        lambda: execute_evictions(ex, "team-b/b", victims("a-worker-1"), b.NOW, CycleReport(CyclePlan())),
-        lambda: execute_releases(ex, [GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room")],
+        lambda: execute_evictions(ex, evict_action(ex, victims("a-worker-1")), b.NOW, CycleReport(CyclePlan())),
+        lambda: execute_releases(ex, lifts(GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room")),
                                  b.NOW, CycleReport(CyclePlan())),
         lambda: ex.stamp("team-a/a", {LAST: b.ts(b.NOW)}),
         lambda: ex.unstamp_pod("team-a/a-worker-1", "team-b/b"),
@@ -98,7 +124,7 @@ def test_a_replica_that_does_not_lead_writes_nothing_on_any_path() -> None:
 def test_evictions_stamp_first_then_evict_and_book_each() -> None:
     kube, ex = executor(a_job())
     report = CycleReport(CyclePlan())
-    execute_evictions(ex, "team-b/b", victims("a-worker-4", "a-worker-5"), b.NOW, report)
+    execute_evictions(ex, evict_action(ex, victims("a-worker-4", "a-worker-5")), b.NOW, report)
     assert report.evicted == ["team-a/a-worker-4", "team-a/a-worker-5"] and report.failed == {}
     order = [(c[0], c[1]) for c in writes(kube)]
     assert order.index(("patch-merge", "podgroups")) < order.index(("evict", "pods"))
@@ -112,7 +138,7 @@ def test_an_eviction_path_crash_leaves_the_record_for_resume() -> None:
     """A crash after the victims are stamped (fault hook) leaves their evicted-for: what resume finds."""
     kube, ex = executor(a_job(), faults={"victims-stamped": "raise"})
     with pytest.raises(InjectedFault):
-        execute_evictions(ex, "team-b/b", victims("a-worker-5"), b.NOW, CycleReport(CyclePlan()))
+        execute_evictions(ex, evict_action(ex, victims("a-worker-5")), b.NOW, CycleReport(CyclePlan()))
     assert kube.get(PODS, "a-worker-5", "team-a")["metadata"]["annotations"][EVICTED_FOR] == "team-b/b"
     assert not any(c[0] == "evict" and not c[4] for c in kube.calls)
 
@@ -123,7 +149,7 @@ def test_gates_lift_only_ours_and_stamp_the_scale_up() -> None:
     pod["spec"]["schedulingGates"].append({"name": "someone-else/gate"})
     kube.add(PODS, pod)
     report = CycleReport(CyclePlan())
-    execute_releases(ex, [GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room on n1")],
+    execute_releases(ex, lifts(GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room on n1")),
                      b.NOW, report)
     assert report.released == ["team-a/a-worker-4"]
     assert kube.get(PODS, "a-worker-4", "team-a")["spec"]["schedulingGates"] == [{"name": "someone-else/gate"}]
@@ -134,8 +160,8 @@ def test_gates_lift_only_ours_and_stamp_the_scale_up() -> None:
 def test_gates_in_dry_run_write_nothing() -> None:
     kube, ex = executor(a_job(running=4), dry_run=True)
     report = CycleReport(CyclePlan())
-    execute_plan(ex, CyclePlan(gate_releases=(GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default",
-                                                           "room"),)), b.NOW, report)
+    plan = CyclePlan(gate_releases=(GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room"),))
+    execute_decision(ex, decide(store_snapshot(ex), ex.cfg, b.NOW, planner=lambda *_: plan), b.NOW, report)
     assert report.released == [] and writes(kube) == []
 
 
@@ -143,14 +169,15 @@ def test_a_decision_is_written_only_when_its_text_changes() -> None:
     kube, ex = executor(a_job(), b.gang("team-b", "b", members=4, gpus=1))
     waiting = GangDecision("team-b/b", "default", "wait", "no room yet")
     plan = CyclePlan(starving=(waiting,))
-    write_decisions(ex, plan, CycleReport(plan), b.NOW)
-    assert kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION] == \
-        f"{b.ts(b.NOW)} waiting: no room yet"
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.NOW)
+    said = Decision.decode(kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION])
+    assert said is not None and said.sentence == f"{b.ts(b.NOW)} waiting: no room yet"
+    assert said.kind == Kind.WAITING and said.at == b.ts(b.NOW)
     before = len(writes(kube))
-    write_decisions(ex, plan, CycleReport(plan), b.ago(-5))  # same text, later: not written again
+    write_decisions(ex, b.decided(plan), CycleReport(plan), b.ago(-5))  # same text, later: not written again
     assert len(writes(kube)) == before
     report = CycleReport(plan, failed={"team-b/b": "pdb: refused"})
-    write_decisions(ex, plan, report, b.NOW)
+    write_decisions(ex, b.decided(plan), report, b.NOW)
     assert "not executed (pdb: refused)" in kube.get(PODGROUPS, "b", "team-b")["metadata"]["annotations"][DECISION]
 
 

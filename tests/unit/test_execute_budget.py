@@ -18,12 +18,14 @@ from elastic_controller.execute.stamps import Preemptions
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
+from elastic_controller.policy.actions import Evict, SpendRestart
+from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import CyclePlan, GateRelease
 from elastic_controller.policy.model import Snapshot
 from tests import builders as b
 from tests.fakecluster import kill_then_restart, real_writes
 from tests.unit.test_agent import make
-from tests.unit.test_execute import a_job, executor, victims
+from tests.unit.test_execute import a_job, evict_action, executor, lifts, store_snapshot, victims
 
 USED = keys.RESTARTS_USED
 
@@ -60,7 +62,7 @@ def set_counts(kube: FakeKube, pg: str | None, job: str | None) -> None:
 
 def evict(ex: Executor, *pods: str) -> CycleReport:
     report = CycleReport(CyclePlan())
-    execute_evictions(ex, "team-b/b", victims(*pods), b.NOW, report)
+    execute_evictions(ex, evict_action(ex, victims(*pods)), b.NOW, report)
     assert report.failed == {}
     return report
 
@@ -95,7 +97,7 @@ def test_a_scale_up_counts_nothing() -> None:
     kube, ex = executor(a_job(running=4))
     set_counts(kube, "2", "2")
     report = CycleReport(CyclePlan())
-    execute_releases(ex, [GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room")], b.NOW, report)
+    execute_releases(ex, lifts(GateRelease("team-a/a-worker-4", "team-a/a", "n1", "default", "room")), b.NOW, report)
     assert report.released == ["team-a/a-worker-4"]
     assert kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"][keys.LAST_SCALE_DIRECTION] == "up"
     assert counts(kube) == ("2", "2")  # a regrow gives no restart back, and costs none
@@ -105,23 +107,69 @@ def test_undo_takes_the_count_back_only_while_it_is_ours() -> None:
     kube, ex = executor(a_job())
     set_counts(kube, "2", "2")
     before = {"team-a/a": ex.pg_annotations("team-a/a")}
-    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "x"}
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "x",
+            USED: ex.spent_restarts("team-a/a")}
     ex.stamp("team-a/a", ours)
     assert ours[USED] == "3" and counts(kube) == ("3", "3")
     ex.undo("team-b/b", before, {"team-a/a": ours}, [])
     assert counts(kube) == ("2", "2")
     # a first count taken back leaves no annotation at all
     set_counts(kube, None, None)
-    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "y"}
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "y",
+            USED: ex.spent_restarts("team-a/a")}
     ex.stamp("team-a/a", ours)
     ex.undo("team-b/b", {"team-a/a": {}}, {"team-a/a": ours}, [])
     assert counts(kube) == (None, None)
     # another writer counted meanwhile: its count stays
-    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "z"}
+    ours = {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", keys.LAST_DECISION: "z",
+            USED: ex.spent_restarts("team-a/a")}
     ex.stamp("team-a/a", ours)
     set_counts(kube, "5", "5")
     ex.undo("team-b/b", {"team-a/a": {}}, {"team-a/a": ours}, [])
     assert counts(kube) == ("5", "5")
+
+
+def test_the_writer_counts_no_restart_itself() -> None:
+    """Whether a shrink spends a restart is the decision's (``SpendRestart``): a recordless scale-down
+    stamp (Volcano's preemption) without its count is refused before any write, and so is a plan's
+    stamp (one with a scale record) that carries one: a plan's restart is counted once it happened."""
+    kube, ex = executor(a_job())
+    with pytest.raises(ValueError, match="carries no "):
+        ex.stamp("team-a/a", {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down"})
+    with pytest.raises(ValueError, match="once it happened"):
+        ex.stamp("team-a/a", {keys.LAST_SCALE_TIME: b.ts(b.NOW), keys.LAST_SCALE_DIRECTION: "down", USED: "1",
+                              keys.SCALE_RECORD: ex.new_record("evict", "team-b/b", {}, {}, b.ts(b.NOW))})
+    assert counts(kube) == (None, None)
+
+
+def test_two_gangs_shrinking_one_job_in_a_cycle_count_two_restarts() -> None:
+    kube, ex = executor(a_job())
+    set_counts(kube, "1", "0")
+    two = victims("a-worker-5", gang="team-b/b") + victims("a-worker-4", gang="team-c/c")
+    actions = shrinks(store_snapshot(ex), ex.cfg, b.NOW, two)
+    assert [(a.gang, a.restarts) for a in actions] == [("team-b/b", (SpendRestart("team-a/a", 2),)),
+                                                       ("team-c/c", (SpendRestart("team-a/a", 3),))]
+    for action in actions:  # each counted once its eviction happened, on its own record
+        assert isinstance(action, Evict)
+        report = CycleReport(CyclePlan())
+        execute_evictions(ex, action, b.NOW, report)
+        assert report.failed == {}
+    assert counts(kube) == ("3", "3")
+
+
+def test_a_count_that_changed_since_the_decision_is_not_written() -> None:
+    # The writer applies the decided count only while its premise holds (the count it was decided on):
+    # else it writes nothing and the next cycle's decision counts the record again.
+    kube, ex = executor(a_job())
+    action = evict_action(ex, victims("a-worker-5"))
+    assert action.restarts == (SpendRestart("team-a/a", 1),)
+    set_counts(kube, "4", "4")  # another writer counted meanwhile
+    report = CycleReport(CyclePlan())
+    execute_evictions(ex, action, b.NOW, report)
+    assert report.evicted == ["team-a/a-worker-5"]
+    assert counts(kube) == ("4", "4")
+    ann = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
+    assert keys.RESTART_COUNTED not in ann
 
 
 def test_forgetting_an_interrupted_plan_counts_nothing() -> None:
@@ -159,7 +207,7 @@ def test_a_restart_is_counted_once_per_record() -> None:
     evict(ex, "a-worker-5")
     rec = parse_record(ex.pg_annotations("team-a/a")[keys.SCALE_RECORD])
     assert rec is not None
-    assert not ex.count_restart("team-a/a", rec)  # counted already
+    assert not ex.count_restart(SpendRestart("team-a/a", 2, rec.id))  # counted already
     assert counts(kube) == ("1", "1")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
-from elastic_controller.notice import Notices
+from elastic_controller.notice import GiveResult, Notices
 from elastic_controller.policy import keys
+from elastic_controller.policy.actions import GiveNotice
+from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import Eviction
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
@@ -42,6 +45,14 @@ def victim(i: int) -> Eviction:
                     reason="elastic worker of an over-share job", uid=f"uid-ns-a-worker-{i}")
 
 
+def give(kube: FakeKube, notices: Notices, victims: list[Eviction], now: datetime = T,
+         gang: str = "ns/g") -> GiveResult:
+    """The policy's ``GiveNotice`` for ``victims`` (``cycle.shrinks``: each deadline), given by ``Notices``."""
+    (action,) = shrinks(snapshot(kube), CFG, now, [replace(v, for_gang=gang) for v in victims])
+    assert isinstance(action, GiveNotice)
+    return notices.give(action.gang, action.victims, now)
+
+
 def annotations(kube: FakeKube, pod: str) -> dict[str, str]:
     return dict(kube.get(PODS, pod, "ns")["metadata"].get("annotations") or {})
 
@@ -58,7 +69,7 @@ def events(rec: EventRecorder) -> list[tuple[str, str, str]]:
 
 def test_give_stamps_dry_runs_and_tells_pod_and_job() -> None:
     kube, notices, rec = setup()
-    result = notices.give("ns/g", [victim(3), victim(2)])
+    result = give(kube, notices, [victim(3), victim(2)])
     assert result.failed == "" and result.noticed == ["ns/a-worker-3", "ns/a-worker-2"]
     deadline = T + timedelta(seconds=120)
     for i in (2, 3):
@@ -77,7 +88,7 @@ def test_give_stamps_dry_runs_and_tells_pod_and_job() -> None:
 def test_no_notice_for_an_eviction_a_pdb_refuses() -> None:
     kube, notices, rec = setup()
     kube.pdb_blocked.add("ns/a-worker-2")
-    result = notices.give("ns/g", [victim(3), victim(2)])
+    result = give(kube, notices, [victim(3), victim(2)])
     assert result.failed.startswith("pdb:") and result.noticed == []
     assert keys.EVICT_AFTER not in annotations(kube, "a-worker-3")
     assert not kube.verbs("patch-merge") and rec.emitted == [] and notices.given == {}
@@ -86,7 +97,7 @@ def test_no_notice_for_an_eviction_a_pdb_refuses() -> None:
 def test_a_failed_stamp_undoes_the_others() -> None:
     kube, notices, rec = setup()
     kube.faults.append(raise_on("patch-merge", "pods", "a-worker-2"))
-    result = notices.give("ns/g", [victim(3), victim(2)])
+    result = give(kube, notices, [victim(3), victim(2)])
     assert result.failed.startswith("error:") and result.noticed == []
     for i in (2, 3):
         ann = annotations(kube, f"a-worker-{i}")
@@ -96,7 +107,7 @@ def test_a_failed_stamp_undoes_the_others() -> None:
 
 def test_a_pending_notice_is_left_alone_then_evicted_when_it_ends() -> None:
     kube, notices, rec = setup()
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     r = notices.review(snapshot(kube), T + timedelta(seconds=119))
     assert [p.facts.pod for p in r.pending] == ["ns/a-worker-3"] and r.pending[0].seconds_left == 1
     assert notices.act(r).evicted == []
@@ -115,7 +126,7 @@ def test_a_pending_notice_is_left_alone_then_evicted_when_it_ends() -> None:
 
 def test_a_checkpoint_after_the_notice_evicts_at_once() -> None:
     kube, notices, _rec = setup()
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     # the training code (rank 0 in worker-0) records a checkpoint 40 s into the notice
     kube.patch(PODS, "a-worker-0", {"metadata": {"annotations": {
         keys.LAST_CHECKPOINT_TIME: b.ts(T + timedelta(seconds=40))}}}, "ns")
@@ -129,14 +140,14 @@ def test_an_old_checkpoint_does_not_shorten_the_notice() -> None:
     kube, notices, _ = setup()
     kube.patch(PYTORCHJOBS, "a", {"metadata": {"annotations": {
         keys.LAST_CHECKPOINT_TIME: b.ts(T - timedelta(seconds=2))}}}, "ns")  # 1 s before would count (rounding)
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     r = notices.review(snapshot(kube), T + timedelta(seconds=60))
     assert r.due == () and len(r.pending) == 1
 
 
 def test_withdrawn_when_the_gang_is_placed_or_gone() -> None:
     kube, notices, rec = setup()
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     for i in (0, 1):  # the gang found room elsewhere
         kube.patch(PODS, f"g-{i}", {"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}, "ns")
     r = notices.review(snapshot(kube), T + timedelta(seconds=10))
@@ -152,7 +163,7 @@ def test_withdrawn_when_the_gang_is_placed_or_gone() -> None:
     assert notices.review(snapshot(kube), T + timedelta(seconds=500)) == notices.review(snapshot(kube))
 
     kube, notices, rec = setup()
-    notices.give("ns/g", [victim(2)])
+    give(kube, notices, [victim(2)])
     kube.delete(PODGROUPS, "g", "ns")
     assert notices.act(notices.review(snapshot(kube), T + timedelta(seconds=500))).withdrawn == ["ns/a-worker-2"]
     assert "gang ns/g is gone" in rec.emitted[-1]["message"]
@@ -160,7 +171,7 @@ def test_withdrawn_when_the_gang_is_placed_or_gone() -> None:
 
 def test_a_due_eviction_a_pdb_refuses_is_retried_next_cycle() -> None:
     kube, notices, _ = setup()
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     kube.pdb_blocked.add("ns/a-worker-3")
     r = notices.review(snapshot(kube), T + timedelta(seconds=200))
     result = notices.act(r)
@@ -172,13 +183,13 @@ def test_a_due_eviction_a_pdb_refuses_is_retried_next_cycle() -> None:
 
 def test_a_failed_withdrawal_is_retried_and_a_gone_pod_is_forgotten() -> None:
     kube, notices, _ = setup()
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     kube.delete(PODGROUPS, "g", "ns")
     kube.faults.append(raise_on("patch-merge", "pods", "a-worker-3", error=KubeError("etcd slow", 500)))
     result = notices.act(notices.review(snapshot(kube)))
     assert "not withdrawn" in result.failed["ns/a-worker-3"] and notices.given
     assert notices.act(notices.review(snapshot(kube))).withdrawn == ["ns/a-worker-3"]
-    notices.give("ns/g2", [victim(2)])
+    give(kube, notices, [victim(2)], gang="ns/g2")
     kube.objects.pop((PODS.plural, "ns", "a-worker-2"))  # deleted by someone else
     notices.review(snapshot(kube))
     assert "uid-ns-a-worker-2" not in notices.given
@@ -186,7 +197,7 @@ def test_a_failed_withdrawal_is_retried_and_a_gone_pod_is_forgotten() -> None:
 
 def test_the_job_cannot_push_its_notice_back_while_the_agent_runs() -> None:
     kube, notices, _ = setup()
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     kube.patch(PODS, "a-worker-3", {"metadata": {"annotations": {
         keys.EVICT_AFTER: b.ts(T + timedelta(days=1))}}}, "ns")  # the job's own pod-patch right
     r = notices.review(snapshot(kube), T + timedelta(seconds=120))
@@ -197,7 +208,7 @@ def test_the_deadline_is_the_victims_queues_notice() -> None:
     kube, notices, _ = setup()
     other = Eviction(pod="ns/a-worker-2", node="n0", job="ns/a", queue="default", for_gang="ns/g", reason="",
                      uid="uid-ns-a-worker-2")
-    notices.give("ns/g", [victim(3), other], now=T)
+    give(kube, notices, [victim(3), other], now=T)
     assert annotations(kube, "a-worker-3")[keys.EVICT_AFTER] == b.ts(T + timedelta(seconds=120))
     assert annotations(kube, "a-worker-2")[keys.EVICT_AFTER] == b.ts(T)  # noticeSeconds 0: due at once
 
@@ -214,7 +225,7 @@ def test_the_events_are_documented() -> None:
 @pytest.mark.parametrize("now", [T, T + timedelta(microseconds=250_000)])
 def test_notice_never_ends_before_its_full_length(now: datetime) -> None:
     kube, notices, _ = setup()
-    result = notices.give("ns/g", [victim(3)], now=now)
+    result = give(kube, notices, [victim(3)], now=now)
     written = b.ts(result.evict_after["ns/a-worker-3"])
     assert annotations(kube, "a-worker-3")[keys.EVICT_AFTER] == written
     from elastic_controller.policy.times import parse_time
@@ -235,7 +246,7 @@ def test_the_due_victim_gets_its_event_even_when_the_informer_already_dropped_it
 
     rec = EventRecorder(kube)
     notices = Notices(kube, Racing(kube), CFG, rec, clock=lambda: T)
-    notices.give("ns/g", [victim(3)])
+    give(kube, notices, [victim(3)])
     notices.act(notices.review(snapshot(kube), T + timedelta(seconds=120)))
     ours = [e["involvedObject"] for e in rec.emitted if e["reason"] == "EvictedForGang"]
     assert [(o["name"], o["uid"]) for o in ours] == [("a-worker-3", "uid-ns-a-worker-3")]

@@ -4,7 +4,7 @@ stale one current again.
 
 - real-training.svg: drawn by the standard library from a recorded run, so compared byte for byte.
 - simulate-*.png: matplotlib's pixels change with its releases, so what is compared is what they are
-  drawn from (`volcano-elastic simulate --example`'s summary.json and per-job CSVs, regenerated
+  drawn from (`volcano-elastic simulate --example --policy all`'s summary.json and per-job CSVs, regenerated
   here), the code that draws them (elastic_controller/simulate/plots.py), and that each committed
   PNG is the one pictures.json recorded with those.
 """

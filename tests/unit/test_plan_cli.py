@@ -37,7 +37,10 @@ def test_json_output_shape(capsys: pytest.CaptureFixture[str], snapshot: str) ->
     assert code == 0 and err == ""
     doc = json.loads(out)
     assert set(doc) == {"apiVersion", "kind", "now", "starving", "evictions", "gateReleases", "scaleUpBlockedBy",
-                        "notes"}
+                        "notes", "attainedService"}
+    # GPU-seconds held per job (issue 38): v's workers, placed an hour before NOW (the builders' default)
+    assert all(set(a) == {"job", "gpuSeconds"} for a in doc["attainedService"])
+    assert {a["job"]: a["gpuSeconds"] > 0 for a in doc["attainedService"]}["ns/v"]
     assert (doc["apiVersion"], doc["kind"], doc["now"]) == ("volcano-elastic.io/v1", "Plan", ts(NOW))
     assert doc["scaleUpBlockedBy"] == ["ns/g"] and doc["notes"] == []
     assert doc["starving"] == [{"podGroup": "ns/g", "queue": "default", "decision": "evict",

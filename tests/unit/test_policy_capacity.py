@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_controller.policy import capacity as cap
+from elastic_controller.policy import capacity_ledger as ledger
 from elastic_controller.policy.model import QueueView
 
 GPU = "nvidia.com/gpu"
@@ -500,25 +501,25 @@ def test_usage_of_groups() -> None:
 
     a = PodGroupView("ns", "a", 2, "qa", min_resources={GPU: 4}, phase="Running")
     b = PodGroupView("ns", "b", 2, "qb", min_resources={GPU: 4}, phase="Inqueue")
-    usage = cap.usage_of_groups([(a, pods("a", 3, deleting=1)), (b, pods("b", 1, pending=1))])
+    usage = ledger.usage_of_groups([(a, pods("a", 3, deleting=1)), (b, pods("b", 1, pending=1))])
     assert usage.allocated["qa"] == {GPU: 6} and usage.elastic["qa"] == {GPU: 2} and "qa" not in usage.inqueue
     assert usage.allocated["qb"] == {GPU: 2} and usage.inqueue["qb"] == {GPU: 2} and "qb" not in usage.elastic
     # b's pending pod gated (an elastic worker): its 2 GPUs come off b's reservation (capacity.go:1117)
     gated = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b", scheduling_gates=("g",))]
-    assert "qb" not in cap.usage_of_groups([(b, gated)]).inqueue
+    assert "qb" not in ledger.usage_of_groups([(b, gated)]).inqueue
     # Gated only by Volcano's own queue-allocation gate: counted in inqueue, not deducted (Volcano
     # v1.15.1 job_info.go:612-620, helpers.go:143); with another gate as well, deducted.
     volcano = "scheduling.volcano.sh/queue-allocation-gate"
     own = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b", scheduling_gates=(volcano,))]
-    assert cap.usage_of_groups([(b, own)]).inqueue["qb"] == {GPU: 2}
+    assert ledger.usage_of_groups([(b, own)]).inqueue["qb"] == {GPU: 2}
     both = [*pods("b", 1), PodView("ns", "b-g", "u-b-g", requests={GPU: 2}, group="b",
                                    scheduling_gates=(volcano, "g"))]
-    assert "qb" not in cap.usage_of_groups([(b, both)]).inqueue
+    assert "qb" not in ledger.usage_of_groups([(b, both)]).inqueue
 
 
 def test_ledger_follows_the_plan() -> None:
     shares = cap.build(dept(), res(gpu=16), hierarchy=True)
-    led = cap.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
+    led = ledger.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
     assert led.excess("team-b", res(gpu=2)) == {"dept": {GPU: 2.0}}
     led.give("scratch", res(gpu=2))
     assert led.allocatable("team-b", res(gpu=2)) and led.in_subtree("scratch", "dept")
@@ -530,7 +531,7 @@ def test_ledger_follows_the_plan() -> None:
 
 def test_ledger_without_leaves_the_original_alone() -> None:
     shares = cap.build(dept(), res(gpu=16), hierarchy=True)
-    led = cap.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
+    led = ledger.CapacityLedger(shares, {"team-a": res(gpu=4), "scratch": res(gpu=4)})
     trial = led.without([("scratch", res(gpu=2)), ("scratch", res(gpu=2))])
     assert trial.excess("team-b", res(gpu=4)) == {} and led.excess("team-b", res(gpu=4)) == {"dept": {GPU: 4.0}}
 
@@ -539,10 +540,10 @@ def test_ledger_without_leaves_the_original_alone() -> None:
 
 
 def model(queues: list[QueueView], allocated: dict[str, dict[str, int]], hierarchy: bool = False,
-          total: dict[str, int] | None = None) -> cap.CapacityModel:
+          total: dict[str, int] | None = None) -> ledger.CapacityModel:
     from elastic_controller.policy.shares import Usage
 
-    return cap.CapacityModel.of(queues, [], {}, Usage(allocated, {}, {}), total or res(cpu=64, gpu=32), GPU,
+    return ledger.CapacityModel.of(queues, [], {}, Usage(allocated, {}, {}), total or res(cpu=64, gpu=32), GPU,
                                 hierarchy=hierarchy)
 
 
@@ -585,7 +586,7 @@ def test_model_enqueue_reason() -> None:
 
     held = [PodView("ns", f"r-{i}", f"u{i}", phase="Running", node_name="n", requests={GPU: 2}, group="r")
             for i in range(2)]
-    m = cap.CapacityModel.of(queues, [], {"ns/g": pending, "ns/r": running}, Usage({"team": {GPU: 4}}, {}, {}),
+    m = ledger.CapacityModel.of(queues, [], {"ns/g": pending, "ns/r": running}, Usage({"team": {GPU: 4}}, {}, {}),
                              res(gpu=32), GPU, held)
     # 8 + 4 held - 2 elastic = 10 > 8: not admitted, whatever is evicted
     assert m.enqueue_reason(pending) is not None and m.enqueue_reason(running) is None

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastic_controller.policy import capacity as cap
+from elastic_controller.policy import capacity_ledger as ledger
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import fits_all
 from elastic_controller.policy.settings import ElasticConfig, SharesConfig
@@ -92,7 +93,7 @@ def test_no_eviction_for_a_gang_volcano_places_now(case: tuple[list[dict[str, An
     world = build_world(snap, cfg, snap_now())
     (g,) = world.waiting
     model = world.model
-    assert isinstance(model, cap.CapacityModel)
+    assert isinstance(model, ledger.CapacityModel)
     request: dict[str, int] = {}
     for p in g.needed:
         for k, v in p.requests.items():

@@ -311,13 +311,16 @@ def test_max_evictions_is_shared_by_a_queues_gangs() -> None:
 # -- order among equally small plans ----------------------------------------------------------------
 # These jobs run fewer than minWorkersToShrink (4) workers: ANY_SIZE lets them give, to test the order.
 ANY_SIZE = cfg(minWorkersToShrink=0)
+# The criteria below attained service (issue 38: with the default orderBy the most served job gives
+# first, see test_policy_ordering): jobs placed at the same time but of different sizes differ there.
+BY_FULFILLMENT = cfg(minWorkersToShrink=0, orderBy="fulfillment")
 
 
 def test_most_fulfilled_job_first() -> None:
     # a: 1..3 running 3 (fulfillment 1.0); b: 1..5 running 4 (0.75). One victim needed.
     objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
             *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=2)]
-    assert names(plan_of(*objs, cfg=ANY_SIZE)) == ["a-worker-2"]
+    assert names(plan_of(*objs, cfg=BY_FULFILLMENT)) == ["a-worker-2"]
 
 
 def test_fewest_disrupted_jobs_before_fairness() -> None:
@@ -325,7 +328,7 @@ def test_fewest_disrupted_jobs_before_fairness() -> None:
     # 0.5 and b (0.75) would be the most fulfilled, but {a-2, b-3} restarts two jobs: {a-2, a-1} one.
     objs = [node("n0"), *elastic_job("ns", "b", min_r=1, max_r=5, running=4, nodes=["n0"]),
             *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]), gang("ns", "g", members=1, gpus=3)]
-    plan = plan_of(*objs, cfg=ANY_SIZE)
+    plan = plan_of(*objs, cfg=BY_FULFILLMENT)
     assert names(plan) == ["a-worker-2", "a-worker-1"]
     a2, a1 = (e.reason for e in plan.evictions)
     assert "already disrupted" not in a2 and "least work lost" not in a2  # (a is the most fulfilled: fairness)
@@ -466,12 +469,12 @@ def test_most_recent_checkpoint_gives_first_among_equals() -> None:
     for name, age in (("a", 900), ("b", 60)):
         pg = next(o for o in objs if o["kind"] == "PodGroup" and o["metadata"]["name"] == name)
         pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"] = ts(ago(age))
-    plan = plan_of(*objs, cfg=ANY_SIZE)
+    plan = plan_of(*objs, cfg=BY_FULFILLMENT)
     assert names(plan) == ["b-worker-1"]
     assert plan.evictions[0].reason.endswith("; least work lost: checkpointed 60s ago (ns/a: 900s ago)")
     # Without a checkpoint time, b's work since an unknown checkpoint counts as the most lost.
     del pg["metadata"]["annotations"]["volcano-elastic.io/last-checkpoint-time"]
-    plan = plan_of(*objs, cfg=ANY_SIZE)
+    plan = plan_of(*objs, cfg=BY_FULFILLMENT)
     assert names(plan) == ["a-worker-1"]
     assert plan.evictions[0].reason.endswith("; least work lost: checkpointed 900s ago (ns/b: no checkpoint time)")
 
@@ -481,7 +484,7 @@ def test_fewer_gpus_restarted_among_equals() -> None:
     objs = [node("n0", gpus=10), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"], gpus=2),
             *elastic_job("ns", "b", min_r=2, max_r=3, running=3, nodes=["n0"], gpus=2),
             gang("ns", "g", members=1, gpus=2)]
-    plan = plan_of(*objs, cfg=ANY_SIZE)
+    plan = plan_of(*objs, cfg=BY_FULFILLMENT)
     assert names(plan) == ["a-worker-1"]
     assert plan.evictions[0].reason.endswith("; least work lost: restarts 4 nvidia.com/gpu (ns/b would restart 6)")
 

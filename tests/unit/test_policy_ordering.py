@@ -87,23 +87,49 @@ def test_victim_key_names_its_fields() -> None:
     job = JobState("ns/a", None, "q", -4, ElasticBounds(1, 5), running_workers=3)
     pod = PodView("ns", "a-worker-2", "u", replica_index=2)
     key = ordering.victim_key(ordering.job_rank(job), pod)
-    assert key == ordering.VictimKey(neg_fulfillment=-0.5, priority=-4, neg_checkpoint=math.inf, gpus_restarted=0,
-                                     neg_replica_index=-2, uid="u")
+    assert key == ordering.VictimKey(neg_served=0.0, neg_fulfillment=-0.5, priority=-4, neg_checkpoint=math.inf,
+                                     gpus_restarted=0, neg_replica_index=-2, uid="u")
     job.loss = (-1.7e9, 12)  # checkpointed at that POSIX time; 12 GPUs restart (set by the planner)
     key = ordering.victim_key(ordering.job_rank(job), pod)
-    assert ordering.VictimKey(*key)[2:4] == (-1.7e9, 12)
+    assert ordering.VictimKey(*key)[3:5] == (-1.7e9, 12)
+    job.served, job.by_service = 7200.0, True  # its queue orders by attained service
+    assert ordering.VictimKey(*ordering.victim_key(ordering.job_rank(job), pod)).neg_served == -7200.0
+    job.by_service = False  # orderBy: fulfillment: criterion 0 ties
+    assert ordering.VictimKey(*ordering.victim_key(ordering.job_rank(job), pod)).neg_served == 0.0
+
+
+def _served_job(name: str, served: float, running: int, max_r: int) -> JobState:
+    job = JobState(f"ns/{name}", None, "q", 0, ElasticBounds(1, max_r), running_workers=running)
+    job.served, job.by_service = served, True
+    return job
+
+
+def test_attained_service_comes_before_fulfillment() -> None:
+    """Issue 38: with orderBy attainedService the most served job gives first although it is the less
+    fulfilled, and the least served grows first although it is the more fulfilled."""
+    rich = _served_job("rich", 90_000.0, running=4, max_r=16)  # fulfillment 0.2
+    poor = _served_job("poor", 1_000.0, running=4, max_r=4)  # fulfillment 1.0
+    pod = PodView("ns", "x-worker-3", "u", replica_index=3)
+    assert ordering.victim_key(ordering.job_rank(rich), pod) < ordering.victim_key(ordering.job_rank(poor), pod)
+    assert ordering.scale_up_key(False, poor, pod, poor.key) < ordering.scale_up_key(False, rich, pod, rich.key)
+    for job in (rich, poor):  # orderBy: fulfillment: the order of before
+        job.by_service = False
+    assert ordering.victim_key(ordering.job_rank(poor), pod) < ordering.victim_key(ordering.job_rank(rich), pod)
+    assert ordering.scale_up_key(False, rich, pod, rich.key) < ordering.scale_up_key(False, poor, pod, poor.key)
 
 
 # -- the monotonicity contract -----------------------------------------------------------------------
 @given(min_r=st.integers(0, 6), extra=st.integers(0, 8), running=st.integers(0, 16),
        priority=st.one_of(st.integers(-2**31, 2**31 - 1), st.sampled_from([-1, 0, 1])),
-       index=st.integers(0, 16), added=st.integers(0, 4))
+       index=st.integers(0, 16), added=st.integers(0, 4),
+       served=st.one_of(st.just(0.0), st.floats(0, 1e9)), by_service=st.booleans())
 def test_a_job_rank_never_sorts_earlier_as_it_loses_workers(min_r: int, extra: int, running: int, priority: int,
-                                                            index: int, added: int) -> None:
+                                                            index: int, added: int, served: float,
+                                                            by_service: bool) -> None:
     """What the node index prunes on (see ``ordering``'s docstring): taking one more worker of a job
-    never makes any of its pods' victim keys smaller."""
+    never makes any of its pods' victim keys smaller (attained service included: fixed for the cycle)."""
     job = JobState("ns/j", None, "q", priority, ElasticBounds(min_r, min_r + extra), running_workers=running,
-                   added=added)
+                   added=added, served=served, by_service=by_service)
     pod = PodView("ns", "j-worker", "uid", replica_index=index)
     keys = [ordering.victim_key(ordering.job_rank(job, taken), pod) for taken in range(running + 1)]
     assert keys == sorted(keys)

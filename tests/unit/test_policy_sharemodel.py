@@ -80,7 +80,7 @@ def test_unknown_queue_has_no_share() -> None:
 
 
 def test_build_world_chooses_the_configured_model() -> None:
-    from elastic_controller.policy.capacity import CapacityModel
+    from elastic_controller.policy.capacity_ledger import CapacityModel
     from elastic_controller.policy.settings import SharesConfig
 
     objs = [node("n0"), queue("dept", deserved={"nvidia.com/gpu": 8}),

@@ -53,7 +53,9 @@ def test_the_small_job_is_passed_over_for_a_larger_one() -> None:
     objs = [node("n0", gpus=6), *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
             *elastic_job("ns", "b", min_r=2, max_r=8, running=4, nodes=["n0"]),
             *gang("ns", "g", members=1, gpus=1)]
-    assert names(plan_of(*objs, cfg=cfg(minWorkersToShrink=0))) == ["a-worker-1"]
+    # (orderBy fulfillment: by attained service b, 4 GPUs for the same hour, is the more served anyway)
+    assert names(plan_of(*objs, cfg=cfg(minWorkersToShrink=0, orderBy="fulfillment"))) == ["a-worker-1"]
+    assert names(plan_of(*objs, cfg=cfg(minWorkersToShrink=0))) == ["b-worker-3"]
     assert names(plan_of(*objs)) == ["b-worker-3"]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from elastic_controller.policy.decisions import CyclePlan
+from elastic_controller.policy.actions import CycleDecision
 from elastic_controller.policy.keys import GPU
 from elastic_controller.policy.settings import ElasticConfig, SharesConfig
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec, load_cluster
@@ -192,9 +192,9 @@ def _observe(sim: Simulator) -> Observed:
         take(queue, request)
         check_capability(queue)
 
-    def applied(plan: CyclePlan, now: float) -> bool:
+    def applied(decision: CycleDecision, now: float) -> bool:
         leaving: dict[str, int] = {}
-        for ev in plan.evictions:
+        for ev in decision.plan.evictions:
             gang_queue = next(j for j in sim.jobs if j.key == ev.for_gang).queue
             if ev.queue != gang_queue:
                 pod = sim.pods_by_key[ev.pod]
@@ -206,7 +206,7 @@ def _observe(sim: Simulator) -> Observed:
             after = sim.alloc.allocated[q] - gone
             if guarantee and after < guarantee:
                 seen.below_guarantee.append(f"{now:g}s: {q} left with {after} GPUs, guarantee {guarantee:g}")
-        return apply(plan, now)
+        return apply(decision, now)
 
     quota.take = taken  # type: ignore[method-assign]
     sim._apply = applied  # type: ignore[method-assign]

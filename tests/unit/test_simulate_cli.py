@@ -42,7 +42,7 @@ def test_all_policies_write_summary_and_jobs(files: dict[str, str], capsys: pyte
     out, err = capsys.readouterr()
     summary = json.loads((Path(files["out"]) / "summary.json").read_text())
     inputs = summary.pop("inputs")
-    assert list(summary) == ["elastic", "volcano-gang", "static-max", "static-min"]
+    assert list(summary) == ["elastic", "volcano-gang", "static-max", "static-min", "tiresias"]
     from elastic_controller import __version__
 
     assert (inputs["version"], inputs["trace"], inputs["cluster"]) == (__version__, files["trace"], files["cluster"])
@@ -153,7 +153,7 @@ def test_plots_give_each_policy_one_colour_everywhere(files: dict[str, str], mon
     for name in ("allocation.png", "jct_cdf.png", "jct_by_class.png"):
         assert drawn[name] and all(colours[p] == c for p, c in drawn[name]), (name, drawn[name])
     assert colours == {p: c.lower() for p, (c, _) in plots.POLICY_STYLE.items()}
-    assert len(set(colours.values())) == 4
+    assert len(set(colours.values())) == 5
     labels = [t for t, _ in drawn["ticks"]]
     assert labels and all(t.endswith((" min", " h", " d", " w")) for t in labels), labels
     assert [t for t, _ in drawn["classes"]] == ["elastic 2\n1 jobs", "elastic 4\n2 jobs", "rigid 1\n1 jobs"]
@@ -188,8 +188,8 @@ def test_each_time_column_has_one_unit(files: dict[str, str], capsys: pytest.Cap
     assert [u[0] for u in units] == ["avg JCT", "p50 JCT", "p99 JCT", "avg queue"], header
     lines = out.splitlines()
     start = lines.index(header)
-    rows = [line.split() for line in lines[start + 2:start + 6]]  # the four policies, under the rule
-    assert [r[0] for r in rows] == ["elastic", "volcano-gang", "static-max", "static-min"]
+    rows = [line.split() for line in lines[start + 2:start + 7]]  # the five policies, under the rule
+    assert [r[0] for r in rows] == ["elastic", "volcano-gang", "static-max", "static-min", "tiresias"]
     assert all(re.fullmatch(r"[\d,]+(\.\d+)?", cell) for row in rows for cell in row[5:9]), rows
 
 

@@ -19,7 +19,7 @@ from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
-from elastic_controller.simulate.engine import SimResult, SimSettings, default_planner, simulate
+from elastic_controller.simulate.engine import SimResult, SimSettings, Simulator, default_planner, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate, powers_of_two, with_worker_counts
 from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
@@ -198,6 +198,26 @@ def test_a_notice_is_withdrawn_when_the_gang_is_placed_otherwise() -> None:
     assert r.jobs[0].restarts == 0
     # 300 until the agent's cycle at 330, which runs after Volcano placed b
     assert r.notice_gpu_seconds == pytest.approx(2 * 30)
+
+
+def _restarts_used(jobs: list[JobSpec], cfg: ElasticConfig, s: SimSettings) -> dict[str, int]:
+    """Each job's ``restarts-used`` as the simulated agent counted it (spec name -> count)."""
+    sim = Simulator(jobs, one_node(), cfg, "elastic", s)
+    sim.run()
+    return {sim.jobs[i].spec.name: n for i, n in sim.restarts_used.items()}
+
+
+def test_a_notice_counts_its_restart_once_its_victim_leaves() -> None:
+    """Issue 36 F2 in the simulator: the restart is counted when the noticed victim is evicted (at
+    360), once, not when the notice is given; an immediate eviction counts at once."""
+    s = dataclasses.replace(LINEAR, checkpoint_interval=1000)
+    assert _restarts_used(AB, with_notice(60), s) == {"a": 1}
+    assert _restarts_used(AB, with_notice(0), s) == {"a": 1}
+
+
+def test_a_withdrawn_notice_counts_no_restart() -> None:
+    jobs = [JobSpec("x", 0, 1, 2, 2, 8000), JobSpec("c", 0, 1, 1, 4, 4 * 330), JobSpec("b", 200, 1, 1, 2, 2000)]
+    assert _restarts_used(jobs, with_notice(60), LINEAR) == {}
 
 
 def test_the_planner_sees_the_victim_under_notice() -> None:

@@ -17,3 +17,4 @@ def test_elastic_workers_relabelled_master_are_still_victims() -> None:
         kube.patch(PODS, f"a-worker-{i}", {"metadata": {"labels": {keys.JOB_ROLE_LABEL: "master"}}}, "team-a")
     report = agent.run_cycle()
     assert sorted(report.evicted) == [f"team-a/{n}" for n in VICTIMS], report.plan.starving
+

@@ -21,7 +21,7 @@ from ..cooldowns import cooldown_remaining
 from ..decisions import Eviction, GangDecision
 from ..fit import fits_all, place_all, pod_demand
 from ..model import PodView
-from ..ordering import gang_key
+from ..ordering import VictimKey, gang_key
 from ..quantity import add, format_resources, sub
 from ..times import format_time
 from ..world import Gang, World, job_id
@@ -325,13 +325,17 @@ class _CostNotes:
                       f"this cycle (for {p.disrupted_for.get(v.job_id, 'an earlier gang')})")
                 return (f"; job already disrupted {by}: no extra restart ({ahead.job_id}, first in victim "
                         "order, would restart)")
-        tied = next(((key, c) for key, c in keyed if key[:2] == mine[:2] and key[2:4] > mine[2:4]
+        # (ordering.VictimKey's fields: criteria 0-2 tie, criterion 3 decides)
+        tied = next(((key, c) for key, c in keyed if key[:3] == mine[:3] and key[3:5] > mine[3:5]
                      and (not self.restart_aware or (jobs[c.job_id].taken > 0) == again)), None)
         if tied is None:
             return ""
-        key, rival = tied
-        if key[2] != mine[2]:
+        raw, rival = tied
+        key, me = VictimKey(*raw), VictimKey(*mine)
+        if key.neg_checkpoint != me.neg_checkpoint:
             now = p.w.now.timestamp()
-            theirs = "no checkpoint time" if math.isinf(key[2]) else f"{round(now + key[2])}s ago"
-            return f"; least work lost: checkpointed {round(now + mine[2])}s ago ({rival.job_id}: {theirs})"
-        return f"; least work lost: restarts {mine[3]} {p.w.dominant} ({rival.job_id} would restart {key[3]})"
+            theirs = ("no checkpoint time" if math.isinf(key.neg_checkpoint)
+                      else f"{round(now + key.neg_checkpoint)}s ago")
+            return f"; least work lost: checkpointed {round(now + me.neg_checkpoint)}s ago ({rival.job_id}: {theirs})"
+        return (f"; least work lost: restarts {me.gpus_restarted} {p.w.dominant} ({rival.job_id} would restart "
+                f"{key.gpus_restarted})")

@@ -6,6 +6,9 @@
   every rank at the same step when any rank's pod got an eviction notice (one collective every
   ``every`` steps);
 
+- :class:`InPlace` (opt-in, ``volcano-elastic.io/resize: in-place``): the processes survive a
+  planned scale event; the group re-forms at a step boundary and newcomers get the state;
+
 plus :func:`eviction_notice` (the pending ``evict-after``), :func:`target_workers` (the size the
 agent announced), the world size for learning-rate and batch scaling, and a torchrun rendezvous
 that completes as soon as the announced size has joined (``python -m volcano_elastic_job.run``).
@@ -17,14 +20,20 @@ rendezvous, which run where torch is installed anyway.
 from __future__ import annotations
 
 from .checkpoint import record_checkpoint
+from .inplace import InPlace, ResizeError, announce_left
 from .loop import NoticeWatch, torch_all_reduce_max
 from .podinfo import (
     ANNOTATIONS_FILE,
     EVICT_AFTER,
     LAST_CHECKPOINT_TIME,
+    LEAVING,
+    LEFT,
+    RESIZE,
+    RESIZE_GENERATION,
     TARGET_WORKERS,
     eviction_notice,
     read_annotations,
+    resize_request,
     target_workers,
 )
 from .world import local_rank, rank, restart_count, scale_lr, split_batch, world_size
@@ -35,13 +44,21 @@ __all__ = [
     "ANNOTATIONS_FILE",
     "EVICT_AFTER",
     "LAST_CHECKPOINT_TIME",
+    "LEAVING",
+    "LEFT",
+    "RESIZE",
+    "RESIZE_GENERATION",
     "TARGET_WORKERS",
+    "InPlace",
     "NoticeWatch",
+    "ResizeError",
+    "announce_left",
     "eviction_notice",
     "local_rank",
     "rank",
     "read_annotations",
     "record_checkpoint",
+    "resize_request",
     "restart_count",
     "scale_lr",
     "split_batch",

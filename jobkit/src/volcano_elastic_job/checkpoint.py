@@ -62,18 +62,26 @@ def record_checkpoint(when: datetime | None = None, *, pod: str | None = None, n
     it logs a warning and returns False: training goes on, volcano-elastic just does not know about
     this checkpoint."""
     stamp = format_time(when or datetime.now(timezone.utc))
+    return annotate_pod({LAST_CHECKPOINT_TIME: stamp}, f"checkpoint time {stamp}", pod=pod, namespace=namespace,
+                        api_url=api_url, sa_dir=sa_dir, timeout=timeout)
+
+
+def annotate_pod(annotations: dict[str, str], what: str, *, pod: str | None = None, namespace: str | None = None,
+                 api_url: str | None = None, sa_dir: str = SERVICE_ACCOUNT_DIR, timeout: float = 5.0) -> bool:
+    """Merge-patch ``annotations`` onto this pod through the in-cluster API (``what`` names them in
+    the log). True when the API server took them; logs and returns False on any failure."""
     try:
         base = api_url or api_server()
         if base is None:
-            log.warning("volcano-elastic: checkpoint time %s not recorded: not in a pod "
-                        "(KUBERNETES_SERVICE_HOST is not set)", stamp)
+            log.warning("volcano-elastic: %s not recorded: not in a pod "
+                        "(KUBERNETES_SERVICE_HOST is not set)", what)
             return False
         token = _read(os.path.join(sa_dir, "token"))  # re-read each time: the kubelet rotates it
         ns = namespace or os.environ.get("POD_NAMESPACE") or _read(os.path.join(sa_dir, "namespace"))
         name = pod or pod_name()
         url = (f"{base.rstrip('/')}/api/v1/namespaces/{urllib.parse.quote(ns, safe='')}"
                f"/pods/{urllib.parse.quote(name, safe='')}")
-        body = json.dumps({"metadata": {"annotations": {LAST_CHECKPOINT_TIME: stamp}}}).encode()
+        body = json.dumps({"metadata": {"annotations": annotations}}).encode()
         request = urllib.request.Request(url, data=body, method="PATCH", headers={
             "Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json",
             "Accept": "application/json"})
@@ -88,14 +96,14 @@ def record_checkpoint(when: datetime | None = None, *, pod: str | None = None, n
         if exc.code == 403:
             hint = (" (the pod's ServiceAccount may not patch this pod: run the Worker pods as a "
                     "ServiceAccount of their own, not 'default', and see docs/checkpointing.md)")
-        log.warning("volcano-elastic: checkpoint time %s not recorded on pod %s: HTTP %s%s",
-                    stamp, pod or pod_name(), exc.code, hint)
+        log.warning("volcano-elastic: %s not recorded on pod %s: HTTP %s%s",
+                    what, pod or pod_name(), exc.code, hint)
         return False
     except (OSError, ValueError) as exc:  # URLError, timeouts, a missing token file, a bad URL
-        log.warning("volcano-elastic: checkpoint time %s not recorded: %s", stamp, exc)
+        log.warning("volcano-elastic: %s not recorded: %s", what, exc)
         return False
     except Exception as exc:  # never let the bookkeeping stop the training
-        log.warning("volcano-elastic: checkpoint time %s not recorded: %r", stamp, exc)
+        log.warning("volcano-elastic: %s not recorded: %r", what, exc)
         return False
-    log.info("volcano-elastic: checkpoint time %s recorded on pod %s", stamp, name)
+    log.info("volcano-elastic: %s recorded on pod %s", what, name)
     return True

@@ -17,6 +17,12 @@ PREFIX = "volcano-elastic.io"
 EVICT_AFTER = f"{PREFIX}/evict-after"  # RFC 3339: this pod is evicted then (the eviction notice)
 LAST_CHECKPOINT_TIME = f"{PREFIX}/last-checkpoint-time"  # RFC 3339: written by record_checkpoint()
 TARGET_WORKERS = f"{PREFIX}/target-workers"  # "N": the job's worker count after the agent's last decision
+# In-place resizing (volcano_elastic_job.inplace; docs/checkpointing.md, section "Resizing in place"):
+RESIZE = f"{PREFIX}/resize"  # on the PyTorchJob, "in-place": the job's processes survive planned scale events
+RESIZE_GENERATION = f"{PREFIX}/resize-generation"  # "G" on every pod: the agent's G-th planned in-place event
+LEAVING = f"{PREFIX}/leaving"  # "G" on a pod that leaves the group at event G (same patch as resize-generation)
+LEFT = f"{PREFIX}/left"  # "G", written by the kit on a leaving pod once it has left the group: evict it now
+RESIZE_IN_PLACE = "in-place"
 
 ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 ANNOTATIONS_ENV = "VOLCANO_ELASTIC_PODINFO"  # another path for the file (tests, other mount points)
@@ -95,3 +101,28 @@ def target_workers(path: str | None = None) -> int | None:
     except ValueError:
         return None
     return n if n >= 1 else None
+
+
+def resize_request(path: str | None = None) -> tuple[int, int | None, bool] | None:
+    """The agent's last planned in-place event as this pod sees it: ``(generation, target workers,
+    this pod leaves)``; None when no event was announced (or the generation is unreadable).
+
+    The agent writes ``resize-generation`` and ``target-workers`` on every pod of the job and
+    ``leaving`` (the same generation) on the pods that leave, each pod in one patch."""
+    notes = read_annotations(path)
+    value = notes.get(RESIZE_GENERATION)
+    if value is None:
+        return None
+    try:
+        generation = int(value)
+    except ValueError:
+        log.warning("volcano-elastic: unreadable %s %r ignored", RESIZE_GENERATION, value)
+        return None
+    target: int | None = None
+    try:
+        target = int(notes.get(TARGET_WORKERS, ""))
+    except ValueError:
+        target = None
+    if target is not None and target < 1:
+        target = None
+    return generation, target, notes.get(LEAVING) == str(generation)
