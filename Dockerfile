@@ -4,14 +4,17 @@
 # (ENTRYPOINT `volcano-elastic`; the Deployments pass the subcommand as args).
 #
 #   docker build -t volcano-elastic:0.1.0 .
+#   buildah build -t volcano-elastic:0.1.0 .          # the same, without a daemon
 #
-# NOTE: this Dockerfile has not been built in the project's own environment (there is no
-# Docker engine there); it is kept deliberately plain so that it can be reviewed by reading.
-# hack/kind-e2e.sh builds it and runs the end-to-end scenario against it on a machine with
-# Docker.
+# The project builds it without Docker: `make dist` (hack/localbox/dockerfile.py) runs
+# `buildah build` on a Python base image made by mmdebstrap from Debian's archive
+# (--build-arg PYTHON_IMAGE=oci-archive:<that base>), writes the image as an OCI archive into
+# dist/, and the real-node tier (tests/real) installs that same image and runs it.
+# hack/kind-e2e.sh builds it with Docker on a machine that has one.
 #
 # Reproducibility: the base image is one ARG (pin it by digest for release builds:
-# --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...), every runtime dependency is
+# --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...; it needs `python` with the
+# venv module, and groupadd/useradd), every runtime dependency is
 # pinned by requirements-image.txt, byte code is compiled with unchecked-hash (no timestamps),
 # and SOURCE_DATE_EPOCH is honoured by BuildKit for file times.
 

@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export VOLCANO_ELASTIC_CACHE ?= $(HOME)/.cache/volcano-elastic
 
-.PHONY: help venv fmt lint types imports test test-unit test-integration test-e2e test-real node-packages images binaries demo bench clean
+.PHONY: help venv fmt lint types imports test test-unit test-integration test-e2e test-real node-packages images binaries demo bench clean dist pictures
 
 help: ## list every target
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -48,6 +48,12 @@ node-packages: ## containerd, runc, CNI plugins, mmdebstrap at hack/versions.env
 images: venv ## our image and the training image as OCI archives, without Docker (cached; root)
 	PYTHON=$(BIN)/python bash hack/build-image.sh volcano-elastic
 	PYTHON=$(BIN)/python bash hack/build-image.sh train
+
+dist: venv ## what a release publishes, into dist/: both wheels, the chart package, the image built from the Dockerfile by buildah (OCI archive; root); sizes and sha256
+	$(BIN)/python -m hack.dist
+
+pictures: venv ## regenerate docs/img/ (the README's and docs/choosing.md's pictures; tests/unit/test_pictures.py fails when one is stale)
+	$(BIN)/python -m hack.pictures
 
 test-real: venv binaries node-packages ## the box with real nodes: our image, Helm install, real pods and torchrun
 	$(BIN)/pytest -q -m real tests/real

@@ -50,7 +50,7 @@ from kubernetes import client, config  # noqa: E402
 from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
 from elastic_controller.policy.contract import sentence_of  # noqa: E402
 from hack import training_log  # noqa: E402
-from hack.localbox import Box, BoxOptions, image, realnode  # noqa: E402
+from hack.localbox import Box, BoxOptions, dockerfile, image, realnode  # noqa: E402
 from tests.real.test_install import (  # noqa: E402
     CHART,
     CONFIG_SETS,
@@ -88,7 +88,7 @@ def bring_up(name: str | None) -> tuple[Box, bool]:
     problems = realnode.host_problems()
     if problems:
         raise SystemExit("this host cannot run real nodes: " + "; ".join(problems))
-    images = [str(image.operator_image(say)), str(image.train_image(say))]
+    images = [str(dockerfile.dockerfile_image(say)), str(image.train_image(say))]
     b = Box(BoxOptions(name=f"real-training-{os.getpid()}", nodes=0, real_nodes=2, real_node_images=images,
                        timeout=180))
     b.up()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what the box's real nodes run on, from Debian's archive, at the versions pinned in
 # hack/versions.env: containerd, runc, the CNI plugins (bridge, host-local, loopback, portmap;
-# they pull iptables), conntrack, and mmdebstrap (hack/build-image.sh builds our image with it),
-# and python3-torch (CPU; tests/real/test_inplace_resize.py runs torch processes on the host).
+# they pull iptables), conntrack, mmdebstrap and buildah (our image: the Dockerfile, built by buildah
+# on a Python base that mmdebstrap makes; hack/localbox/dockerfile.py), and python3-torch (CPU;
+# tests/real/test_inplace_resize.py runs torch processes on the host).
 # Idempotent: packages already at their pinned version are left alone. Needs root and apt.
 #
 #   sudo bash hack/install-node-packages.sh [--check]
@@ -13,7 +14,7 @@ set -euo pipefail
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 eval "$(grep -E '^(CONTAINERD|RUNC|CNI_PLUGINS)_DEB_VERSION=' "$HACK_DIR/versions.env")"
 WANT=("containerd=$CONTAINERD_DEB_VERSION" "runc=$RUNC_DEB_VERSION"
-      "containernetworking-plugins=$CNI_PLUGINS_DEB_VERSION" conntrack iptables mmdebstrap uidmap python3-torch)
+      "containernetworking-plugins=$CNI_PLUGINS_DEB_VERSION" conntrack iptables mmdebstrap buildah uidmap python3-torch)
 need=()
 for w in "${WANT[@]}"; do
   pkg="${w%%=*}"; ver=""; [[ "$w" == *=* ]] && ver="${w#*=}"

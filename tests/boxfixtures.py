@@ -111,7 +111,7 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
     images: list[str] = []
     if real_nodes:
         key += "-real"
-        from hack.localbox import image, realnode
+        from hack.localbox import dockerfile, image, realnode
 
         if key not in _BOXES and key not in _FAILED:
             problems = realnode.host_problems()
@@ -120,7 +120,7 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
                 _say_loudly(config, msg)
                 pytest.skip(msg)
             try:
-                images = [str(image.operator_image(print)), str(image.train_image(print))]
+                images = [str(dockerfile.dockerfile_image(print)), str(image.train_image(print))]
             except image.ImageError as e:
                 msg = f"SKIPPING the real-node tier: an image could not be built: {e}"
                 _say_loudly(config, msg)

@@ -1,12 +1,11 @@
 """Container images without Docker or a registry: OCI archives that `ctr images import` loads.
 
-Three images, each cached under <cache>/images/ by a key of everything that goes into it:
+The images, each cached under <cache>/images/ by a key of everything that goes into it:
 
     pause               Kubernetes' own build/pause/linux/pause.c (from the module cache), built
                         static with gcc: the sandbox image of every real node.
-    volcano-elastic     what the Dockerfile builds: Debian bookworm (mmdebstrap, minbase) with
-                        Python 3.11, /opt/venv holding our wheel and requirements-image.txt,
-                        user 65532, ENTRYPOINT ["volcano-elastic"], HOME=/tmp.
+    volcano-elastic     the Dockerfile itself, built by buildah on a Python base image made by
+                        mmdebstrap: hack/localbox/dockerfile.py (the recipe of `make dist`).
     volcano-elastic-train
                         the real tier's training image: the same base with Debian's CPU-only
                         python3-torch and the job kit (jobkit/), when the repository has one.
@@ -237,8 +236,6 @@ def _mmdebstrap(rootfs: Path, include: list[str], hooks: list[str], say: Callabl
         raise ImageError(f"mmdebstrap failed ({r.returncode}):\n{r.stderr[-4000:]}")
 
 
-IMAGE_ENV = ["PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp",
-             "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"]
 _USER_HOOK = ('chroot "$1" groupadd --system --gid 65532 volcano-elastic && '
               'chroot "$1" useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home '
               '--shell /usr/sbin/nologin volcano-elastic')
@@ -252,100 +249,6 @@ _TRAIN_TRIM_HOOK = ('rm -rf "$1"/var/cache/apt/*.bin "$1"/usr/lib/*/dri "$1"/usr
 _TRAIN_CHECK_HOOK = 'chroot "$1" python3 -c "import torch, torch.distributed.run, torch.distributed.elastic"'
 _CLEAN_HOOK = ('rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/tmp/* '
                '"$1"/var/log/*.log "$1"/var/cache/ldconfig/aux-cache')
-
-
-SITE_PACKAGES = "opt/venv/lib/python3.11/site-packages"
-
-
-def _wheel_layer(whl: Path, out: Path) -> None:
-    """Our wheel installed the way pip installs a pure-Python wheel, as a layer of its own over the
-    dependencies: its files under the venv's site-packages (RECORD and all) and one script per
-    console entry point. So a code change rebuilds this small layer, not the Debian root."""
-    import configparser
-    import zipfile
-
-    root = out.with_suffix(".d")
-    shutil.rmtree(root, ignore_errors=True)
-    site = root / SITE_PACKAGES
-    with zipfile.ZipFile(whl) as z:
-        z.extractall(site)
-        names = z.namelist()
-    eps = next((n for n in names if n.endswith(".dist-info/entry_points.txt")), None)
-    if eps:
-        cp = configparser.ConfigParser()
-        cp.read_string((site / eps).read_text())
-        bindir = root / "opt/venv/bin"
-        bindir.mkdir(parents=True, exist_ok=True)
-        for name, target in (cp["console_scripts"].items() if cp.has_section("console_scripts") else []):
-            mod, _, func = target.partition(":")
-            script = bindir / name
-            script.write_text(f"#!/opt/venv/bin/python3\nimport sys\nfrom {mod.strip()} import {func.strip()}\n"
-                              f"if __name__ == \"__main__\":\n    sys.exit({func.strip()}())\n")
-            script.chmod(0o755)
-    dist_info = next(n for n in names if n.endswith(".dist-info/WHEEL")).rsplit("/", 1)[0]
-    (site / dist_info / "INSTALLER").write_text("oci\n")
-    for p in root.rglob("*"):
-        if p.is_dir():
-            p.chmod(0o755)
-        elif not p.name.startswith("volcano-elastic") or p.parent.name != "bin":
-            p.chmod(0o644)
-    layer_from_dir(root, out, mtime=1)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def operator_image(say: Callable[[str], None] = print) -> Path:
-    """The Dockerfile's image, built with mmdebstrap: requirements-image.txt in /opt/venv (the
-    cached base layer) and our wheel over it (a small layer), user 65532, ENTRYPOINT
-    volcano-elastic, CMD --help."""
-    root = _repo_root()
-    py = os.environ.get("PYTHON", "python3")
-    key = _tree_hash(_sources("requirements-image.txt"), (DEBIAN_SUITE + "deps-v2").encode())
-
-    def build(work: Path, layer: Path) -> None:
-        wheels = work / "wheels"
-        # the dependencies are downloaded here, where pip is configured for this network (a proxy's
-        # CA, an index mirror), and installed in the root file system from these files only
-        r = subprocess.run([py, "-m", "pip", "download", "-q",
-                            "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
-                            "--platform", "manylinux_2_28_x86_64", "--platform", "linux_x86_64",
-                            "-d", str(wheels), "-r", str(root / "requirements-image.txt")],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ImageError(f"downloading requirements-image.txt failed:\n{r.stderr[-3000:]}")
-        rootfs = work / "rootfs"
-        _mmdebstrap(rootfs, ["python3", "python3-venv", "ca-certificates"], [
-            f'mkdir -p "$1"/tmp/build && cp -r {root / "requirements-image.txt"} {wheels} "$1"/tmp/build/',
-            'chroot "$1" python3 -m venv /opt/venv',
-            'chroot "$1" /opt/venv/bin/pip install -q --no-cache-dir --no-index --find-links /tmp/build/wheels '
-            '--only-binary=:all: --no-compile -r /tmp/build/requirements-image.txt',
-            'chroot "$1" /opt/venv/bin/pip check',
-            'chroot "$1" /opt/venv/bin/pip uninstall -q -y pip setuptools wheel',
-            'chroot "$1" /opt/venv/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv',
-            _USER_HOOK, _CLEAN_HOOK,
-        ], say)
-        layer_from_dir(rootfs, layer)
-
-    version = (root / "elastic_controller" / "__init__.py").read_text().split("__version__ = ")[1].split('"')[1]
-
-    def write(layer: Path, out: Path) -> None:
-        wheels = out.with_suffix(".wheels")
-        shutil.rmtree(wheels, ignore_errors=True)
-        r = subprocess.run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                            str(root)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ImageError(f"building our wheel failed:\n{r.stderr[-3000:]}")
-        top = out.with_suffix(".ours.tar")
-        try:
-            _wheel_layer(next(wheels.glob("volcano_elastic-*.whl")), top)
-            write_oci_archive(out, [layer, top], IMAGE_REF, entrypoint=["volcano-elastic"], cmd=["--help"],
-                              env=IMAGE_ENV, user=IMAGE_USER, workdir="/tmp",
-                              labels={"org.opencontainers.image.title": "volcano-elastic",
-                                      "org.opencontainers.image.version": version})
-        finally:
-            shutil.rmtree(wheels, ignore_errors=True)
-            top.unlink(missing_ok=True)
-
-    return _cached("volcano-elastic", key, build, write, say)
 
 
 def train_image(say: Callable[[str], None] = print) -> Path:
@@ -379,28 +282,3 @@ def train_image(say: Callable[[str], None] = print) -> Path:
             out.with_suffix(".kit.tar").unlink(missing_ok=True)
 
     return _cached("volcano-elastic-train", key, build, write, say)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="hack/build-image.sh", description=(
-        "Build an image as an OCI archive without Docker or a registry (cached by content); "
-        "prints the archive's path last."))
-    ap.add_argument("which", choices=["pause", "volcano-elastic", "train"], nargs="?", default="volcano-elastic")
-    a = ap.parse_args(argv)
-
-    def say(msg: str) -> None:
-        print(f"[build-image {time.strftime('%H:%M:%S')}] {msg}", file=__import__("sys").stderr, flush=True)
-
-    try:
-        out = {"pause": pause_image, "volcano-elastic": operator_image, "train": train_image}[a.which](say)
-    except (ImageError, subprocess.CalledProcessError) as e:
-        say(f"ERROR: {e}")
-        return 1
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
