@@ -1,0 +1,700 @@
+"""The whole system at cluster size: kwok nodes x 8 GPUs, PyTorchJobs arriving and finishing.
+
+    .venv/bin/python bench/scale_box.py --nodes N --jobs M --out FILE [--duration 240] [--queues 4]
+        [--modes ours,without] [--seed 1] [--no-plan-check]
+
+One fresh box (hack/localbox, kwok, Volcano with hack/volcano-scheduler-ours.conf) per mode, the
+same seeded workload in each, modes one after the other in one invocation (this machine drifts:
+compare the modes of one run, not numbers of different runs):
+
+  ours     our webhook (``failurePolicy: Fail``, 2 workers), controller and agent (gating on; the
+           shipped defaults with agent_vs_native's box time constants, agent interval 5 s).
+  without  no webhook, controller or agent: the bench creates each job's PodGroup itself (what the
+           training operator does with ``--gang-scheduler-name=volcano``), pods ask for Volcano and
+           name their group in the template. Volcano alone, for its scheduling latency.
+
+Workload (``workload()``): M jobs in ``--queues`` queues (namespace team-<q>, queue dept-<q>),
+half elastic (2..8 workers x 2 GPUs), half rigid (1 x 8 or 2 x 4 GPUs); arrivals uniform over the
+first 60 % of ``--duration``, each job deleted by the bench after a lifetime of 25-50 % of it (its
+completion: the garbage collector removes its pods). Measured (JSON ``modes.<mode>``):
+
+  admission          our webhook as the API server saw it: apiserver_admission_webhook_admission_
+                     duration_seconds (p50/p99 interpolated in its buckets) and its request counts by
+                     code and rejections; and the webhook's own histogram.
+  podGroupSeconds    job POST -> its PodGroup seen by a watch (p50/p99/max; ours only)
+  agent              cycles, cycle seconds p50/p99 (volcano_elastic_agent_cycle_seconds, bucket-
+                     interpolated) and mean, the controller process's peak RSS (VmHWM), API requests
+                     per cycle (every request of the controller process, counted in it by a wrapper
+                     of KubeClient._send; the controller's PodGroup writes included)
+  volcano            per pod: schedulable (created ungated, or its gate lifted) -> bound, seen by a
+                     watch; per job: POST -> min workers bound; vc-scheduler's own
+                     volcano_e2e_scheduling_latency_milliseconds
+  planCheck          (ours) at the end of the arrivals: arrivals and deletions paused, vc-scheduler
+                     SIGSTOPped; right after an agent cycle ends the controller is SIGSTOPped; the box
+                     is dumped (kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A
+                     -o json) and ``volcano-elastic plan --from dump --now T -o json`` run on it; the
+                     controller is continued and the decisions its next cycles log (gang decisions,
+                     evictions, gate releases) compared with the plan's, set against set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter as Tally
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+JOB_LABEL = "training.kubeflow.org/job-name"
+WEBHOOK_NAME = "pods.volcano-elastic.io"
+BOX_TIME = {"cooldownSeconds": 30, "minRuntimeSeconds": 12, "starvationSeconds": 3,
+            "firstRendezvousSeconds": 3, "scaleUpAfterCheckpointSeconds": 60}
+AGENT_INTERVAL = 5
+DUMP_KINDS = "nodes,pods,podgroups,queues,priorityclasses,pytorchjobs"
+
+
+# ----------------------------------------------------------------------------- pure parts
+def pct(values: Iterable[float], q: float) -> float | None:
+    """The q-quantile of ``values`` (nearest rank on the sorted list); None when empty."""
+    s = sorted(values)
+    if not s:
+        return None
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prom(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """The samples of a Prometheus text exposition: (name, labels, value)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        labels = {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _LABEL.findall(m.group(2) or "")}
+        try:
+            out.append((m.group(1), labels, float(m.group(3))))
+        except ValueError:
+            continue
+    return out
+
+
+def select(samples: list[tuple[str, dict[str, str], float]], metric: str, /,
+           **want: str) -> list[tuple[dict[str, str], float]]:
+    return [(lab, v) for n, lab, v in samples if n == metric and all(lab.get(k) == w for k, w in want.items())]
+
+
+def histogram(samples: list[tuple[str, dict[str, str], float]], metric: str, /, **want: str) -> dict[str, Any]:
+    """The histogram ``metric`` summed over every series matching ``want``: {"buckets": [(le, cumulative)],
+    "count", "sum"}."""
+    les: dict[float, float] = {}
+    for lab, v in select(samples, metric + "_bucket", **want):
+        le = float(lab["le"].replace("+Inf", "inf"))
+        les[le] = les.get(le, 0.0) + v
+    return {"buckets": sorted(les.items()), "count": sum(v for _, v in select(samples, metric + "_count", **want)),
+            "sum": sum(v for _, v in select(samples, metric + "_sum", **want))}
+
+
+def hist_delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    b = dict(before["buckets"])
+    return {"buckets": [(le, c - b.get(le, 0.0)) for le, c in after["buckets"]],
+            "count": after["count"] - before["count"], "sum": after["sum"] - before["sum"]}
+
+
+def hist_quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding rank q*count;
+    the highest finite bound when the rank falls in +Inf; None without observations."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in buckets:
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def summary(values: list[float], digits: int = 3) -> dict[str, Any]:
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, digits)
+    return {"n": len(values), "p50": r(pct(values, 0.5)), "p99": r(pct(values, 0.99)),
+            "max": r(max(values) if values else None)}
+
+
+def hist_summary(h: dict[str, Any], digits: int = 4) -> dict[str, Any]:
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, digits)
+    return {"n": int(h["count"]), "p50": r(hist_quantile(h["buckets"], 0.5)),
+            "p99": r(hist_quantile(h["buckets"], 0.99)), "mean": r(h["sum"] / h["count"] if h["count"] else None)}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    namespace: str
+    queue: str
+    workers: int
+    gpus: int  # per worker
+    elastic: tuple[int, int] | None
+    arrive: float  # seconds after the start
+    lifetime: float
+
+    @property
+    def min_workers(self) -> int:
+        return self.elastic[0] if self.elastic else self.workers
+
+
+def workload(jobs: int, queues: int, duration: float, seed: int) -> list[JobSpec]:
+    """The seeded mix: half elastic 2..8 x 2 GPUs, half rigid (1 x 8 or 2 x 4 GPUs), arriving uniformly
+    over the first 60 % of ``duration``, each living 25-50 % of it; sorted by arrival."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(jobs):
+        q = i % queues
+        if rng.random() < 0.5:
+            workers, gpus, elastic = 8, 2, (2, 8)
+        else:
+            workers, gpus = rng.choice(((1, 8), (2, 4)))
+            elastic = None
+        out.append(JobSpec(f"j{i:05d}", f"team-{q}", f"dept-{q}", workers, gpus, elastic,
+                           round(rng.uniform(0, 0.6 * duration), 3),
+                           round(rng.uniform(0.25, 0.5) * duration, 3)))
+    return sorted(out, key=lambda j: (j.arrive, j.name))
+
+
+def manifest(job: JobSpec, with_group: bool) -> dict[str, Any]:
+    from tests.kubeflow import pytorchjob_manifest
+
+    template: dict[str, Any] = {"spec": {"containers": [{
+        "name": "pytorch", "image": "docker.io/pytorch/pytorch:latest", "command": ["torchrun", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": str(job.gpus), "cpu": "1", "memory": "1Gi"}}}]}}
+    if with_group:  # without us: what the training operator's gang integration puts on its pods
+        template["metadata"] = {"annotations": {"scheduling.k8s.io/group-name": job.name}}
+        template["spec"]["schedulerName"] = "volcano"
+    return pytorchjob_manifest(job.name, job.queue, job.workers, job.elastic, template)
+
+
+def plan_decisions(plan: dict[str, Any]) -> dict[str, set[str]]:
+    """The comparable decisions of a ``plan -o json`` document."""
+    return {"starving": {f"{s['podGroup']}={s['decision']}" for s in plan.get("starving") or []},
+            "evictions": {str(e["pod"]) for e in plan.get("evictions") or []},
+            "gateReleases": {str(g["pod"]) for g in plan.get("gateReleases") or []}}
+
+
+def log_decisions(lines: Iterable[str]) -> dict[str, set[str]]:
+    """The same decisions from the agent's JSON log lines of one cycle (``podgroup`` there is
+    ns/name or name: reduced to what the plan prints)."""
+    out: dict[str, set[str]] = {"starving": set(), "evictions": set(), "gateReleases": set()}
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        msg = rec.get("msg")
+        if msg == "gang decision":
+            out["starving"].add(f"{rec.get('podgroup')}={rec.get('decision')}")
+        elif msg == "eviction planned":
+            out["evictions"].add(str(rec.get("pod")))
+        elif msg == "gate release planned":
+            out["gateReleases"].add(str(rec.get("pod")))
+    return out
+
+
+def compare(a: dict[str, set[str]], b: dict[str, set[str]]) -> dict[str, Any]:
+    diff = {k: {"onlyPlan": sorted(a[k] - b[k])[:10], "onlyLive": sorted(b[k] - a[k])[:10]} for k in a}
+    return {"same": all(a[k] == b[k] for k in a), "counts": {k: len(a[k]) for k in a},
+            "diff": {k: v for k, v in diff.items() if v["onlyPlan"] or v["onlyLive"]}}
+
+
+def vm_hwm_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+# ----------------------------------------------------------------------------- the controller, counted
+def serve_controller(counts_file: str, argv: list[str]) -> int:
+    """``volcano-elastic controller ARGV`` in this process, every KubeClient request counted by verb
+    and written to ``counts_file`` each second."""
+    from elastic_controller.cli import main as cli_main
+    from elastic_controller.kube.client import KubeClient
+
+    tally: Tally[str] = Tally()
+    lock = threading.Lock()
+    send = KubeClient._send
+
+    def counted(self: Any, method: str, path: str, **kw: Any) -> Any:
+        kind = "WATCH" if (kw.get("query") or {}).get("watch") else method
+        with lock:
+            tally[kind] += 1
+        return send(self, method, path, **kw)
+
+    KubeClient._send = counted  # type: ignore[method-assign]
+
+    def dump() -> None:
+        while True:
+            time.sleep(1)
+            with lock:
+                text = json.dumps(dict(tally))
+            Path(counts_file + ".tmp").write_text(text)
+            os.replace(counts_file + ".tmp", counts_file)
+
+    threading.Thread(target=dump, daemon=True).start()
+    return int(cli_main(["controller", *argv]) or 0)
+
+
+# ----------------------------------------------------------------------------- observation
+@dataclass
+class Observer:
+    """Watches pods and PodGroups: when each job's PodGroup appeared, each pod became schedulable
+    and was bound, and when each job had its min bound."""
+
+    min_workers: dict[str, int]  # ns/job -> min
+    posted: dict[str, float] = field(default_factory=dict)  # ns/job -> POST sent (monotonic)
+    pg_seen: dict[str, float] = field(default_factory=dict)
+    schedulable: dict[str, float] = field(default_factory=dict)  # pod uid
+    bound: dict[str, float] = field(default_factory=dict)
+    job_bound: dict[str, set[str]] = field(default_factory=dict)
+    job_min_at: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_pg(self, _res: Any, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        m = obj["metadata"]
+        with self.lock:
+            self.pg_seen.setdefault(f"{m['namespace']}/{m['name']}", time.monotonic())
+
+    def on_pod(self, _res: Any, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        now = time.monotonic()
+        m, spec = obj["metadata"], obj.get("spec") or {}
+        uid = m["uid"]
+        job = f"{m['namespace']}/{(m.get('labels') or {}).get(JOB_LABEL, '')}"
+        with self.lock:
+            if spec.get("nodeName"):
+                if uid in self.schedulable and uid not in self.bound:
+                    self.bound[uid] = now
+                got = self.job_bound.setdefault(job, set())
+                got.add(uid)
+                if job not in self.job_min_at and len(got) >= self.min_workers.get(job, 1 << 30):
+                    self.job_min_at[job] = now
+            elif not spec.get("schedulingGates") and not m.get("deletionTimestamp"):
+                self.schedulable.setdefault(uid, now)
+
+
+class Metrics:
+    """/metrics of the API server (kubectl get --raw), vc-scheduler and our controller."""
+
+    def __init__(self, box: Any, controller_port: int | None) -> None:
+        self.box = box
+        self.controller_port = controller_port
+
+    def apiserver(self) -> list[tuple[str, dict[str, str], float]]:
+        return parse_prom(self.box.kubectl("get", "--raw", "/metrics", timeout=120).stdout)
+
+    def http(self, port: int) -> list[tuple[str, dict[str, str], float]]:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+            return parse_prom(resp.read().decode())
+
+    def volcano(self) -> list[tuple[str, dict[str, str], float]]:
+        return self.http(self.box.ports["vc_scheduler_metrics"])
+
+    def controller(self) -> list[tuple[str, dict[str, str], float]]:
+        return self.http(self.controller_port) if self.controller_port else []
+
+
+def wait_until(what: str, fn: Any, timeout: float) -> Any:
+    """``fn()``'s first truthy answer; exceptions (an object not there yet) count as not yet."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            got = fn()
+            if got:
+                return got
+        except Exception as exc:  # retried until the deadline, then reported
+            last = exc
+        time.sleep(0.3)
+    raise TimeoutError(f"{what}: not within {timeout:.0f}s" + (f" (last: {last})" if last else ""))
+
+
+def log(msg: str) -> None:
+    print(f"[scale_box {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- one mode
+def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str, Any]:
+    from elastic_controller.kube.client import KubeClient
+    from elastic_controller.kube.errors import KubeError
+    from elastic_controller.kube.informer import Informer
+    from elastic_controller.kube.resources import LEASES, NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
+    from hack.localbox import Box, BoxOptions
+    from tests.e2e.test_elastic_scaling import free_port, register_webhook
+
+    ours = mode == "ours"
+    name = f"scale-{mode}"
+    stale = Box(name=name)
+    if stale.load():
+        stale.opts.quiet = True
+        stale.down(quiet=True)
+    t_box = time.monotonic()
+    box = Box(BoxOptions(name=name, profile="full", nodes=a.nodes, gpus_per_node=8, volcano_conf="ours",
+                         quiet=True, timeout=max(90.0, a.nodes * 0.5)))
+    box.up()
+    box_seconds = time.monotonic() - t_box
+    log(f"{mode}: box with {a.nodes} nodes up in {box_seconds:.0f}s")
+    tmp = Path(tempfile.mkdtemp(prefix=f"scale-{mode}-"))
+    kc = KubeClient.from_kubeconfig(str(box.kubeconfig))
+    informers: list[Any] = []
+    pool = ThreadPoolExecutor(a.threads)
+    result: dict[str, Any] = {"mode": mode, "boxUpSeconds": round(box_seconds, 1)}
+    try:
+        queues = sorted({j.queue for j in jobs})
+        for ns in [*sorted({j.namespace for j in jobs}), "ve-bench"]:
+            kc.create(NAMESPACES, {"metadata": {"name": ns}})
+        for q in queues:
+            kc.create(QUEUES, {"metadata": {"name": q}, "spec": {"weight": 1, "reclaimable": True}})
+        for q in queues:
+            wait_until(f"queue {q} Open", lambda q=q: (kc.get(QUEUES, q).get("status") or {}).get("state") == "Open",
+                       120)
+        cfg = tmp / "config.yaml"
+        cfg.write_text(f"agent: {{intervalSeconds: {AGENT_INTERVAL}}}\ngating: {{enabled: true}}\n"
+                       f"defaults: {{{', '.join(f'{k}: {v}' for k, v in BOX_TIME.items())}}}\n")
+        counts_file = tmp / "requests.json"
+        ctl_port = free_port() if ours else None
+        ctl = None
+        if ours:
+            cert = box.issue_serving_cert(tmp)
+            port = free_port()
+            box.spawn("webhook", [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file",
+                                  str(cert[0]), "--tls-private-key-file", str(cert[1]), "--port", str(port),
+                                  "--host", "127.0.0.1", "--config", str(cfg), "--workers", "2"])
+            wait_until("webhook /healthz", lambda: _https_ok(port, box.ca_file), 60)
+            register_webhook(kc, box, port, "volcano-elastic-scale")
+            ctl = box.spawn("controller", [sys.executable, str(Path(__file__).resolve()), "--serve-controller",
+                                           str(counts_file), "--kubeconfig", str(box.kubeconfig), "--config", str(cfg),
+                                           "--lease-namespace", "ve-bench", "--http-port", str(ctl_port),
+                                           "--http-address", "127.0.0.1"])
+            wait_until("controller leads", lambda: kc.get(LEASES, "volcano-elastic-controller", "ve-bench"), 120)
+        metrics = Metrics(box, ctl_port)
+        mins = {f"{j.namespace}/{j.name}": j.min_workers for j in jobs}
+        obs = Observer(mins)
+        for res, handler in ((PODGROUPS, obs.on_pg), (PODS, obs.on_pod)):
+            inf = Informer(kc, res)
+            inf.add_handler(handler)
+            inf.start()
+            inf.wait_synced(60)
+            informers.append(inf)
+        api0 = metrics.apiserver()
+        vc0 = metrics.volcano()
+        ctl0 = metrics.controller()
+        time.sleep(2)
+        errors: Tally[str] = Tally()
+        post_seconds: list[float] = []
+        uids: dict[str, str] = {}
+        paused = threading.Event()
+
+        def create(job: JobSpec) -> None:
+            key = f"{job.namespace}/{job.name}"
+            t = time.monotonic()
+            obs.posted[key] = t
+            for attempt in range(5):
+                try:
+                    made = kc.create(PYTORCHJOBS, manifest(job, not ours), job.namespace)
+                    break
+                except KubeError as exc:
+                    errors[f"create {exc.status}"] += 1
+                    if attempt == 4:
+                        return
+                    time.sleep(1)
+            post_seconds.append(time.monotonic() - t)
+            uids[key] = made["metadata"]["uid"]
+            if not ours:
+                pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                      "metadata": {"name": job.name, "ownerReferences": [{
+                          "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": job.name,
+                          "uid": made["metadata"]["uid"], "controller": True}]},
+                      "spec": {"minMember": job.min_workers, "queue": job.queue,
+                               "minResources": {"nvidia.com/gpu": str(job.min_workers * job.gpus)}}}
+                try:
+                    kc.create(PODGROUPS, pg, job.namespace)
+                except KubeError as exc:
+                    errors[f"podgroup {exc.status}"] += 1
+
+        def finish(job: JobSpec) -> None:
+            try:
+                kc.delete(PYTORCHJOBS, job.name, job.namespace)
+            except KubeError as exc:
+                errors[f"delete {exc.status}"] += 1
+
+        events = sorted([(j.arrive, 0, j) for j in jobs] + [(j.arrive + j.lifetime, 1, j) for j in jobs],
+                        key=lambda e: (e[0], e[1], e[2].name))
+        plan_at = 0.6 * a.duration
+        plan_check: dict[str, Any] | None = None
+        t0 = time.monotonic()
+        shift = 0.0  # seconds the schedule was paused
+        for at, kind, job in events:
+            if ours and a.plan_check and plan_check is None and at >= plan_at:
+                paused.set()
+                p0 = time.monotonic()
+                plan_check = check_plan(box, kc, ctl, ctl_port, cfg, tmp, metrics)
+                shift += time.monotonic() - p0
+                paused.clear()
+                log(f"plan check: {json.dumps(plan_check)[:400]}")
+            delay = t0 + shift + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(create if kind == 0 else finish, job)
+        pool.shutdown(wait=True)
+        time.sleep(a.settle)
+        elapsed = time.monotonic() - t0
+        api1, vc1, ctl1 = metrics.apiserver(), metrics.volcano(), metrics.controller()
+        result.update(measure(mode, jobs, obs, api0, api1, vc0, vc1, ctl0, ctl1))
+        result["clientErrors"] = dict(errors)
+        result["jobPostSeconds"] = summary(post_seconds)
+        result["wallSeconds"] = round(elapsed, 1)
+        if ours and ctl is not None:
+            result["agent"]["peakRssMiB"] = vm_hwm_mib(ctl.pid)
+            try:
+                reqs = json.loads(counts_file.read_text())
+            except (OSError, ValueError):
+                reqs = {}
+            cycles = result["agent"]["cycleSeconds"]["n"]
+            total = sum(v for k, v in reqs.items() if k != "WATCH")
+            result["agent"]["controllerRequests"] = reqs
+            result["agent"]["requestsPerCycle"] = round(total / cycles, 1) if cycles else None
+            result["webhookSelf"] = webhook_self(box, port)
+        result["planCheck"] = plan_check
+        result["pods"] = len(obs.schedulable)
+        return result
+    finally:
+        for inf in informers:
+            inf.stop(0)
+        pool.shutdown(wait=False, cancel_futures=True)
+        kc.close()
+        if not a.keep_box:
+            box.down(quiet=True)
+
+
+def _https_ok(port: int, ca: Path) -> bool:
+    import ssl
+    import urllib.request
+
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        ctx.check_hostname = False
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=ctx) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def webhook_self(box: Any, port: int) -> dict[str, Any]:
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context(cafile=str(box.ca_file))
+    ctx.check_hostname = False
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=30, context=ctx) as r:
+            s = parse_prom(r.read().decode())
+    except OSError as exc:
+        return {"error": str(exc)}
+    return {"seconds": hist_summary(histogram(s, "volcano_elastic_webhook_request_duration_seconds",
+                                              endpoint="mutate")),
+            "results": {lab.get("result", ""): v for lab, v in select(s, "volcano_elastic_webhook_requests_total")}}
+
+
+def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any, vc0: Any, vc1: Any,
+            ctl0: Any, ctl1: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    adm = hist_delta(histogram(api1, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK_NAME),
+                     histogram(api0, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK_NAME))
+    codes: Tally[str] = Tally()
+    for lab, v in select(api1, "apiserver_admission_webhook_request_total", name=WEBHOOK_NAME):
+        codes[lab.get("code", "?")] += v
+    for lab, v in select(api0, "apiserver_admission_webhook_request_total", name=WEBHOOK_NAME):
+        codes[lab.get("code", "?")] -= v
+    rejected = sum(v for _, v in select(api1, "apiserver_admission_webhook_rejection_count", name=WEBHOOK_NAME)) - \
+        sum(v for _, v in select(api0, "apiserver_admission_webhook_rejection_count", name=WEBHOOK_NAME))
+    if mode == "ours":
+        out["admission"] = {"seconds": hist_summary(adm), "byCode": {k: int(v) for k, v in codes.items() if v},
+                            "errors": int(sum(v for k, v in codes.items() if k != "200") + rejected)}
+        pg = [obs.pg_seen[k] - obs.posted[k] for k in obs.posted if k in obs.pg_seen]
+        out["podGroupSeconds"] = {**summary(pg), "missing": len(obs.posted) - len(pg)}
+        cyc = hist_delta(histogram(ctl1, "volcano_elastic_agent_cycle_seconds"),
+                         histogram(ctl0, "volcano_elastic_agent_cycle_seconds"))
+        out["agent"] = {"cycleSeconds": hist_summary(cyc)}
+    pod_lat = [obs.bound[u] - obs.schedulable[u] for u in obs.bound]
+    job_lat = [obs.job_min_at[k] - obs.posted[k] for k in obs.posted if k in obs.job_min_at]
+    e2e = hist_delta(histogram(vc1, "volcano_e2e_scheduling_latency_milliseconds"),
+                     histogram(vc0, "volcano_e2e_scheduling_latency_milliseconds"))
+    out["volcano"] = {"podSchedulableToBoundSeconds": {**summary(pod_lat),
+                                                       "neverBound": len(obs.schedulable) - len(pod_lat)},
+                      "jobPostToMinBoundSeconds": {**summary(job_lat), "neverMin": len(obs.posted) - len(job_lat)},
+                      "e2eSchedulingMs": hist_summary(e2e, 1)}
+    return out
+
+
+# ----------------------------------------------------------------------------- the plan check
+def check_plan(box: Any, kc: Any, ctl: Any, ctl_port: int | None, cfg: Path, tmp: Path,
+               metrics: Metrics) -> dict[str, Any]:
+    """See the module doc: the plan of a dump against the agent's next cycles, the scheduler stopped."""
+    from datetime import UTC, datetime
+
+    sched = box.procs["vc-scheduler"].pid
+    os.kill(sched, signal.SIGSTOP)
+    try:
+        time.sleep(3)  # binds in flight land; kwok starts what was bound
+
+        def cycles() -> float:
+            return sum(v for _, v in select(metrics.controller(), "volcano_elastic_agent_cycle_seconds_count"))
+
+        c0 = cycles()
+        deadline = time.monotonic() + 120
+        while cycles() == c0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(ctl.pid, signal.SIGSTOP)
+        try:
+            time.sleep(3)  # what its last cycle wrote settles (kwok removes evicted pods)
+            now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            dump = tmp / "dump.json"
+            t = time.monotonic()
+            dump.write_text(box.kubectl("get", DUMP_KINDS, "-A", "-o", "json", timeout=300).stdout)
+            dump_seconds = time.monotonic() - t
+            t = time.monotonic()
+            out = subprocess.run([sys.executable, "-m", "elastic_controller", "plan", "--from", str(dump), "--config",
+                                  str(cfg), "--now", now, "-o", "json"], capture_output=True, text=True, cwd=ROOT,
+                                 timeout=300)
+            plan_seconds = time.monotonic() - t
+            if out.returncode != 0:
+                return {"error": f"plan exited {out.returncode}: {out.stderr[-500:]}"}
+            planned = plan_decisions(json.loads(out.stdout))
+            logf = Path(ctl.log)
+            offset = logf.stat().st_size
+            c1 = cycles_safe(metrics)
+        finally:
+            os.kill(ctl.pid, signal.SIGCONT)
+        live: list[dict[str, set[str]]] = []
+        seen = c1
+        deadline = time.monotonic() + 120
+        while len(live) < 2 and time.monotonic() < deadline:
+            c = cycles_safe(metrics)
+            if c > seen:
+                seen = c
+                with logf.open() as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                offset += len(chunk.encode())
+                live.append(log_decisions(chunk.splitlines()))
+            time.sleep(0.02)
+        result = {"dumpBytes": dump.stat().st_size, "dumpSeconds": round(dump_seconds, 1),
+                  "planSeconds": round(plan_seconds, 1), "now": now}
+        for i, got in enumerate(live, 1):
+            result[f"cycle{i}"] = compare(planned, got)
+        return result
+    finally:
+        os.kill(sched, signal.SIGCONT)
+
+
+def cycles_safe(metrics: Metrics) -> float:
+    try:
+        return sum(v for _, v in select(metrics.controller(), "volcano_elastic_agent_cycle_seconds_count"))
+    except OSError:
+        return -1.0
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve-controller"]:
+        return serve_controller(argv[1], argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--nodes", type=int, required=True, help="kwok nodes of 8 GPUs each")
+    ap.add_argument("--jobs", type=int, required=True, help="PyTorchJobs over the run")
+    ap.add_argument("--out", required=True, help="JSON written here")
+    ap.add_argument("--duration", type=float, default=240.0, help="seconds of arrivals (first 60 %%) and lifetimes")
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds after the last event before measuring")
+    ap.add_argument("--queues", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=8, help="client threads creating and deleting jobs")
+    ap.add_argument("--modes", default="ours,without", help="comma-separated: ours,without (default both)")
+    ap.add_argument("--no-plan-check", dest="plan_check", action="store_false")
+    ap.add_argument("--keep-box", action="store_true", help="leave each box running (debugging)")
+    a = ap.parse_args(argv)
+    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("ours", "without") for m in modes):
+        ap.error("--modes: comma-separated ours,without")
+    if a.nodes < 1 or a.jobs < 1 or a.queues < 1 or a.duration <= 0:
+        ap.error("--nodes, --jobs, --queues must be >= 1 and --duration > 0")
+    jobs = workload(a.jobs, a.queues, a.duration, a.seed)
+    doc: dict[str, Any] = {
+        "nodes": a.nodes, "gpusPerNode": 8, "jobs": a.jobs, "queues": a.queues, "duration": a.duration,
+        "seed": a.seed, "cores": os.cpu_count(), "load1AtStart": round(os.getloadavg()[0], 1),
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip(),
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "workload": {"elastic": sum(1 for j in jobs if j.elastic), "rigid": sum(1 for j in jobs if not j.elastic),
+                     "maxGpusAsked": sum(j.workers * j.gpus for j in jobs)},
+        "modes": {},
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for mode in modes:
+        log(f"mode {mode}: {a.nodes} nodes, {a.jobs} jobs over {a.duration:.0f}s")
+        try:
+            doc["modes"][mode] = run_mode(mode, a, jobs)
+        except Exception as exc:  # one broken mode must not lose the other
+            log(f"mode {mode} FAILED: {type(exc).__name__}: {exc}")
+            doc["modes"][mode] = {"error": f"{type(exc).__name__}: {exc}"}
+        doc["load1AtEnd"] = round(os.getloadavg()[0], 1)
+        out.write_text(json.dumps(doc, indent=2))
+    ours, without = (doc["modes"].get(m, {}) for m in ("ours", "without"))
+    try:
+        r = {k: ours["volcano"][k]["p50"] / without["volcano"][k]["p50"]
+             for k in ("podSchedulableToBoundSeconds", "jobPostToMinBoundSeconds")}
+        doc["oursOverWithoutP50"] = {k: round(v, 2) for k, v in r.items()}
+    except (KeyError, TypeError, ZeroDivisionError):
+        pass
+    out.write_text(json.dumps(doc, indent=2))
+    print(json.dumps(doc, indent=2))
+    return 0 if all("error" not in m for m in doc["modes"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
