@@ -140,6 +140,11 @@ def hist_quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
     return prev_le
 
 
+def minus_pauses(start: float, end: float, pauses: list[tuple[float, float]]) -> float:
+    """``end - start`` less the parts of it inside ``pauses`` (the plan check's stopped scheduler)."""
+    return end - start - sum(max(0.0, min(end, p1) - max(start, p0)) for p0, p1 in pauses)
+
+
 def summary(values: list[float], digits: int = 3) -> dict[str, Any]:
     def r(x: float | None) -> float | None:
         return None if x is None else round(x, digits)
@@ -286,6 +291,7 @@ class Observer:
     bound: dict[str, float] = field(default_factory=dict)
     job_bound: dict[str, set[str]] = field(default_factory=dict)
     job_min_at: dict[str, float] = field(default_factory=dict)
+    pauses: list[tuple[float, float]] = field(default_factory=list)  # vc-scheduler stopped (plan check)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_pg(self, _res: Any, kind: str, obj: dict[str, Any]) -> None:
@@ -331,7 +337,11 @@ class Metrics:
             return parse_prom(resp.read().decode())
 
     def volcano(self) -> list[tuple[str, dict[str, str], float]]:
-        return self.http(self.box.ports["vc_scheduler_metrics"])
+        try:
+            return self.http(self.box.ports["vc_scheduler_metrics"])
+        except OSError as exc:  # a box without --enable-metrics: the watch's numbers still stand
+            log(f"vc-scheduler /metrics: {exc}")
+            return []
 
     def controller(self) -> list[tuple[str, dict[str, str], float]]:
         return self.http(self.controller_port) if self.controller_port else []
@@ -426,7 +436,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         errors: Tally[str] = Tally()
         post_seconds: list[float] = []
         uids: dict[str, str] = {}
-        paused = threading.Event()
+        vc_a = vc_b = ctl_a = ctl_b = []  # around the plan check: its stopped processes not measured
 
         def create(job: JobSpec) -> None:
             key = f"{job.namespace}/{job.name}"
@@ -469,11 +479,12 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         shift = 0.0  # seconds the schedule was paused
         for at, kind, job in events:
             if ours and a.plan_check and plan_check is None and at >= plan_at:
-                paused.set()
                 p0 = time.monotonic()
+                vc_a, ctl_a = metrics.volcano(), metrics.controller()
                 plan_check = check_plan(box, kc, ctl, ctl_port, cfg, tmp, metrics)
+                vc_b, ctl_b = metrics.volcano(), metrics.controller()
+                obs.pauses.append((p0, time.monotonic()))
                 shift += time.monotonic() - p0
-                paused.clear()
                 log(f"plan check: {json.dumps(plan_check)[:400]}")
             delay = t0 + shift + at - time.monotonic()
             if delay > 0:
@@ -483,7 +494,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         time.sleep(a.settle)
         elapsed = time.monotonic() - t0
         api1, vc1, ctl1 = metrics.apiserver(), metrics.volcano(), metrics.controller()
-        result.update(measure(mode, jobs, obs, api0, api1, vc0, vc1, ctl0, ctl1))
+        result.update(measure(mode, jobs, obs, api0, api1, (vc0, vc_a, vc_b, vc1), (ctl0, ctl_a, ctl_b, ctl1)))
         result["clientErrors"] = dict(errors)
         result["jobPostSeconds"] = summary(post_seconds)
         result["wallSeconds"] = round(elapsed, 1)
@@ -534,13 +545,20 @@ def webhook_self(box: Any, port: int) -> dict[str, Any]:
             s = parse_prom(r.read().decode())
     except OSError as exc:
         return {"error": str(exc)}
-    return {"seconds": hist_summary(histogram(s, "volcano_elastic_webhook_request_duration_seconds",
-                                              endpoint="mutate")),
+    return {"seconds": hist_summary(histogram(s, "volcano_elastic_webhook_request_duration_seconds")),
             "results": {lab.get("result", ""): v for lab, v in select(s, "volcano_elastic_webhook_requests_total")}}
 
 
-def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any, vc0: Any, vc1: Any,
-            ctl0: Any, ctl1: Any) -> dict[str, Any]:
+def run_histogram(snaps: tuple[Any, Any, Any, Any], metric: str) -> dict[str, Any]:
+    """``metric`` over the run (snapshots at start, before and after the plan check, at the end; the
+    middle two empty when there was none) less what the plan check's pause added."""
+    first, before, after, last = (histogram(s, metric) for s in snaps)
+    run = hist_delta(last, first)
+    return hist_delta(run, hist_delta(after, before)) if after["count"] else run
+
+
+def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any, vc: tuple[Any, Any, Any, Any],
+            ctl: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     adm = hist_delta(histogram(api1, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK_NAME),
                      histogram(api0, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK_NAME))
@@ -556,13 +574,11 @@ def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any,
                             "errors": int(sum(v for k, v in codes.items() if k != "200") + rejected)}
         pg = [obs.pg_seen[k] - obs.posted[k] for k in obs.posted if k in obs.pg_seen]
         out["podGroupSeconds"] = {**summary(pg), "missing": len(obs.posted) - len(pg)}
-        cyc = hist_delta(histogram(ctl1, "volcano_elastic_agent_cycle_seconds"),
-                         histogram(ctl0, "volcano_elastic_agent_cycle_seconds"))
+        cyc = run_histogram(ctl, "volcano_elastic_agent_cycle_seconds")
         out["agent"] = {"cycleSeconds": hist_summary(cyc)}
-    pod_lat = [obs.bound[u] - obs.schedulable[u] for u in obs.bound]
-    job_lat = [obs.job_min_at[k] - obs.posted[k] for k in obs.posted if k in obs.job_min_at]
-    e2e = hist_delta(histogram(vc1, "volcano_e2e_scheduling_latency_milliseconds"),
-                     histogram(vc0, "volcano_e2e_scheduling_latency_milliseconds"))
+    pod_lat = [minus_pauses(obs.schedulable[u], obs.bound[u], obs.pauses) for u in obs.bound]
+    job_lat = [minus_pauses(obs.posted[k], obs.job_min_at[k], obs.pauses) for k in obs.posted if k in obs.job_min_at]
+    e2e = run_histogram(vc, "volcano_e2e_scheduling_latency_milliseconds")
     out["volcano"] = {"podSchedulableToBoundSeconds": {**summary(pod_lat),
                                                        "neverBound": len(obs.schedulable) - len(pod_lat)},
                       "jobPostToMinBoundSeconds": {**summary(job_lat), "neverMin": len(obs.posted) - len(job_lat)},

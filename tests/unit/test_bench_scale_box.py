@@ -120,3 +120,27 @@ def test_plan_and_log_decisions_compare_set_against_set() -> None:
     other = bench.compare(bench.plan_decisions(plan), bench.log_decisions(lines[1:]))
     assert not other["same"]
     assert other["diff"] == {"starving": {"onlyPlan": ["team-0/g=evict"], "onlyLive": []}}
+
+
+def test_minus_pauses_takes_out_only_the_overlap() -> None:
+    pauses = [(10.0, 20.0), (30.0, 35.0)]
+    assert bench.minus_pauses(0.0, 5.0, pauses) == 5.0  # before any pause
+    assert bench.minus_pauses(5.0, 15.0, pauses) == 5.0  # half inside the first
+    assert bench.minus_pauses(0.0, 40.0, pauses) == 25.0  # across both
+    assert bench.minus_pauses(12.0, 18.0, pauses) == 0.0  # all inside
+    assert bench.minus_pauses(0.0, 40.0, []) == 40.0
+
+
+def test_run_histogram_leaves_out_what_the_plan_check_added() -> None:
+    def expo(fast: int, slow: int) -> list[tuple[str, dict[str, str], float]]:
+        m = "volcano_elastic_agent_cycle_seconds"
+        return bench.parse_prom(f'{m}_bucket{{le="0.1"}} {fast}\n{m}_bucket{{le="10"}} {fast + slow}\n'
+                                f'{m}_bucket{{le="+Inf"}} {fast + slow}\n{m}_count {fast + slow}\n{m}_sum 0\n')
+
+    # 10 fast cycles before the check, one slow cycle across the controller's SIGSTOP, 10 fast after
+    snaps = (expo(0, 0), expo(10, 0), expo(10, 1), expo(20, 1))
+    h = bench.run_histogram(snaps, "volcano_elastic_agent_cycle_seconds")
+    assert h["count"] == 20
+    assert bench.hist_quantile(h["buckets"], 0.99) <= 0.1
+    no_check = bench.run_histogram((expo(0, 0), [], [], expo(20, 1)), "volcano_elastic_agent_cycle_seconds")
+    assert no_check["count"] == 21 and bench.hist_quantile(no_check["buckets"], 0.99) > 0.1
