@@ -320,6 +320,30 @@ class Observer:
                 self.schedulable.setdefault(uid, now)
 
 
+class InFlight:
+    """The bench's creations and deletions submitted and not yet done."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cond = threading.Condition()
+
+    def add(self) -> None:
+        with self.cond:
+            self.n += 1
+
+    def done_after(self, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        finally:
+            with self.cond:
+                self.n -= 1
+                self.cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.n == 0, timeout)
+
+
 class Metrics:
     """/metrics of the API server (kubectl get --raw), vc-scheduler and our controller."""
 
@@ -436,6 +460,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         errors: Tally[str] = Tally()
         post_seconds: list[float] = []
         uids: dict[str, str] = {}
+        inflight = InFlight()
         vc_a = vc_b = ctl_a = ctl_b = []  # around the plan check: its stopped processes not measured
 
         def create(job: JobSpec) -> None:
@@ -481,7 +506,10 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
             if ours and a.plan_check and plan_check is None and at >= plan_at:
                 p0 = time.monotonic()
                 vc_a, ctl_a = metrics.volcano(), metrics.controller()
-                plan_check = check_plan(box, kc, ctl, ctl_port, cfg, tmp, metrics)
+                try:
+                    plan_check = check_plan(box, kc, ctl, cfg, tmp, metrics, inflight.wait_idle)
+                except Exception as exc:  # the rest of the run still measures
+                    plan_check = {"error": f"{type(exc).__name__}: {exc}"}
                 vc_b, ctl_b = metrics.volcano(), metrics.controller()
                 obs.pauses.append((p0, time.monotonic()))
                 shift += time.monotonic() - p0
@@ -489,7 +517,8 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
             delay = t0 + shift + at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            pool.submit(create if kind == 0 else finish, job)
+            inflight.add()
+            pool.submit(inflight.done_after, create if kind == 0 else finish, job)
         pool.shutdown(wait=True)
         time.sleep(a.settle)
         elapsed = time.monotonic() - t0
@@ -587,64 +616,83 @@ def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any,
 
 
 # ----------------------------------------------------------------------------- the plan check
-def check_plan(box: Any, kc: Any, ctl: Any, ctl_port: int | None, cfg: Path, tmp: Path,
-               metrics: Metrics) -> dict[str, Any]:
-    """See the module doc: the plan of a dump against the agent's next cycles, the scheduler stopped."""
+def settled(kc: Any) -> bool:
+    """No deletion under way: every PodGroup's and pod's job still exists, no pod terminating."""
+    from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
+
+    jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]) for j in kc.list(PYTORCHJOBS)[0]}
+    if any((g["metadata"]["namespace"], g["metadata"]["name"]) not in jobs for g in kc.list(PODGROUPS)[0]):
+        return False
+    for p in kc.list(PODS)[0]:
+        m = p["metadata"]
+        if m.get("deletionTimestamp") or (m["namespace"], (m.get("labels") or {}).get(JOB_LABEL)) not in jobs:
+            return False
+    return True
+
+
+def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metrics,
+               idle: Any) -> dict[str, Any]:
+    """See the module doc: the plan of a dump against the agent's next cycles, the scheduler stopped,
+    no job being created or deleted. Each live cycle is compared with the dump's plan at that cycle's
+    time (the time of its first decision logged), so that ages (starvation, cooldowns) agree."""
     from datetime import UTC, datetime
 
+    t = time.monotonic()
+    idle(120)  # the bench's own creations and deletions done
+    try:
+        wait_until("deletions settled", lambda: settled(kc), 120)
+        quiet = True
+    except TimeoutError:
+        quiet = False
+    result: dict[str, Any] = {"settled": quiet, "settleSeconds": round(time.monotonic() - t, 1)}
     sched = box.procs["vc-scheduler"].pid
     os.kill(sched, signal.SIGSTOP)
     try:
         time.sleep(3)  # binds in flight land; kwok starts what was bound
-
-        def cycles() -> float:
-            return sum(v for _, v in select(metrics.controller(), "volcano_elastic_agent_cycle_seconds_count"))
-
-        c0 = cycles()
+        c0 = cycles_safe(metrics)
         deadline = time.monotonic() + 120
-        while cycles() == c0 and time.monotonic() < deadline:
+        while cycles_safe(metrics) == c0 and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(ctl.pid, signal.SIGSTOP)
+        os.kill(ctl.pid, signal.SIGSTOP)  # right after a cycle: none of its writes in flight
         try:
             time.sleep(3)  # what its last cycle wrote settles (kwok removes evicted pods)
-            now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
             dump = tmp / "dump.json"
             t = time.monotonic()
             dump.write_text(box.kubectl("get", DUMP_KINDS, "-A", "-o", "json", timeout=300).stdout)
-            dump_seconds = time.monotonic() - t
-            t = time.monotonic()
-            out = subprocess.run([sys.executable, "-m", "elastic_controller", "plan", "--from", str(dump), "--config",
-                                  str(cfg), "--now", now, "-o", "json"], capture_output=True, text=True, cwd=ROOT,
-                                 timeout=300)
-            plan_seconds = time.monotonic() - t
-            if out.returncode != 0:
-                return {"error": f"plan exited {out.returncode}: {out.stderr[-500:]}"}
-            planned = plan_decisions(json.loads(out.stdout))
+            result.update(dumpBytes=dump.stat().st_size, dumpSeconds=round(time.monotonic() - t, 1))
             logf = Path(ctl.log)
             offset = logf.stat().st_size
-            c1 = cycles_safe(metrics)
+            seen = cycles_safe(metrics)
         finally:
             os.kill(ctl.pid, signal.SIGCONT)
-        live: list[dict[str, set[str]]] = []
-        seen = c1
+        chunks: list[str] = []
         deadline = time.monotonic() + 120
-        while len(live) < 2 and time.monotonic() < deadline:
+        while len(chunks) < 2 and time.monotonic() < deadline:
             c = cycles_safe(metrics)
             if c > seen:
                 seen = c
-                with logf.open() as fh:
+                with logf.open("rb") as fh:
                     fh.seek(offset)
-                    chunk = fh.read()
-                offset += len(chunk.encode())
-                live.append(log_decisions(chunk.splitlines()))
+                    data = fh.read()
+                offset += len(data)
+                chunks.append(data.decode(errors="replace"))
             time.sleep(0.02)
-        result = {"dumpBytes": dump.stat().st_size, "dumpSeconds": round(dump_seconds, 1),
-                  "planSeconds": round(plan_seconds, 1), "now": now}
-        for i, got in enumerate(live, 1):
-            result[f"cycle{i}"] = compare(planned, got)
-        return result
     finally:
         os.kill(sched, signal.SIGCONT)
+    for i, chunk in enumerate(chunks, 1):
+        lines = chunk.splitlines()
+        stamps = [json.loads(x)["ts"] for x in lines if x.startswith("{") and '"gang decision"' in x]
+        now = stamps[0] if stamps else datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        t = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "elastic_controller", "plan", "--from", str(dump), "--config",
+                              str(cfg), "--now", now, "-o", "json"], capture_output=True, text=True, cwd=ROOT,
+                             timeout=300)
+        if out.returncode != 0:
+            result[f"cycle{i}"] = {"error": f"plan exited {out.returncode}: {out.stderr[-500:]}"}
+            continue
+        result[f"cycle{i}"] = {"now": now, "planSeconds": round(time.monotonic() - t, 1),
+                               **compare(plan_decisions(json.loads(out.stdout)), log_decisions(lines))}
+    return result
 
 
 def cycles_safe(metrics: Metrics) -> float:
