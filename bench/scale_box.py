@@ -29,12 +29,16 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
   volcano            per pod: schedulable (created ungated, or its gate lifted) -> bound, seen by a
                      watch; per job: POST -> min workers bound; vc-scheduler's own
                      volcano_e2e_scheduling_latency_milliseconds
-  planCheck          (ours) at the end of the arrivals: arrivals and deletions paused, vc-scheduler
-                     SIGSTOPped; right after an agent cycle ends the controller is SIGSTOPped; the box
-                     is dumped (kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A
-                     -o json) and ``volcano-elastic plan --from dump --now T -o json`` run on it; the
-                     controller is continued and the decisions its next cycles log (gang decisions,
-                     evictions, gate releases) compared with the plan's, set against set.
+  planCheck          (ours) at the end of the arrivals: arrivals and deletions paused and settled (no
+                     pod terminating, every job with all its pods), vc-scheduler SIGSTOPped; right
+                     after an agent cycle ends the controller is SIGSTOPped; the box is dumped
+                     (kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json);
+                     the controller is continued and the decisions its next 3 cycles log (gang
+                     decisions, evictions, gate releases) compared, set against set, with
+                     ``volcano-elastic plan --from dump --now T -o json``, T the time of the cycle's
+                     first decision logged. A cycle that started before its informers had applied
+                     what changed while it was stopped plans on the older world: the first cycles
+                     may differ for that reason alone; ``firstSameCycle`` says which one agreed.
 """
 
 from __future__ import annotations
@@ -617,17 +621,23 @@ def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any,
 
 # ----------------------------------------------------------------------------- the plan check
 def settled(kc: Any) -> bool:
-    """No deletion under way: every PodGroup's and pod's job still exists, no pod terminating."""
+    """Nothing under way but scheduling: every PodGroup's and pod's job still exists, no pod terminating,
+    every job has all its pods (the training operator creates them some seconds after the job)."""
     from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 
-    jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]) for j in kc.list(PYTORCHJOBS)[0]}
+    jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): sum(
+        int(r.get("replicas") or 0) for r in (j["spec"].get("pytorchReplicaSpecs") or {}).values())
+        for j in kc.list(PYTORCHJOBS)[0]}
     if any((g["metadata"]["namespace"], g["metadata"]["name"]) not in jobs for g in kc.list(PODGROUPS)[0]):
         return False
+    pods: Tally[tuple[str, str]] = Tally()
     for p in kc.list(PODS)[0]:
         m = p["metadata"]
-        if m.get("deletionTimestamp") or (m["namespace"], (m.get("labels") or {}).get(JOB_LABEL)) not in jobs:
+        key = (m["namespace"], (m.get("labels") or {}).get(JOB_LABEL, ""))
+        if m.get("deletionTimestamp") or key not in jobs:
             return False
-    return True
+        pods[key] += 1
+    return all(pods[k] >= n for k, n in jobs.items())  # the training operator has made every pod
 
 
 def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metrics,
@@ -667,7 +677,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
             os.kill(ctl.pid, signal.SIGCONT)
         chunks: list[str] = []
         deadline = time.monotonic() + 120
-        while len(chunks) < 2 and time.monotonic() < deadline:
+        while len(chunks) < 3 and time.monotonic() < deadline:
             c = cycles_safe(metrics)
             if c > seen:
                 seen = c
@@ -692,6 +702,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
             continue
         result[f"cycle{i}"] = {"now": now, "planSeconds": round(time.monotonic() - t, 1),
                                **compare(plan_decisions(json.loads(out.stdout)), log_decisions(lines))}
+    result["firstSameCycle"] = next((i for i in range(1, len(chunks) + 1) if result[f"cycle{i}"].get("same")), None)
     return result
 
 
