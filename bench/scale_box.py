@@ -30,25 +30,25 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
                      watch; per job: POST -> min workers bound; vc-scheduler's own
                      volcano_e2e_scheduling_latency_milliseconds
   planCheck          (ours) at the end of the arrivals: arrivals and deletions paused and settled (no
-                     pod terminating, every job with all its pods), vc-scheduler SIGSTOPped; right
-                     after an agent cycle ends the controller is SIGSTOPped; the box is dumped
-                     (kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json);
+                     pod terminating, every job with all its pods), vc-scheduler, the training operator
+                     and kube-controller-manager SIGSTOPped (kwok still runs); right after an agent
+                     cycle ends the controller is SIGSTOPped; the box is dumped (kubectl get nodes,
+                     pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json);
                      the controller is continued and the decisions its next 3 cycles log (gang
                      decisions, evictions, gate releases) compared, set against set, with
                      ``volcano-elastic plan --from dump --now T -o json``, T the time of the cycle's
-                     first decision logged. A cycle that started before its informers had applied
-                     what changed while it was stopped plans on the older world: the first cycles
-                     may differ for that reason alone; ``firstSameCycle`` says which one agreed.
+                     first log line (the dump's time when it logged nothing). A cycle that started
+                     before its informers had applied what changed while it was stopped plans on
+                     the older world (or, its watches broken by the pause, refuses to plan on stale
+                     caches: ``staleCaches``): the first cycles may differ for that reason alone;
+                     ``firstSameCycle`` says which one agreed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
-import re
 import signal
 import subprocess
 import sys
@@ -56,7 +56,6 @@ import tempfile
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +63,25 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _scale_parts import (  # noqa: E402
+    JobSpec,
+    compare,
+    hist_delta,
+    hist_summary,
+    histogram,
+    log_decisions,
+    manifest,
+    minus_pauses,
+    parse_prom,
+    plan_decisions,
+    run_histogram,
+    select,
+    summary,
+    vm_hwm_mib,
+    workload,
+)
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 WEBHOOK_NAME = "pods.volcano-elastic.io"
@@ -71,184 +89,8 @@ BOX_TIME = {"cooldownSeconds": 30, "minRuntimeSeconds": 12, "starvationSeconds":
             "firstRendezvousSeconds": 3, "scaleUpAfterCheckpointSeconds": 60}
 AGENT_INTERVAL = 5
 DUMP_KINDS = "nodes,pods,podgroups,queues,priorityclasses,pytorchjobs"
-
-
-# ----------------------------------------------------------------------------- pure parts
-def pct(values: Iterable[float], q: float) -> float | None:
-    """The q-quantile of ``values`` (nearest rank on the sorted list); None when empty."""
-    s = sorted(values)
-    if not s:
-        return None
-    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
-
-
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_prom(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """The samples of a Prometheus text exposition: (name, labels, value)."""
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        labels = {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _LABEL.findall(m.group(2) or "")}
-        try:
-            out.append((m.group(1), labels, float(m.group(3))))
-        except ValueError:
-            continue
-    return out
-
-
-def select(samples: list[tuple[str, dict[str, str], float]], metric: str, /,
-           **want: str) -> list[tuple[dict[str, str], float]]:
-    return [(lab, v) for n, lab, v in samples if n == metric and all(lab.get(k) == w for k, w in want.items())]
-
-
-def histogram(samples: list[tuple[str, dict[str, str], float]], metric: str, /, **want: str) -> dict[str, Any]:
-    """The histogram ``metric`` summed over every series matching ``want``: {"buckets": [(le, cumulative)],
-    "count", "sum"}."""
-    les: dict[float, float] = {}
-    for lab, v in select(samples, metric + "_bucket", **want):
-        le = float(lab["le"].replace("+Inf", "inf"))
-        les[le] = les.get(le, 0.0) + v
-    return {"buckets": sorted(les.items()), "count": sum(v for _, v in select(samples, metric + "_count", **want)),
-            "sum": sum(v for _, v in select(samples, metric + "_sum", **want))}
-
-
-def hist_delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    b = dict(before["buckets"])
-    return {"buckets": [(le, c - b.get(le, 0.0)) for le, c in after["buckets"]],
-            "count": after["count"] - before["count"], "sum": after["sum"] - before["sum"]}
-
-
-def hist_quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
-    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding rank q*count;
-    the highest finite bound when the rank falls in +Inf; None without observations."""
-    if not buckets or buckets[-1][1] <= 0:
-        return None
-    total = buckets[-1][1]
-    rank = q * total
-    prev_le, prev_c = 0.0, 0.0
-    for le, c in buckets:
-        if c >= rank:
-            if math.isinf(le):
-                return prev_le
-            if c == prev_c:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
-        prev_le, prev_c = le, c
-    return prev_le
-
-
-def minus_pauses(start: float, end: float, pauses: list[tuple[float, float]]) -> float:
-    """``end - start`` less the parts of it inside ``pauses`` (the plan check's stopped scheduler)."""
-    return end - start - sum(max(0.0, min(end, p1) - max(start, p0)) for p0, p1 in pauses)
-
-
-def summary(values: list[float], digits: int = 3) -> dict[str, Any]:
-    def r(x: float | None) -> float | None:
-        return None if x is None else round(x, digits)
-    return {"n": len(values), "p50": r(pct(values, 0.5)), "p99": r(pct(values, 0.99)),
-            "max": r(max(values) if values else None)}
-
-
-def hist_summary(h: dict[str, Any], digits: int = 4) -> dict[str, Any]:
-    def r(x: float | None) -> float | None:
-        return None if x is None else round(x, digits)
-    return {"n": int(h["count"]), "p50": r(hist_quantile(h["buckets"], 0.5)),
-            "p99": r(hist_quantile(h["buckets"], 0.99)), "mean": r(h["sum"] / h["count"] if h["count"] else None)}
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    name: str
-    namespace: str
-    queue: str
-    workers: int
-    gpus: int  # per worker
-    elastic: tuple[int, int] | None
-    arrive: float  # seconds after the start
-    lifetime: float
-
-    @property
-    def min_workers(self) -> int:
-        return self.elastic[0] if self.elastic else self.workers
-
-
-def workload(jobs: int, queues: int, duration: float, seed: int) -> list[JobSpec]:
-    """The seeded mix: half elastic 2..8 x 2 GPUs, half rigid (1 x 8 or 2 x 4 GPUs), arriving uniformly
-    over the first 60 % of ``duration``, each living 25-50 % of it; sorted by arrival."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(jobs):
-        q = i % queues
-        if rng.random() < 0.5:
-            workers, gpus, elastic = 8, 2, (2, 8)
-        else:
-            workers, gpus = rng.choice(((1, 8), (2, 4)))
-            elastic = None
-        out.append(JobSpec(f"j{i:05d}", f"team-{q}", f"dept-{q}", workers, gpus, elastic,
-                           round(rng.uniform(0, 0.6 * duration), 3),
-                           round(rng.uniform(0.25, 0.5) * duration, 3)))
-    return sorted(out, key=lambda j: (j.arrive, j.name))
-
-
-def manifest(job: JobSpec, with_group: bool) -> dict[str, Any]:
-    from tests.kubeflow import pytorchjob_manifest
-
-    template: dict[str, Any] = {"spec": {"containers": [{
-        "name": "pytorch", "image": "docker.io/pytorch/pytorch:latest", "command": ["torchrun", "train.py"],
-        "resources": {"limits": {"nvidia.com/gpu": str(job.gpus), "cpu": "1", "memory": "1Gi"}}}]}}
-    if with_group:  # without us: what the training operator's gang integration puts on its pods
-        template["metadata"] = {"annotations": {"scheduling.k8s.io/group-name": job.name}}
-        template["spec"]["schedulerName"] = "volcano"
-    return pytorchjob_manifest(job.name, job.queue, job.workers, job.elastic, template)
-
-
-def plan_decisions(plan: dict[str, Any]) -> dict[str, set[str]]:
-    """The comparable decisions of a ``plan -o json`` document."""
-    return {"starving": {f"{s['podGroup']}={s['decision']}" for s in plan.get("starving") or []},
-            "evictions": {str(e["pod"]) for e in plan.get("evictions") or []},
-            "gateReleases": {str(g["pod"]) for g in plan.get("gateReleases") or []}}
-
-
-def log_decisions(lines: Iterable[str]) -> dict[str, set[str]]:
-    """The same decisions from the agent's JSON log lines of one cycle (``podgroup`` there is
-    ns/name or name: reduced to what the plan prints)."""
-    out: dict[str, set[str]] = {"starving": set(), "evictions": set(), "gateReleases": set()}
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        msg = rec.get("msg")
-        if msg == "gang decision":
-            out["starving"].add(f"{rec.get('podgroup')}={rec.get('decision')}")
-        elif msg == "eviction planned":
-            out["evictions"].add(str(rec.get("pod")))
-        elif msg == "gate release planned":
-            out["gateReleases"].add(str(rec.get("pod")))
-    return out
-
-
-def compare(a: dict[str, set[str]], b: dict[str, set[str]]) -> dict[str, Any]:
-    diff = {k: {"onlyPlan": sorted(a[k] - b[k])[:10], "onlyLive": sorted(b[k] - a[k])[:10]} for k in a}
-    return {"same": all(a[k] == b[k] for k in a), "counts": {k: len(a[k]) for k in a},
-            "diff": {k: v for k, v in diff.items() if v["onlyPlan"] or v["onlyLive"]}}
-
-
-def vm_hwm_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+# stopped during the plan check: nothing but kwok and us changes the world
+FROZEN = ("vc-scheduler", "training-operator", "kube-controller-manager")
 
 
 # ----------------------------------------------------------------------------- the controller, counted
@@ -411,7 +253,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         stale.down(quiet=True)
     t_box = time.monotonic()
     box = Box(BoxOptions(name=name, profile="full", nodes=a.nodes, gpus_per_node=8, volcano_conf="ours",
-                         quiet=True, timeout=max(90.0, a.nodes * 0.5)))
+                         operator_threads=a.operator_threads, quiet=True, timeout=max(90.0, a.nodes * 0.5)))
     box.up()
     box_seconds = time.monotonic() - t_box
     log(f"{mode}: box with {a.nodes} nodes up in {box_seconds:.0f}s")
@@ -582,14 +424,6 @@ def webhook_self(box: Any, port: int) -> dict[str, Any]:
             "results": {lab.get("result", ""): v for lab, v in select(s, "volcano_elastic_webhook_requests_total")}}
 
 
-def run_histogram(snaps: tuple[Any, Any, Any, Any], metric: str) -> dict[str, Any]:
-    """``metric`` over the run (snapshots at start, before and after the plan check, at the end; the
-    middle two empty when there was none) less what the plan check's pause added."""
-    first, before, after, last = (histogram(s, metric) for s in snaps)
-    run = hist_delta(last, first)
-    return hist_delta(run, hist_delta(after, before)) if after["count"] else run
-
-
 def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any, vc: tuple[Any, Any, Any, Any],
             ctl: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -655,8 +489,9 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
     except TimeoutError:
         quiet = False
     result: dict[str, Any] = {"settled": quiet, "settleSeconds": round(time.monotonic() - t, 1)}
-    sched = box.procs["vc-scheduler"].pid
-    os.kill(sched, signal.SIGSTOP)
+    frozen = [box.procs[n].pid for n in FROZEN]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(3)  # binds in flight land; kwok starts what was bound
         c0 = cycles_safe(metrics)
@@ -668,6 +503,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
             time.sleep(3)  # what its last cycle wrote settles (kwok removes evicted pods)
             dump = tmp / "dump.json"
             t = time.monotonic()
+            dumped_at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             dump.write_text(box.kubectl("get", DUMP_KINDS, "-A", "-o", "json", timeout=300).stdout)
             result.update(dumpBytes=dump.stat().st_size, dumpSeconds=round(time.monotonic() - t, 1))
             logf = Path(ctl.log)
@@ -688,11 +524,12 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
                 chunks.append(data.decode(errors="replace"))
             time.sleep(0.02)
     finally:
-        os.kill(sched, signal.SIGCONT)
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
     for i, chunk in enumerate(chunks, 1):
         lines = chunk.splitlines()
-        stamps = [json.loads(x)["ts"] for x in lines if x.startswith("{") and '"gang decision"' in x]
-        now = stamps[0] if stamps else datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        stamps = [json.loads(x)["ts"] for x in lines if x.startswith('{"ts"')]
+        now = stamps[0] if stamps else dumped_at
         t = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "elastic_controller", "plan", "--from", str(dump), "--config",
                               str(cfg), "--now", now, "-o", "json"], capture_output=True, text=True, cwd=ROOT,
@@ -701,6 +538,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
             result[f"cycle{i}"] = {"error": f"plan exited {out.returncode}: {out.stderr[-500:]}"}
             continue
         result[f"cycle{i}"] = {"now": now, "planSeconds": round(time.monotonic() - t, 1),
+                               "staleCaches": "caches stale" in chunk,
                                **compare(plan_decisions(json.loads(out.stdout)), log_decisions(lines))}
     result["firstSameCycle"] = next((i for i in range(1, len(chunks) + 1) if result[f"cycle{i}"].get("same")), None)
     return result
@@ -728,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queues", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=8, help="client threads creating and deleting jobs")
+    ap.add_argument("--operator-threads", type=int, default=8,
+                    help="the training operator's reconcile threads (its default, 1, creates about a pod a "
+                         "second here: 1,000 jobs never get their pods)")
     ap.add_argument("--modes", default="ours,without", help="comma-separated: ours,without (default both)")
     ap.add_argument("--no-plan-check", dest="plan_check", action="store_false")
     ap.add_argument("--keep-box", action="store_true", help="leave each box running (debugging)")
@@ -740,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = workload(a.jobs, a.queues, a.duration, a.seed)
     doc: dict[str, Any] = {
         "nodes": a.nodes, "gpusPerNode": 8, "jobs": a.jobs, "queues": a.queues, "duration": a.duration,
-        "seed": a.seed, "cores": os.cpu_count(), "load1AtStart": round(os.getloadavg()[0], 1),
+        "seed": a.seed, "operatorThreads": a.operator_threads, "cores": os.cpu_count(),
+        "load1AtStart": round(os.getloadavg()[0], 1),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip(),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

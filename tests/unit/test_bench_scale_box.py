@@ -1,6 +1,6 @@
-"""bench/scale_box.py's pure parts: percentiles, the Prometheus text parser and histogram quantiles
-(what every number of the bench is read through), the seeded workload, and the comparison of a
-dump's plan with the decisions the live agent logged."""
+"""bench/scale_box.py's pure parts (bench/_scale_parts.py): percentiles, the Prometheus text parser
+and histogram quantiles (what every number of the bench is read through), the seeded workload, and
+the comparison of a dump's plan with the decisions the live agent logged."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import scale_box as bench
+import _scale_parts as bench
 
 OURS = 'name="pods.volcano-elastic.io",operation="CREATE",type="admit"'
 OTHER = 'name="other.example.com",operation="CREATE",type="validating"'
