@@ -20,6 +20,7 @@ class BoxOptions:
     real_nodes: int = 0  # real kubelet nodes beside the kwok ones (hack/localbox/realnode.py)
     real_node_gpus: int = 4  # fake nvidia.com/gpu each real node advertises
     real_node_images: list[str] = field(default_factory=list)  # OCI archives imported into every real node
+    operator_threads: int = 1  # the training operator's --controller-threads (its QPS and burst scaled with it)
     timeout: float = 90.0  # per component health wait
     keep_on_failure: bool = False
     quiet: bool = False
@@ -27,7 +28,7 @@ class BoxOptions:
     def compatible(self, other: dict[str, Any]) -> list[str]:
         diffs = []
         for k in ("profile", "nodes", "gpus_per_node", "node_cpu", "node_memory", "node_pods", "volcano_conf",
-                  "real_nodes", "real_node_gpus"):
+                  "real_nodes", "real_node_gpus", "operator_threads"):
             if other.get(k, BoxOptions.__dataclass_fields__[k].default) != getattr(self, k):
                 diffs.append(f"{k}={other.get(k)!r} (asked {getattr(self, k)!r})")
         return diffs

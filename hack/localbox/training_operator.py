@@ -71,6 +71,7 @@ def start(box: BoxLike) -> Started:
     """Start the training operator in the background. Its certificates and webhook configuration
     (for the port just picked) come first, on every (re)start: see prereqs."""
     kc = str(box.kubeconfig)
+    threads = max(1, box.opts.operator_threads)
 
     def argv() -> list[str]:
         prereqs(box)
@@ -81,6 +82,10 @@ def start(box: BoxLike) -> Started:
             f"--metrics-bind-address=127.0.0.1:{box.ports['operator_metrics']}",
             f"--health-probe-bind-address=127.0.0.1:{box.ports['operator_probe']}",
             "--zap-devel=false", "--zap-log-level=info",
+            # its defaults (1 reconcile thread, 20 QPS, burst 30) unless the options ask for more
+            # threads: at 1,000 jobs one thread creates about a pod a second (bench/scale_box.py)
+            f"--controller-threads={threads}", f"--kube-api-qps={20 * threads}",
+            f"--kube-api-burst={30 * threads}",
         ]
 
     t = time.monotonic()

@@ -58,7 +58,7 @@ def start(box: BoxLike, conf: Path) -> Started:
         str(b("vc-scheduler")), f"--kubeconfig={kc}", f"--scheduler-conf={conf}",
         "--leader-elect=false", "--enable-healthz=true",
         f"--healthz-address=127.0.0.1:{box.ports['vc_scheduler_healthz']}",
-        f"--listen-address=127.0.0.1:{box.ports['vc_scheduler_metrics']}",
+        f"--listen-address=127.0.0.1:{box.ports['vc_scheduler_metrics']}", "--enable-metrics",
         "--schedule-period=500ms", f"--cache-dump-dir={box.dir / 'tmp'}",
         "--logtostderr", "-v=3",
     ], lambda: True, port_keys=("vc_scheduler_healthz", "vc_scheduler_metrics"), wait=False)
