@@ -15,213 +15,45 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from ..policy import keys
 from ..policy.actions import CycleDecision, Evict, GiveNotice
-from ..policy.attained import format_stamp
 from ..policy.cycle import decide
-from ..policy.decisions import CyclePlan, Eviction
+from ..policy.decisions import Eviction
 from ..policy.keys import Role
-from ..policy.model import JobView, NodeView, PodGroupView, PodView, QueueView, Snapshot
+from ..policy.model import NodeView, QueueView
 from ..policy.notices import NoticeReview
-from ..policy.parse import format_time
-from ..policy.roles import plan_role, task_priority
-from ..policy.settings import ElasticConfig, QueuePolicy
+from ..policy.roles import plan_role
+from ..policy.settings import ElasticConfig
 from .cluster import ClusterSpec
 from .gang import GangActions
 from .nodes import NodeTable
-from .restarts import RestartCost, advance, checkpoint_now, lose_since_checkpoint
-from .scaling import ScalingCurve
+from .restarts import advance, checkpoint_now, lose_since_checkpoint
+from .simtypes import EPOCH as EPOCH
+from .simtypes import JobResult as JobResult
+from .simtypes import Planner as Planner
+from .simtypes import Progress as Progress
+from .simtypes import SimNotice
+from .simtypes import SimResult as SimResult
+from .simtypes import SimSettings as SimSettings
+from .simtypes import SimulationError as SimulationError
+from .simtypes import batched_config as batched_config
+from .simtypes import default_planner as default_planner
 from .state import SimJob, SimPod
 from .trace import JobSpec
+from .views import SnapshotViews
 from .volcano import Allocator
-
-Planner = Callable[[Snapshot, ElasticConfig, datetime], CyclePlan]
-Progress = Callable[[int, int], None]
 
 POLICIES = ("elastic", "volcano-gang", "static-max", "static-min")
 NAMESPACE = "sim"
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 _ARRIVAL, _GRACE_END, _COMPLETE = 0, 1, 2
 
 
-class SimulationError(RuntimeError):
-    pass
 
 
-def batched_config(cfg: ElasticConfig, cycle_seconds: float) -> ElasticConfig:
-    """The config one simulated cycle plans with when it stands for several agent cycles.
-
-    With a cycle grid N times the agent's interval, the per-cycle caps (maxScaleUpPerCycle,
-    maxEvictionsPerCycle) are multiplied by N so that batching does not throttle the agent.
-    """
-    factor = int(cycle_seconds // cfg.agent.intervalSeconds)
-    if factor <= 1:
-        return cfg
-
-    def scaled(q: QueuePolicy) -> QueuePolicy:
-        return replace(q, maxScaleUpPerCycle=q.maxScaleUpPerCycle * factor,
-                       maxEvictionsPerCycle=q.maxEvictionsPerCycle * factor)
-
-    return replace(cfg, defaults=scaled(cfg.defaults), queues={k: scaled(v) for k, v in cfg.queues.items()})
-
-
-def default_planner() -> Planner:
-    """The agent's own planner, with a ``PlanCache`` of its own (one per simulation)."""
-    from ..policy.cycle import PlanCache, plan_cycle
-
-    cache = PlanCache()
-
-    def plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime) -> CyclePlan:
-        return plan_cycle(snapshot, cfg, now, cache=cache)
-
-    return plan
-
-
-@dataclass(frozen=True, slots=True)
-class SimSettings:
-    # seconds without progress after a scale event, by the event (restarts.RestartCost: torchrun's
-    # rendezvous, the job kit's, or a fixed penalty)
-    restart_cost: RestartCost = field(default_factory=RestartCost)
-    grace_period: float = 30.0  # an evicted worker holds its GPUs this long
-    curve: ScalingCurve = field(default_factory=lambda: ScalingCurve(per_doubling=0.95))
-    start: datetime = EPOCH
-    prefilter: bool = True  # skip agent cycles that provably cannot act (tests turn it off)
-    cycle_seconds: float = 0.0  # agent cycle grid (0: the config's agent.intervalSeconds)
-    timeline: bool = True
-    # Plan at every agent interval while jobs are active, as the real agent does, not only when
-    # something could change the plan (slow: for the test that the event-driven wake-ups miss none)
-    every_cycle: bool = False
-    # Workers that join within this many seconds of the job's start, before any other scale event,
-    # join its first rendezvous (torchrun's c10d ``last_call_timeout``, 30 s by default): no restart.
-    rendezvous_last_call: float = 30.0
-    checkpoint_interval: float = 1800.0  # seconds of progress between checkpoints (0: none)
-    # volcano-gang: gangpreempt/gangreclaim may take whole bundles (Volcano's allowWholeBundle)
-    allow_whole_bundle: bool = True
-    # volcano-gang: a pod placed less than this long ago is not a victim (cdp's cooldown; 0: off)
-    pod_cooldown: float = 0.0
-    enqueue: bool = True  # model Volcano's enqueue admission (tests turn it off)
-    overcommit_factor: float = 1.2  # the overcommit plugin's overcommit-factor
-    # volcano-gang under shares capacity: the capacity plugin sits in the scheduler's first tier, so its
-    # UnifiedEvictableFn filters gangreclaim's victims (in the second tier, its usual place, the first
-    # tier's priority/gang/conformance decide and it is not consulted: framework/session_plugins.go:325)
-    capacity_first_tier: bool = False
-    # elastic: jobs publish volcano-elastic.io/last-checkpoint-time on their PodGroup (the contract's
-    # annotation, as training code writes it), so the planner sees what a restart would lose
-    publish_checkpoints: bool = True
-    # elastic, a queue with noticeSeconds > 0: a job under notice records its checkpoint (writes
-    # last-checkpoint-time) this many seconds after the notice began, which ends the notice at the
-    # next cycle; < 0: it checkpoints only as its notice ends (its victims' GPUs are held for all of it)
-    notice_checkpoint: float = -1.0
-    # elastic: every job's PyTorchJob says elasticPolicy.maxRestarts this (None: no PyTorchJob in the
-    # planner's snapshot, so the restart budget does not apply, as for a dump of pods and PodGroups);
-    # each shrink spends one (decide's SpendRestart, counted in restarts-used as the agent writes it)
-    max_restarts: int | None = None
-
-
-@dataclass(slots=True)
-class _Notice:
-    """A victim under notice: since when, and its ``evict-after`` (seconds and as written)."""
-
-    pod: SimPod
-    gang: str
-    since: float
-    until: float
-    deadline: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class JobResult:
-    name: str
-    queue: str
-    submit: float
-    start: float
-    finish: float
-    restarts: int
-    evictions: int
-    min_workers: int
-    max_workers: int
-    min_seen: int
-    max_seen: int
-    work: float
-    work_done: float
-    held_gpu_seconds: float
-    scale_events: tuple[tuple[float, str], ...]
-    trace_min: int = 0  # the trace's bounds (min_workers/max_workers are the policy's)
-    trace_max: int = 0
-    lost_work: float = 0.0  # GPU-seconds of work done again after restarts (checkpoints)
-    restart_seconds: float = 0.0  # seconds it made no progress after scale events (SimSettings.restart_cost)
-
-    @property
-    def finished(self) -> bool:
-        return self.finish >= 0
-
-    @property
-    def jct(self) -> float:
-        return self.finish - self.submit
-
-    @property
-    def queueing(self) -> float:
-        return self.start - self.submit
-
-
-@dataclass(frozen=True, slots=True)
-class SimResult:
-    policy: str
-    jobs: tuple[JobResult, ...]
-    total_gpus: int
-    span: tuple[float, float]
-    gpu_seconds_allocated: float
-    timeline: tuple[tuple[float, int], ...]
-    evictions: int
-    restarts: int
-    cooldown_violations: int
-    rejected_decisions: tuple[str, ...]
-    bound_violations: int
-    plan_calls: int
-    plan_seconds: float
-    cycles_skipped: int
-    wall_seconds: float
-    # GPU-seconds of workers that advanced their job (not restarting after a scale event, not
-    # terminating): what ``gpu_seconds_allocated`` counts, less the time that did no work.
-    gpu_seconds_busy: float = 0.0
-    # GPU-seconds allocated from the first to the last submission (the drain after it left out).
-    gpu_seconds_while_arriving: float = 0.0
-    last_submit: float = 0.0
-    # eviction notices (queues with noticeSeconds > 0): given, ended early by a checkpoint, withdrawn
-    # (the gang no longer needed the victim), and the victims' GPU-seconds from notice to its end
-    notices: int = 0
-    notices_ended_by_checkpoint: int = 0
-    notices_withdrawn: int = 0
-    notice_gpu_seconds: float = 0.0
-    # times a job with workerCounts came to run at another count (the peers ignore the counts)
-    count_violations: int = 0
-
-    @property
-    def gpu_allocation(self) -> float:
-        length = self.span[1] - self.span[0]
-        return self.gpu_seconds_allocated / (self.total_gpus * length) if length > 0 else 0.0
-
-    @property
-    def gpu_busy(self) -> float:
-        """The part of all GPU time over the span that advanced a job (allocation without the time
-        workers held GPUs restarting after a scale event or terminating after an eviction)."""
-        length = self.span[1] - self.span[0]
-        return self.gpu_seconds_busy / (self.total_gpus * length) if length > 0 else 0.0
-
-    @property
-    def gpu_allocation_while_arriving(self) -> float:
-        """Allocation from the first to the last submission: the same window for every policy (the
-        span of ``gpu_allocation`` ends at each policy's own last completion)."""
-        length = self.last_submit - self.span[0]
-        return self.gpu_seconds_while_arriving / (self.total_gpus * length) if length > 0 else self.gpu_allocation
-
-
-class Simulator:
+class Simulator(SnapshotViews):
     def __init__(self, jobs: list[JobSpec], cluster: ClusterSpec, cfg: ElasticConfig, policy: str,
                  settings: SimSettings | None = None, planner: Planner | None = None,
                  progress: Progress | None = None) -> None:
@@ -279,7 +111,7 @@ class Simulator:
         self.gated: dict[int, SimJob] = {}  # started jobs with gated pods
         # eviction notices (elastic): victims under notice by pod uid, the deadlines given (the agent's
         # ``Notices.given``), when a job under notice records its checkpoint (job id -> time), counts
-        self.noticed: dict[str, _Notice] = {}
+        self.noticed: dict[str, SimNotice] = {}
         self.notice_given: dict[str, datetime] = {}
         self.notice_checkpoints: dict[int, float] = {}
         self.notices = 0
@@ -754,7 +586,7 @@ class Simulator:
     def _give_notice(self, pod: SimPod, gang: str, now: float, deadline: datetime) -> None:
         """``Notices.give``: ``evict-after`` (the action's deadline) next to ``evicted-for``."""
         until = (deadline - self.settings.start).total_seconds()
-        self.noticed[pod.uid] = _Notice(pod, gang, now, until, deadline)
+        self.noticed[pod.uid] = SimNotice(pod, gang, now, until, deadline)
         self.notice_given[pod.uid] = deadline
         pod.evicted_for = gang
         pod.view = None
@@ -767,7 +599,7 @@ class Simulator:
             job.pg_view = None
             self.request_tick(now + after)
 
-    def _end_notice(self, pod: SimPod, now: float) -> _Notice:
+    def _end_notice(self, pod: SimPod, now: float) -> SimNotice:
         notice = self.noticed.pop(pod.uid)
         self.notice_given.pop(pod.uid, None)
         self.notice_gpu_seconds += pod.job.spec.gpus * (now - notice.since)
@@ -819,108 +651,6 @@ class Simulator:
 
     # --- snapshot --------------------------------------------------------------------------------
 
-    def snapshot(self) -> Snapshot:
-        pods: list[PodView] = []
-        groups: list[PodGroupView] = []
-        publish = self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0
-        for job in self.active.values():
-            if not job.done:
-                view = job.pg_view
-                if view is None or (publish and job.rate > 0 and (job.id in self.grown or job.id in self.gated)) \
-                        or job.id in self.notice_checkpoints:
-                    view = self._group_view(job)  # (its checkpoint time moves while it runs)
-                groups.append(view)
-            views = job.views
-            if views is None:
-                views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
-            pods.extend(views)
-        jobs = () if self.settings.max_restarts is None else tuple(
-            self._job_view(job) for job in self.active.values() if not job.done)
-        return Snapshot(nodes=self.node_views, pods=tuple(pods), podgroups=tuple(groups),
-                        queues=self.queue_views, priority_classes=self.priority_classes, jobs=jobs)
-
-    def _job_view(self, job: SimJob) -> JobView:
-        """The job's PyTorchJob as the planner reads it with ``max_restarts`` set: its restart budget
-        only (no elasticPolicy bounds or stamps of its own: the pods and PodGroup say those)."""
-        used = self.restarts_used.get(job.id)
-        return JobView(namespace=job.namespace, name=job.spec.name, max_restarts=self.settings.max_restarts,
-                       annotations={keys.RESTARTS_USED: str(used)} if used else {})
-
-    def _group_view(self, job: SimJob) -> PodGroupView:
-        annotations: dict[str, str] = {}
-        if job.last_scale >= 0:
-            annotations[keys.LAST_SCALE_TIME] = format_time(self.dt(job.last_scale))
-            annotations[keys.LAST_SCALE_DIRECTION] = job.last_scale_direction
-        if job.id in self.restarts_used:
-            annotations[keys.RESTARTS_USED] = str(self.restarts_used[job.id])
-        checkpoint = -1.0
-        if self.settings.publish_checkpoints and self.settings.checkpoint_interval > 0 and job.rate > 0:
-            # what the training code writes (docs/checkpointing.md): its last checkpoint's time
-            checkpoint = self._last_checkpoint(job)
-        at = self.notice_checkpoints.get(job.id, math.inf)
-        if self.settings.publish_checkpoints and at <= self.now:
-            checkpoint = max(checkpoint, at)  # it checkpointed under notice
-        if checkpoint >= 0:
-            annotations[keys.LAST_CHECKPOINT_TIME] = format_time(self.dt(checkpoint))
-        # the job contract, as the controller copies it from the PyTorchJob to the PodGroup
-        annotations.update(job.spec.counts_annotation)
-        annotations[keys.ATTAINED_SERVICE] = self._attained_stamp(job)
-        spec = job.spec
-        view = PodGroupView(
-            namespace=job.namespace, name=spec.name, min_member=job.min_member, queue=spec.queue,
-            priority_class_name=f"p{spec.priority}" if spec.priority else "",
-            min_task_member={"worker": job.min_member},
-            min_resources={k: v * job.min_member for k, v in job.requests.items()},
-            annotations=annotations, labels={keys.MANAGED_BY_LABEL: keys.MANAGED_BY},
-            created=self.dt(spec.submit), phase="Running" if job.started else "Pending",
-            uid=f"pg-{job.id}")
-        job.pg_view = view
-        return view
-
-    def _attained_stamp(self, job: SimJob) -> str:
-        """The job's exact attained service now, as the agent stamps it (policy.attained; a pod freed
-        drops the job's view, so a stamp never misses a pod's time)."""
-        held = job.held_gpu_seconds + sum(job.spec.gpus * (self.now - p.placed_at) for p in job.pods if p.node >= 0)
-        return format_stamp(held, self.dt(self.now))
-
-    def _last_checkpoint(self, job: SimJob) -> float:
-        """When ``job`` last checkpointed (or resumed from one), as of now: progress since the last
-        settle counts, checkpoints fall every ``checkpoint_interval`` seconds of progress."""
-        interval = self.settings.checkpoint_interval
-        progress = max(0.0, self.now - job.resume_at)  # progress since the last settle
-        return self.now - math.fmod(job.since_checkpoint + progress, interval)
-
-    def _pod_view(self, pod: SimPod) -> PodView:
-        job = pod.job
-        placed = pod.node >= 0
-        rp = plan_role({keys.REPLICA_TYPE_LABEL: "worker", keys.REPLICA_INDEX_LABEL: str(pod.index),
-                        **({keys.JOB_ROLE_LABEL: "master"} if pod.index == 0 else {})}, job.bounds)
-        view = PodView(
-            namespace=job.namespace, name=pod.name, uid=pod.uid,
-            phase="Running" if placed else "Pending",
-            node_name=self.nodes.names[pod.node] if placed else "",
-            requests=job.requests,
-            scheduling_gates=(self.gate,) if pod.gated else (),
-            deleting=pod.deleting,
-            created=self.dt(pod.created),
-            scheduled_at=self.dt(pod.placed_at) if placed else None,
-            unschedulable_since=(self.dt(pod.unschedulable_since)
-                                 if not placed and pod.unschedulable_since >= 0 else None),
-            group=job.spec.name, job_name=job.spec.name, replica_type="worker",
-            replica_index=pod.index, job_role_master=pod.role is Role.MASTER, bounds=job.bounds,
-            role=pod.role, task_priority=task_priority(rp, self.cfg.priorities),
-            annotations=self._pod_annotations(pod),
-        )
-        pod.view = view
-        return view
-
-    def _pod_annotations(self, pod: SimPod) -> dict[str, str]:
-        if not pod.evicted_for:
-            return {}
-        notice = self.noticed.get(pod.uid)
-        if notice is None:
-            return {keys.EVICTED_FOR: pod.evicted_for}
-        return {keys.EVICTED_FOR: pod.evicted_for, keys.EVICT_AFTER: format_time(notice.deadline)}
 
     # --- results ---------------------------------------------------------------------------------
 
