@@ -16,6 +16,7 @@ from ..policy import contract, keys
 from ..policy.actions import AnnounceSize, ShrinkInPlace
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, log, split
+from .notices import claim_or_undo
 
 PATH = "in-place"  # the scale record's path (restart_count.DOWN_PATHS leaves it out: no restart)
 
@@ -44,21 +45,9 @@ def shrink_in_place(ex: Executor, action: ShrinkInPlace, now: datetime, report: 
             ex.stamp(j, ours)
     except KubeError as exc:
         why = f"error: {exc}"
-    if not why:
-        ex.fence(f"in-place shrink for {gang}")
-        given = ex.notices.give(gang, action.victims, now, in_place=True)
-        for pod in given.refused:
-            ex.refused_by_pdb(pod, gang, now)
-        why = given.failed
-    if why:
-        report.failed[gang] = why
-        for e in evictions:
-            ex.metrics.eviction_failed(e.queue, why.partition(":")[0])
-        log.warning("in-place shrink not started; re-planning next cycle", extra={"podgroup": gang, "error": why})
-        ex.undo(gang, before, stamped, [])
-        return
-    report.noticed[gang] = [e.pod for e in evictions]
-    report.in_place.add(gang)
+    if claim_or_undo(ex, action, now, report, why, before, stamped, what="in-place shrink",
+                     failed="in-place shrink not started", in_place=True):
+        report.in_place.add(gang)
 
 
 def announce_resize(ex: Executor, sizes: Iterable[AnnounceSize], report: CycleReport,

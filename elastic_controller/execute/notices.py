@@ -10,7 +10,7 @@ from datetime import datetime
 
 from ..kube.errors import KubeError
 from ..policy import contract, keys
-from ..policy.actions import CycleDecision, EvictDueNotice, GiveNotice, WithdrawNotice
+from ..policy.actions import CycleDecision, EvictDueNotice, GiveNotice, ShrinkInPlace, WithdrawNotice
 from ..policy.model import Snapshot
 from ..policy.notices import NoticeReview
 from ..policy.parse import format_time
@@ -44,20 +44,33 @@ def give_notice(ex: Executor, action: GiveNotice, now: datetime, report: CycleRe
     except KubeError as exc:
         why = f"error: {exc}"
     ex.fault("notice-jobs-stamped")
+    claim_or_undo(ex, action, now, report, why, before, stamped_jobs, what="eviction notice",
+                  failed="eviction notice not given")
+
+
+def claim_or_undo(ex: Executor, action: GiveNotice | ShrinkInPlace, now: datetime, report: CycleReport, why: str,
+                  before: dict[str, dict[str, str]], stamped: dict[str, dict[str, str]], *, what: str,
+                  failed: str, in_place: bool = False) -> bool:
+    """After the victims' jobs were stamped (``why``: the stamping's error, if any): claim every victim
+    of ``action`` for its gang with its deadline (``Notices.give``, all or none; a PDB's refusal makes
+    that pod no victim for a while, as on the immediate path), or book the failure and take the stamps
+    back. True when the victims are claimed."""
+    gang, evictions = action.gang, action.evictions
     if not why:
-        ex.fence(f"eviction notice for {gang}")
-        given = ex.notices.give(gang, action.victims, now)
-        for pod in given.refused:  # as on the immediate path: no victim for a while
+        ex.fence(f"{what} for {gang}")
+        given = ex.notices.give(gang, action.victims, now, in_place=in_place)
+        for pod in given.refused:
             ex.refused_by_pdb(pod, gang, now)
         why = given.failed
     if why:
         report.failed[gang] = why
         for e in evictions:
             ex.metrics.eviction_failed(e.queue, why.partition(":")[0])
-        log.warning("eviction notice not given; re-planning next cycle", extra={"podgroup": gang, "error": why})
-        ex.undo(gang, before, stamped_jobs, [])
-        return
+        log.warning(f"{failed}; re-planning next cycle", extra={"podgroup": gang, "error": why})
+        ex.undo(gang, before, stamped, [])
+        return False
     report.noticed[gang] = [e.pod for e in evictions]
+    return True
 
 
 def act_on_notices(ex: Executor, snapshot: Snapshot, decision: CycleDecision, now: datetime,
