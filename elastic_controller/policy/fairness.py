@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from .cooldowns import old_enough
 from .decisions import Eviction, GateRelease
 from .fit import Capacity, pod_demand
-from .gates import _checkpoint_age, _snoozed, held_by_job
+from .gates import checkpoint_age, held_by_job, snoozed
 from .model import PodView
 from .ordering import scale_up_pod_rank
 from .world import JobState, World
@@ -47,7 +47,7 @@ __all__ = ["plan_fairness"]
 
 def _within_window(world: World, job: JobState, group: str) -> bool:
     window = world.policy(job.queue).scaleUpAfterCheckpointSeconds
-    age = _checkpoint_age(world, job, group, window)
+    age = checkpoint_age(world, job, group, window)
     return age is None or window is None or age <= window
 
 
@@ -113,7 +113,7 @@ def _may_grow(world: World, job: JobState, group: str) -> bool:
     """The taker's growth would happen once there is room: below max, not resting, checkpoint fresh."""
     if job.bounds is None or job.current_workers() >= job.bounds.max_replicas:
         return False
-    if job.current_workers() < job.bounds.min_replicas or job.cooling or _snoozed(world, job):
+    if job.current_workers() < job.bounds.min_replicas or job.cooling or snoozed(world, job):
         return False
     return _within_window(world, job, group)
 

@@ -164,7 +164,7 @@ def blocking_gangs(world: World, sizes: Mapping[str, int] | None = None,
     return out
 
 
-def _snoozed(world: World, job: JobState) -> bool:
+def snoozed(world: World, job: JobState) -> bool:
     """A job shrunk for a gang is not grown again before its queue's scaleUpSnoozeSeconds."""
     pg = job.pg
     if pg is None or pg.last_scale is None or pg.annotations.get(LAST_SCALE_DIRECTION) != Direction.DOWN.value:
@@ -173,7 +173,7 @@ def _snoozed(world: World, job: JobState) -> bool:
 
 
 def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> HoldNote:
-    """Why ``job`` (in cooldown or snoozed: ``job.cooling or _snoozed``) is not grown this cycle, with
+    """Why ``job`` (in cooldown or snoozed: ``job.cooling or snoozed``) is not grown this cycle, with
     the time it may grow again: the later of its cooldown's end and its snooze's (both when equal,
     the snooze: it says more). Built only for a job with gated pods below its max. ``views``: the
     snapshot's PyTorchJobs by key, filled on first use (the cooldown stamp may be on the job)."""
@@ -185,7 +185,7 @@ def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> Hol
             views.update((v.key, v) for v in world.snapshot.jobs)
         left = cooldown_remaining(job.pg, policy, world.now, views.get(job.job_ref))
         cool_end = world.now + timedelta(seconds=left)
-    if _snoozed(world, job):
+    if snoozed(world, job):
         assert job.pg is not None and job.pg.last_scale is not None
         snooze_end = job.pg.last_scale + timedelta(seconds=policy.snooze_seconds())
     if snooze_end is not None and (cool_end is None or snooze_end >= cool_end):
@@ -217,7 +217,7 @@ def held_by_job(world: World) -> tuple[dict[str, list[PodView]], dict[str, str]]
     return by_job, group_of
 
 
-def _checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
+def checkpoint_age(world: World, job: JobState, group: str, window: int | None) -> float | None:
     """Seconds since ``job``'s last published checkpoint (``volcano-elastic.io/last-checkpoint-time``
     on its PodGroup or a pod), or None: none published, or no ``scaleUpAfterCheckpointSeconds``
     window to check it against (growing it then waits for nothing)."""
@@ -329,7 +329,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         job = world.jobs.get(jid)
         if job is None or job.bounds is None:
             continue
-        if job.cooling or _snoozed(world, job):
+        if job.cooling or snoozed(world, job):
             if _next_fits(world, job, min(pods, key=scale_up_pod_rank), cap, placed):
                 resting.append(jid)
             continue
@@ -358,7 +358,7 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                     "(in scale-up order); it is considered again next cycle"), jid, HoldReason.QUEUE_SCALE_UP_LIMIT))
             continue
         first = first_of[jid]
-        age = _checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
+        age = checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
         window = policy.scaleUpAfterCheckpointSeconds
         if not first and age is not None and window is not None and age > window:
             # a restart now would lose the work since its last checkpoint: wait for the next one
