@@ -137,7 +137,7 @@ def workload(jobs: int, queues: int, duration: float, seed: int) -> list[JobSpec
 
 
 def manifest(job: JobSpec, with_group: bool) -> dict[str, Any]:
-    from tests.kubeflow import pytorchjob_manifest
+    from tests.harness.kubeflow import pytorchjob_manifest
 
     template: dict[str, Any] = {"spec": {"containers": [{
         "name": "pytorch", "image": "docker.io/pytorch/pytorch:latest", "command": ["torchrun", "train.py"],

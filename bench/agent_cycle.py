@@ -24,7 +24,7 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, QUEUES, Resource
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
+from tests.harness import builders as b
 
 KINDS = {"Node": NODES, "Pod": PODS, "PodGroup": PODGROUPS, "Queue": QUEUES}
 

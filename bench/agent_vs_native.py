@@ -90,7 +90,7 @@ from elastic_controller.policy.settings import ElasticConfig  # noqa: E402
 from hack.localbox import Box, BoxOptions  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
 from hack.localbox.box import version_tuple  # noqa: E402
-from tests.e2e.test_elastic_scaling import GPUS_PER_WORKER, pytorchjob, start_stack  # noqa: E402
+from tests.harness.stack import GPUS_PER_WORKER, pytorchjob, start_stack  # noqa: E402
 
 MODES = {  # mode -> (Volcano scheduler conf, agent and gating on)
     "ours": ("ours", True),

@@ -31,7 +31,7 @@ from elastic_controller.kube.client import KubeClient  # noqa: E402
 from elastic_controller.kube.errors import KubeError  # noqa: E402
 from elastic_controller.kube.informer import Informer  # noqa: E402
 from elastic_controller.kube.resources import LEASES, NAMESPACES, PODGROUPS, PYTORCHJOBS, QUEUES  # noqa: E402
-from tests import builders as b  # noqa: E402
+from tests.harness import builders as b  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

@@ -37,7 +37,7 @@ from elastic_controller.policy.model import PodView, Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import World, build_world, is_candidate_role, job_id
-from tests.builders import NOW, ago, gang, job_pod, node, podgroup, priority_class, queue
+from tests.harness.builders import NOW, ago, gang, job_pod, node, podgroup, priority_class, queue
 
 GPU = "nvidia.com/gpu"
 MAX_CANDIDATES = 12

@@ -51,6 +51,7 @@ from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
 from elastic_controller.policy.contract import sentence_of  # noqa: E402
 from hack import training_log  # noqa: E402
 from hack.localbox import Box, BoxOptions, dockerfile, image, realnode  # noqa: E402
+from tests.harness.waiting import wait_until  # noqa: E402
 from tests.real.test_install import (  # noqa: E402
     CHART,
     CONFIG_SETS,
@@ -67,7 +68,6 @@ from tests.real.test_install import (  # noqa: E402
     wait_installed,
     worker_pods,
 )
-from tests.waiting import wait_until  # noqa: E402
 
 GPUS_PER_WORKER = 2
 SCRIPT = ROOT / "examples" / "training" / "elastic_train.py"

@@ -243,7 +243,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
     from elastic_controller.kube.informer import Informer
     from elastic_controller.kube.resources import LEASES, NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
     from hack.localbox import Box, BoxOptions
-    from tests.e2e.test_elastic_scaling import free_port, register_webhook
+    from tests.harness.stack import free_port, register_webhook
 
     ours = mode == "ours"
     name = f"scale-{mode}"

@@ -15,7 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from tests.builders import (  # noqa: E402
+from tests.harness.builders import (  # noqa: E402
     NOW,
     ago,
     dump,

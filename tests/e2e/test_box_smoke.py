@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.waiting import wait_until as _wait_until
+from tests.harness.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -15,9 +15,9 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import AlreadyExistsError, KubeError
 from elastic_controller.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES
-from tests.boxfixtures import api_client, box_fixture, box_process, kube, kubeconfig, namespace, serving_cert
-from tests.e2e import capacity_scenarios as story
-from tests.e2e.test_elastic_scaling import wait_until
+from tests.harness import capacity_scenarios as story
+from tests.harness.boxfixtures import api_client, box_fixture, box_process, kube, kubeconfig, namespace, serving_cert
+from tests.harness.stack import wait_until
 
 pytestmark = pytest.mark.e2e
 # This module's own box (another Volcano scheduler configuration); the shared fixtures re-bound to it.

@@ -13,8 +13,8 @@ import pytest
 
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import QUEUES
-from tests.boxfixtures import api_client, box_fixture, box_process, kube, kubeconfig, namespace, serving_cert
-from tests.e2e import capacity_scenarios as story
+from tests.harness import capacity_scenarios as story
+from tests.harness.boxfixtures import api_client, box_fixture, box_process, kube, kubeconfig, namespace, serving_cert
 
 pytestmark = pytest.mark.e2e
 # This module's own box (another Volcano scheduler configuration); the shared fixtures re-bound to it.

@@ -18,7 +18,7 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import PYTORCHJOBS
 from elastic_controller.policy.times import format_time, parse_time
-from tests.e2e.test_elastic_scaling import Scenario, stack_scenario, wait_until
+from tests.harness.stack import Scenario, stack_scenario, wait_until
 
 pytestmark = pytest.mark.e2e
 NOTICE = 10

@@ -15,12 +15,12 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS, QUEUES
-from tests.e2e.test_elastic_scaling import (
+from tests.harness.stack import (
     WEBHOOKS,
     Scenario,
-    _gone,
     config_text,
     kc,  # noqa: F401 - fixture
+    podgroup_gone,
     pytorchjob,
     start_stack,
     wait_until,
@@ -54,7 +54,7 @@ def test_neighbours_jobs_are_left_alone(kc: KubeClient, box: Any, box_process: A
         for job in (other, kueue, own):
             kc.create(PYTORCHJOBS, job, namespace)
 
-        wait_until("our job's PodGroup", lambda: not _gone(kc, namespace, "own"), 60)
+        wait_until("our job's PodGroup", lambda: not podgroup_gone(kc, namespace, "own"), 60)
         wait_until("our job's pods admitted by our webhook",
                    lambda: len(sc.pods("own")) == 3 and all(GROUP in (p["metadata"].get("annotations") or {})
                                                             for p in sc.pods("own")), 60)
@@ -68,7 +68,7 @@ def test_neighbours_jobs_are_left_alone(kc: KubeClient, box: Any, box_process: A
                 ann = p["metadata"].get("annotations") or {}
                 assert GROUP not in ann and "volcano-elastic.io/role" not in ann, (name, ann)
                 assert not p["spec"].get("schedulingGates"), (name, p["spec"].get("schedulingGates"))
-            assert _gone(kc, namespace, name), f"{name} got a PodGroup"
+            assert podgroup_gone(kc, namespace, name), f"{name} got a PodGroup"
         assert pods[0]["spec"].get("schedulerName") in (None, "default-scheduler")  # kueue's: not ours either
 
         pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.test_webhook_validate import PARITY
+from tests.harness.validator_parity import PARITY
 from webhook.validate import validate_job
 
 pytestmark = pytest.mark.e2e

@@ -19,8 +19,8 @@ from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import NAMESPACES
 from hack.localbox import Box, paths
 from hack.localbox.box import version_tuple
-from tests.boxfixtures import box_fixture
-from tests.e2e.test_elastic_scaling import COOLDOWN, Scenario, start_stack, wait_until
+from tests.harness.boxfixtures import box_fixture
+from tests.harness.stack import COOLDOWN, Scenario, start_stack, wait_until
 
 VOLCANO = paths.versions().get("VOLCANO_VERSION", "")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(

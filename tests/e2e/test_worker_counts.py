@@ -14,7 +14,7 @@ import pytest
 
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS
-from tests.e2e.test_elastic_scaling import (
+from tests.harness.stack import (
     config_text,
     kc,  # noqa: F401 - the fixture
     pytorchjob,

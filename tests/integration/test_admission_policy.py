@@ -14,9 +14,9 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
-from tests import builders as b
-from tests.integration.test_manifests_apply import installed, sa_kubeconfig  # noqa: F401 - fixture
-from tests.unit.test_manifests import SA_CONTROLLER
+from tests.harness import builders as b
+from tests.harness.appliedbox import installed, sa_kubeconfig  # noqa: F401 - fixture
+from tests.harness.manifests import SA_CONTROLLER
 
 pytestmark = pytest.mark.integration
 GATE = "volcano-elastic.io/scale-up"

@@ -12,10 +12,10 @@ import pytest
 from elastic_controller.cli.status import build_rows, list_everything
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import PODS, PYTORCHJOBS
-from tests import builders as b
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import FAST, Cluster, clean, elastic_job, gang, wait_until
-from tests.integration.test_controller import Running, pg_of
+from tests.harness import agentbox as support
+from tests.harness import builders as b
+from tests.harness.agentbox import FAST, Cluster, clean, elastic_job, gang, wait_until
+from tests.harness.controllerbox import Running, pg_of
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 

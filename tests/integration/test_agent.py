@@ -10,26 +10,13 @@ import pytest
 from elastic_controller.agent import Agent
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import PDBS, PODGROUPS, PODS
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import FAST, Cluster, elastic_job, gang, wait_until
+from tests.harness import agentbox as support
+from tests.harness.agentbox import EVICTED_FOR, FAST, LAST, Cluster, elastic_job, scenario, terminating, wait_until
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
 pytestmark = pytest.mark.integration
-EVICTED_FOR = "volcano-elastic.io/evicted-for"
-LAST = "volcano-elastic.io/last-scale-time"
 GATE = "volcano-elastic.io/scale-up"
-
-
-def scenario(c: Cluster) -> str:
-    """Job A (2..6 workers, all running) fills an 8-GPU node; gang B (4 x 1 GPU) waits for it."""
-    n = c.node(gpus=8)
-    c.add(elastic_job(c.ns, "a", n, min_r=2, max_r=6), gang(c.ns, "b", n, members=4))
-    return n
-
-
-def terminating(c: Cluster) -> list[str]:
-    return sorted(p["metadata"]["name"] for p in c.kc.list(PODS, c.ns)[0] if p["metadata"].get("deletionTimestamp"))
 
 
 def test_evicts_through_the_eviction_api(cluster: Cluster, harness: Any) -> None:

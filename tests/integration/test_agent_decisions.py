@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from elastic_controller.kube.resources import PODGROUPS, PODS
-from tests import builders as b
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import Cluster, elastic_job, ts
+from tests.harness import agentbox as support
+from tests.harness import builders as b
+from tests.harness.agentbox import Cluster, elastic_job, ts
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 

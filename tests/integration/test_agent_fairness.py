@@ -13,8 +13,8 @@ from elastic_controller.kube.resources import PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.attained import parse_stamp
 from elastic_controller.policy.cycle import plan_cycle
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import FAST, Cluster, elastic_job, ts
+from tests.harness import agentbox as support
+from tests.harness.agentbox import FAST, Cluster, elastic_job, ts
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 

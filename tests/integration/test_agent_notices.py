@@ -15,8 +15,8 @@ from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_time
 from elastic_controller.policy.settings import ElasticConfig
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import FAST, Cluster, elastic_job, gang, ts
+from tests.harness import agentbox as support
+from tests.harness.agentbox import FAST, Cluster, elastic_job, gang, ts
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from hack.localbox import paths
-from tests.boxfixtures import node_manifest
-from tests.waiting import wait_until as _wait_until
+from tests.harness.boxfixtures import node_manifest
+from tests.harness.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import PODS
 from elastic_controller.policy import keys
-from tests.integration import test_agent_support as support
-from tests.waiting import wait_until
+from tests.harness import agentbox as support
+from tests.harness.waiting import wait_until
 
 kc = support.kc  # fixture
 

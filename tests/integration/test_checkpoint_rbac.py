@@ -23,8 +23,7 @@ from elastic_controller.checkpoint_access import CheckpointAccess
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_time
-from tests.unit.test_checkpointing_doc import EXAMPLE
-from tests.unit.test_manifests import _example, example_job
+from tests.harness.manifests import EXAMPLE, _example, example_job
 
 pytestmark = pytest.mark.integration
 KIT_SRC = Path(__file__).resolve().parents[2] / "jobkit" / "src"

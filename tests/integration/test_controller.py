@@ -6,59 +6,25 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from elastic_controller.controller import Controller
-from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import NotFoundError
-from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import EVENTS, LEASES, PODGROUPS, PODS, PYTORCHJOBS
-from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import Cluster, clean, wait_until
+from tests.harness import agentbox as support
+from tests.harness import builders as b
+from tests.harness import controllerbox
+from tests.harness.agentbox import Cluster, clean, wait_until
+from tests.harness.controllerbox import Running, job, pg_of
 
-pytestmark = pytest.mark.integration
+controller = controllerbox.controller  # a fixture
+
 kc, cluster = support.kc, support.cluster  # fixtures
 
-
-class Running:
-    def __init__(self, client: KubeClient, cfg: ElasticConfig | None = None) -> None:
-        self.caches = Caches(client)
-        self.recorder = EventRecorder(client)
-        self.ctl = Controller(client, self.caches, cfg or ElasticConfig(), self.recorder, workers=2,
-                              resync_seconds=5)
-        self.caches.add_handler(self.ctl.on_event)
-        self.caches.start()
-        assert self.caches.wait_synced(30)
-        self.ctl.start()
-
-    def stop(self) -> None:
-        self.ctl.stop()
-        self.caches.stop()
-
-
-@pytest.fixture
-def controller(kc: KubeClient) -> Iterator[Running]:
-    r = Running(kc)
-    yield r
-    r.stop()
-
-
-def job(ns: str, name: str, **kw: Any) -> dict[str, Any]:
-    return clean(b.pytorchjob(ns, name, **kw), ns)
-
-
-def pg_of(kc: KubeClient, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        return kc.get(PODGROUPS, name, ns)
-    except NotFoundError:
-        return None
+pytestmark = pytest.mark.integration
 
 
 def reasons(kc: KubeClient, ns: str) -> set[str]:
@@ -226,7 +192,6 @@ def test_metrics_and_health_endpoints(kc: KubeClient, namespace: str, box_proces
     for name in ("volcano_elastic_agent_cycle_seconds", "volcano_elastic_watch_restarts_total",
                  "volcano_elastic_evictions_total", "volcano_elastic_gate_releases_total"):
         assert name in text
-
 
 
 def test_status_and_release_gates_commands(kc: KubeClient, cluster: Cluster, kubeconfig: str) -> None:

@@ -9,10 +9,10 @@ from elastic_controller.kube.resources import EVENTS, PODGROUPS, PYTORCHJOBS
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_podgroup
 from elastic_controller.policy.worldsizes import WorkerSizes
-from tests.integration import test_agent_support as support
-from tests.integration import test_controller as controller_tests
-from tests.integration.test_agent_support import wait_until
-from tests.integration.test_controller import Running, job, pg_of
+from tests.harness import agentbox as support
+from tests.harness import controllerbox as controller_tests
+from tests.harness.agentbox import wait_until
+from tests.harness.controllerbox import Running, job, pg_of
 
 pytestmark = pytest.mark.integration
 kc, controller = support.kc, controller_tests.controller  # fixtures

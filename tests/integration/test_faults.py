@@ -21,10 +21,9 @@ from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.leader import LeaderElector, LeaseSettings
 from elastic_controller.kube.resources import LEASES, PODGROUPS, PODS, PYTORCHJOBS
-from tests import builders as b
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent import EVICTED_FOR, LAST, scenario, terminating
-from tests.integration.test_agent_support import FAST, Cluster, clean, wait_until
+from tests.harness import agentbox as support
+from tests.harness import builders as b
+from tests.harness.agentbox import EVICTED_FOR, FAST, LAST, Cluster, clean, scenario, terminating, wait_until
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 

@@ -19,25 +19,13 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import format_time
-from elastic_controller.policy.settings import ElasticConfig
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import FAST, Cluster, elastic_job, gang
+from tests.harness import agentbox as support
+from tests.harness.agentbox import FAST, NOTICE, Cluster, agent_of, elastic_job, gang, scenario
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
+
 pytestmark = pytest.mark.integration
-NOTICE = dataclasses.replace(FAST, defaults=dataclasses.replace(FAST.defaults, noticeSeconds=10))
-
-
-def scenario(c: Cluster) -> None:
-    """Job A (2..6 workers, all running) fills an 8-GPU node; gang B (4 x 1 GPU) waits for it."""
-    n = c.node(gpus=8)
-    c.add(elastic_job(c.ns, "a", n, min_r=2, max_r=6), gang(c.ns, "b", n, members=4))
-
-
-def agent_of(h: Any, kc: Any, cfg: ElasticConfig, identity: str, **kw: Any) -> Agent:
-    h.agent = Agent(kc, h.caches, cfg, EventRecorder(kc), identity=identity, **kw)
-    return h.agent
 
 
 def phantom(c: Cluster, name: str) -> str:

@@ -33,9 +33,10 @@ import yaml
 
 from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries
 from hack.localbox.box import PROFILES
-from tests.helmbox import helm
-from tests.integration.test_manifests_apply import MANIFESTS, kubectl, operator_pod, wait_for
-from tests.unit.test_chart import CHART
+from tests.harness.appliedbox import kubectl, operator_pod, wait_for
+from tests.harness.chart import CHART
+from tests.harness.helmbox import helm
+from tests.harness.manifests import MANIFESTS
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,9 @@ from elastic_controller.execute.executor import RECORD_GRACE_SECONDS
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
-from tests import builders as b
-from tests.integration import test_agent_support as support
-from tests.integration.test_agent_support import FAST, Cluster
-from tests.integration.test_faults_round3 import NOTICE, agent_of, scenario
+from tests.harness import agentbox as support
+from tests.harness import builders as b
+from tests.harness.agentbox import FAST, NOTICE, Cluster, agent_of, scenario
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 

@@ -18,8 +18,8 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODS, PYTORCHJOBS
-from tests import builders as b
-from tests.integration.test_manifests_apply import installed, kubectl  # noqa: F401 - fixture
+from tests.harness import builders as b
+from tests.harness.appliedbox import installed, kubectl  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
 GATE = "volcano-elastic.io/scale-up"

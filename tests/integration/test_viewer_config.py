@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from elastic_controller.cli.effective_config import CONFIG_VOLUME, CONTROLLER_DEPLOYMENT, VIEWER_ROLE
-from tests.integration.test_manifests_apply import WEBHOOK_KINDS, accepted, apply, can_i, kubectl, sa_kubeconfig
-from tests.unit.test_manifests import NAMESPACE, render
+from tests.harness.appliedbox import WEBHOOK_KINDS, accepted, apply, can_i, kubectl, sa_kubeconfig
+from tests.harness.manifests import NAMESPACE, render
 
 pytestmark = pytest.mark.integration
 

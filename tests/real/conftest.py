@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.boxfixtures import *  # noqa: F403 - the shared fixtures
-from tests.boxfixtures import box_fixture
+from tests.harness.boxfixtures import *  # noqa: F403 - the shared fixtures
+from tests.harness.boxfixtures import box_fixture
 
 box = box_fixture("full", real_nodes=int(os.environ.get("VOLCANO_ELASTIC_REAL_NODES", "2")))
 

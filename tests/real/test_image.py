@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from hack.localbox import dockerfile, image
-from tests.unit.test_dockerfile_image import dockerfile_runtime
+from tests.harness.dockerfile import dockerfile_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,11 +19,11 @@ import pytest
 from kubernetes import client
 
 from hack.localbox import image
-from tests.helmbox import helm
-from tests.kubeflow import pytorchjob_manifest
+from tests.harness.chart import CHART
+from tests.harness.helmbox import helm
+from tests.harness.kubeflow import pytorchjob_manifest
+from tests.harness.waiting import wait_until
 from tests.real.test_real_nodes import PROBE, records
-from tests.unit.test_chart import CHART
-from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "volcano-elastic-system"

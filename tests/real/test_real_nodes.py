@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from hack.localbox import image, paths
-from tests.waiting import wait_until
+from tests.harness.waiting import wait_until
 
 GRACE = 8  # terminationGracePeriodSeconds of the probe pods
 WORK_AFTER_TERM = 3  # seconds the probe's SIGTERM handler works before it exits 0

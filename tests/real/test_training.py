@@ -100,6 +100,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     from kubernetes import client
 
     from hack.localbox.realnode import RealNodes
+    from tests.harness.waiting import wait_until
     from tests.real.test_install import (
         COOLDOWN,
         KF,
@@ -110,7 +111,6 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
         running,
         worker_pods,
     )
-    from tests.waiting import wait_until
 
     box = installed
     core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)

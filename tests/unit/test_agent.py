@@ -15,32 +15,11 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, Resource
 from elastic_controller.policy.settings import AgentConfig, ElasticConfig
-from tests import builders as b
-from tests.fakecluster import KINDS, Killed, fake_kube, kill_at
+from tests.harness import builders as b
+from tests.harness.agentworld import EVICTED_FOR, LAST, MUTATING, make, pod, world
+from tests.harness.fakecluster import KINDS, Killed, fake_kube, kill_at
 
-EVICTED_FOR = "volcano-elastic.io/evicted-for"
-LAST = "volcano-elastic.io/last-scale-time"
 GATE = "volcano-elastic.io/scale-up"
-MUTATING = ("create", "patch-merge", "patch-strategic", "patch-json", "delete", "replace")
-
-
-def world() -> list[Any]:
-    """Job A (elastic 2..6, all 6 running) fills n1; gang B needs 4 GPUs and has starved for 10 min."""
-    return b.items(b.node("n1"), b.queue("default"),
-                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
-                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
-                   b.gang("team-b", "b", members=4, gpus=1))
-
-
-def make(*groups: Any, cfg: ElasticConfig | None = None, store: Any = None) -> tuple[FakeKube, Agent]:
-    kube = fake_kube(*groups)
-    agent = Agent(kube, store or FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube),
-                  clock=lambda: b.NOW)
-    return kube, agent
-
-
-def pod(kube: FakeKube, name: str, ns: str = "team-a") -> dict[str, Any]:
-    return kube.get(PODS, name, ns)
 
 
 def test_evicts_after_stamping_and_dry_running_everything() -> None:

@@ -15,8 +15,8 @@ from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.attained import attained_by_group, parse_stamp
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import fake_kube
+from tests.harness import builders as b
+from tests.harness.fakecluster import fake_kube
 
 
 def test_a_departed_pod_is_stamped_and_survives_a_restart() -> None:

@@ -19,9 +19,9 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.leader import LeaderElector, LeaseSettings
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, Resource
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import Killed, kill_at, kill_then_restart, real_writes, restarted
-from tests.unit.test_agent import EVICTED_FOR, LAST, make, pod, world
+from tests.harness import builders as b
+from tests.harness.agentworld import EVICTED_FOR, LAST, make, pod, world
+from tests.harness.fakecluster import Killed, kill_at, kill_then_restart, real_writes, restarted
 
 DIRECTION = "volcano-elastic.io/last-scale-direction"
 DECISION = "volcano-elastic.io/last-decision"

@@ -16,8 +16,8 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, Resource
 from elastic_controller.policy import contract, keys
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import Clock, fake_kube
+from tests.harness import builders as b
+from tests.harness.fakecluster import Clock, fake_kube
 
 VICTIMS = ["a-worker-4", "a-worker-5"]
 STAYING = ["a-worker-1", "a-worker-2", "a-worker-3"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from elastic_controller.agent import Agent
 from elastic_controller.config import parse_config
@@ -12,27 +11,9 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import EVENTS, NODES, PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import Clock, fake_kube, load
-
-NOTICE = 120
-CFG = parse_config({"defaults": {"noticeSeconds": NOTICE}})
-VICTIMS = ["a-worker-4", "a-worker-5"]
-
-
-def world() -> list[Any]:
-    """Job A (elastic 2..6, all 6 running) fills n1; gang B needs 2 GPUs and has starved for 10 min."""
-    return b.items(b.node("n1"), b.queue("default"),
-                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
-                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
-                   b.gang("team-b", "b", members=2, gpus=2))
-
-
-def make(cfg: ElasticConfig = CFG, *, dry_run: bool | None = None) -> tuple[FakeKube, Agent, Clock]:
-    kube = fake_kube(world())
-    clock = Clock()
-    agent = Agent(kube, FakeStore(kube), cfg, EventRecorder(kube), clock=clock, dry_run=dry_run)
-    return kube, agent, clock
+from tests.harness import builders as b
+from tests.harness.fakecluster import Clock, fake_kube, load
+from tests.harness.noticeworld import CFG, NOTICE, VICTIMS, make, noticed
 
 
 def ann(kube: FakeKube, name: str, ns: str = "team-a") -> dict[str, str]:
@@ -49,12 +30,6 @@ def real_evictions(kube: FakeKube) -> list[str]:
 
 def reasons(kube: FakeKube) -> list[tuple[str, str, str]]:
     return [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in kube.of(EVENTS)]
-
-
-def noticed(kube: FakeKube, agent: Agent) -> None:
-    report = agent.run_cycle()
-    assert {g: sorted(p) for g, p in report.noticed.items()} == {"team-b/b": [f"team-a/{n}" for n in VICTIMS]}
-    assert report.evicted == []
 
 
 def test_a_notice_is_given_instead_of_an_eviction() -> None:

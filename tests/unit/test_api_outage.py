@@ -14,7 +14,7 @@ from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.errors import TooManyRequestsError, UnavailableError
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
-from tests.unit.test_agent import make, world
+from tests.harness.agentworld import make, world
 
 OUTAGE = 8.0
 

@@ -8,7 +8,7 @@
    and it adds its post-delete hook (``release-gates --all``). The comparison is computed from
    whatever the kustomization renders, so an object added to manifests/base fails here until the
    chart renders it too.
-3. Every check of tests/unit/test_manifests.py that takes a rendering (least privilege, locked-down
+3. Every check of tests/harness/manifests.py (``CHECKS``) (least privilege, locked-down
    pods, webhook scoping, HA, flags that exist, ...) runs on the chart's renderings as well:
    a check added there is applied to the chart automatically.
 
@@ -22,28 +22,19 @@ from __future__ import annotations
 import base64
 import copy
 import difflib
-import fcntl
-import inspect
-import os
 import re
-import shutil
-import subprocess
 import warnings
 from collections.abc import Callable, Iterator
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from elastic_controller.config import load_config
-from tests.unit import test_manifests as manifests
-from tests.unit.test_manifests import NAMESPACE, ROOT, ident, named, of_kind, pod_specs, render
+from tests.harness import manifests
+from tests.harness.chart import CHART, HOOK, RELEASE, helm, helm_command, split_hooks, template
+from tests.harness.manifests import NAMESPACE, ROOT, ident, named, of_kind, pod_specs, render
 
-CHART = ROOT / "charts" / "volcano-elastic"
-RELEASE = "volcano-elastic"
-HOOK = "helm.sh/hook"
 # What the chart adds to manifests/base: the post-delete hook lifting our gates on uninstall.
 UNINSTALL_HOOK = {
     f"ServiceAccount {NAMESPACE}/volcano-elastic-release-gates",
@@ -61,99 +52,6 @@ NOT_IN_CHART = {
 # kustomize appends a content hash to generated ConfigMaps; the chart uses the plain names and
 # rolls the Deployments with a checksum annotation instead.
 HASHED = re.compile(r"^(?P<name>.+)-[a-z0-9]{10}$")
-
-
-# ---------------------------------------------------------------------- helm
-def _locate_helm(why: list[str]) -> Path | None:
-    try:
-        from hack.localbox import paths
-
-        own = paths.binary("helm")
-        if os.access(own, os.X_OK):
-            return own
-        why.append(f"no {own} (bash hack/build-binaries.sh helm)")
-    except Exception as exc:  # hack/ broken: fall back to PATH and a build of our own
-        why.append(f"hack.localbox unusable: {exc}")
-    found = sorted(manifests._cache_root().glob("*/bin/helm"), key=lambda p: p.stat().st_mtime, reverse=True)
-    found = [p for p in found if os.access(p, os.X_OK)]
-    if found:
-        return found[0]
-    path = shutil.which("helm")
-    if path:
-        return Path(path)
-    why.append("no helm on PATH")
-    return None
-
-
-def _build_helm(why: list[str]) -> Path | None:
-    """``bash hack/build-binaries.sh helm`` (stamped like upstream's release builds), one at a time."""
-    if shutil.which("go") is None:
-        why.append("no `go` on PATH to build helm")
-        return None
-    try:
-        from hack.localbox import paths
-    except Exception as exc:
-        why.append(f"cannot build helm: {exc}")
-        return None
-    binary = paths.binary("helm")
-    paths.build_dir().mkdir(parents=True, exist_ok=True)
-    with open(paths.build_dir() / ".helm-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.access(binary, os.X_OK):
-            return binary
-        try:
-            proc = subprocess.run(["bash", str(ROOT / "hack" / "build-binaries.sh"), "helm"], capture_output=True,
-                                  text=True, timeout=1800)
-        except subprocess.TimeoutExpired:
-            why.append("building helm took over 30 minutes")
-            return None
-        if proc.returncode != 0 or not os.access(binary, os.X_OK):
-            why.append(f"bash hack/build-binaries.sh helm failed: {(proc.stdout + proc.stderr).strip()[-800:]}")
-            return None
-    return binary
-
-
-@cache
-def helm_command() -> tuple[str | None, str]:
-    why: list[str] = []
-    found = _locate_helm(why)
-    if found is None:
-        found = _build_helm(why)
-    if found is None:
-        return None, "; ".join(why)
-    return str(found), str(found)
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    binary, source = helm_command()
-    if binary is None:
-        msg = f"no helm: {source}"
-        warnings.warn(msg, stacklevel=2)
-        pytest.skip(msg)
-    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/helm-cache", "HELM_CONFIG_HOME": "/tmp/helm-config",
-           "HELM_DATA_HOME": "/tmp/helm-data"}
-    proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)
-    if check and proc.returncode != 0:
-        pytest.fail(f"helm {' '.join(args)} failed:\n{proc.stderr}")
-    return proc
-
-
-def template(*sets: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """The chart rendered with ``--set`` arguments (hooks included, as `helm template` shows them)."""
-    return copy.deepcopy(list(_template(sets, namespace)))
-
-
-@cache
-def _template(sets: tuple[str, ...], namespace: str) -> tuple[dict[str, Any], ...]:
-    args = ["template", RELEASE, str(CHART), "--namespace", namespace]
-    for s in sets:
-        args += ["--set", s]
-    return tuple(d for d in yaml.safe_load_all(helm(*args).stdout) if d)
-
-
-def split_hooks(objs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    hooks = [o for o in objs if HOOK in (o["metadata"].get("annotations") or {})]
-    return [o for o in objs if o not in hooks], hooks
 
 
 CERT_MANAGER = ("certs.mode=cert-manager",)
@@ -323,14 +221,13 @@ def test_default_values_config_is_manifests_config() -> None:
 
 # ---------------------------------------------------------------------- the manifest checks, on the chart
 def _rendering_checks() -> Iterator[tuple[str, Callable[[tuple[str, list[dict[str, Any]]]], None]]]:
-    for name, fn in sorted(vars(manifests).items()):
-        if name.startswith("test_") and callable(fn) and list(inspect.signature(fn).parameters) == ["rendered"]:
-            yield name, fn
+    for fn in manifests.CHECKS:
+        yield fn.__name__, fn
 
 
 # The external-webhook rendering has no certgen (you bring the certificate); the local overlay
 # keeps certgen's RBAC for the box's least-privilege tests.
-NOT_FOR_EXTERNAL = {"test_certgen_touches_one_secret_and_our_webhook_configs"}
+NOT_FOR_EXTERNAL = {"check_certgen_touches_one_secret_and_our_webhook_configs"}
 CHECKS = [(r, n, f) for r in RENDERINGS for n, f in _rendering_checks()
           if not (r == "external webhook" and n in NOT_FOR_EXTERNAL)]
 
@@ -361,10 +258,10 @@ def test_uninstall_hook_lifts_gates_with_least_privilege() -> None:
     assert role is not None
     assert _rules(role) == {("", "pods", "list", None), ("", "pods", "patch", None),
                             ("kubeflow.org", "pytorchjobs", "list", None)}
-    manifests.test_no_role_grants_pod_delete_or_wildcards(("hooks", hooks))
-    manifests.test_bindings_point_at_objects_that_exist(("hooks", hooks))
+    manifests.check_no_role_grants_pod_delete_or_wildcards(("hooks", hooks))
+    manifests.check_bindings_point_at_objects_that_exist(("hooks", hooks))
     # the pod checks without the Deployment-presence rule (the hooks are alone here)
-    manifests.test_pods_are_locked_down(("overlays/local", hooks))
+    manifests.check_pods_are_locked_down(("overlays/local", hooks))
     job = named(hooks, "Job", "volcano-elastic-release-gates")
     assert job is not None
     (container,) = job["spec"]["template"]["spec"]["containers"]
@@ -473,7 +370,7 @@ def test_optional_servicemonitor_and_networkpolicies() -> None:
     for pol in policies.values():
         excepts = [peer["ipBlock"]["except"] for peer in pol["spec"]["ingress"][0]["from"] if "ipBlock" in peer]
         assert excepts == [["10.42.0.0/16"], ["fd00:42::/56"]]
-    manifests.test_network_policies_keep_pods_off_the_webhook(("chart", objs))
+    manifests.check_network_policies_keep_pods_off_the_webhook(("chart", objs))
     # one family given: the other is not admitted at all (no ::/0 without its pod network excepted)
     only4 = template("networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.42.0.0/16}")
     for pol in of_kind(only4, "NetworkPolicy"):

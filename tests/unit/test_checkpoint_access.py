@@ -15,7 +15,7 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS, QUEUES, ROLEBINDINGS, ROLES
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
+from tests.harness import builders as b
 
 
 def job(*, sa: str | None = "trainer", workers: int = 4, min_r: int = 2, max_r: int = 4, master: bool = False,

@@ -21,11 +21,10 @@ from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_job
 from elastic_controller.policy.podgroups import plan_podgroup
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.test_manifests import _example, example_job
+from tests.harness.manifests import EXAMPLE, _example, example_job
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "checkpointing.md"
-EXAMPLE = "pytorchjob-elastic.yaml"
 
 
 def snippets(lang: str) -> list[str]:

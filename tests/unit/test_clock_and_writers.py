@@ -22,9 +22,9 @@ from elastic_controller.notice import Notices
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import format_time, parse_time
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import Clock, fake_kube, load
-from tests.unit.test_fault_points import evict_world, gate_world
+from tests.harness import builders as b
+from tests.harness.agentworld import evict_world, gate_world
+from tests.harness.fakecluster import Clock, fake_kube, load
 
 SKEW = 300.0
 

@@ -8,23 +8,10 @@ import pytest
 
 from elastic_controller.controller import Controller, format_quantity, podgroup_patch
 from elastic_controller.kube.errors import ConflictError
-from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS, Resource
-from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import load
-
-
-def make(*groups: Any, cfg: ElasticConfig | None = None) -> tuple[FakeKube, Controller, EventRecorder]:
-    kube = FakeKube()
-    load(kube, b.queue("default"), *groups)
-    rec = EventRecorder(kube)
-    return kube, Controller(kube, FakeStore(kube), cfg or ElasticConfig(), rec), rec
-
-
-def reasons(rec: EventRecorder) -> list[str]:
-    return [e["reason"] for e in rec.emitted]
+from tests.harness import builders as b
+from tests.harness.controllerworld import make, reasons
 
 
 def test_creates_the_podgroup_per_contract() -> None:

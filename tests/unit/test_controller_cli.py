@@ -5,7 +5,7 @@ from __future__ import annotations
 from elastic_controller.cli.release_gates import select
 from elastic_controller.cli.status import build_rows, render
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
+from tests.harness import builders as b
 
 GATE = "volcano-elastic.io/scale-up"
 

@@ -11,8 +11,8 @@ from elastic_controller.policy.parse import parse_job, parse_podgroup
 from elastic_controller.policy.podgroups import plan_podgroup
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.worldsizes import WorkerSizes
-from tests import builders as b
-from tests.unit.test_controller import make, reasons
+from tests.harness import builders as b
+from tests.harness.controllerworld import make, reasons
 
 
 def job(annotations: dict[str, str] | None = None) -> dict[str, Any]:

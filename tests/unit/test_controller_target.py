@@ -13,7 +13,7 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
+from tests.harness import builders as b
 
 GATE = keys.DEFAULT_GATE
 

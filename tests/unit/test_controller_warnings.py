@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from tests import builders as b
-from tests.unit.test_controller import make, reasons
+from tests.harness import builders as b
+from tests.harness.controllerworld import make, reasons
 
 
 def test_a_missing_queue_is_a_warning_not_a_refusal(caplog: pytest.LogCaptureFixture) -> None:

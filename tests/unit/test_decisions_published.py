@@ -11,8 +11,8 @@ from elastic_controller.execute.executor import CycleReport
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS
 from elastic_controller.policy.contract import sentence_of
 from elastic_controller.policy.decisions import CyclePlan, GangDecision, HoldNote, HoldReason
-from tests import builders as b
-from tests.unit.test_execute import DECISION, EVICTED_FOR, a_job, executor, writes
+from tests.harness import builders as b
+from tests.harness.executeworld import DECISION, EVICTED_FOR, a_job, executor, writes
 
 COOL = HoldNote("job team-a/a stays at 4 of max 6 workers: in cooldown until 2026-01-01T12:05:00Z",
                 "team-a/a", HoldReason.COOLDOWN, b.ago(-300))

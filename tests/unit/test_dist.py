@@ -14,7 +14,7 @@ import yaml
 
 from hack import dist
 from hack.localbox import dockerfile
-from tests.unit.test_chart import CHART, helm
+from tests.harness.chart import CHART, helm
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", "docs/install.md", "docs/checkpointing.md", "jobkit/README.md",

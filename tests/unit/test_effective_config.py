@@ -15,7 +15,7 @@ from elastic_controller.cli.effective_config import DEPLOYMENTS, from_cluster
 from elastic_controller.kube.errors import ForbiddenError
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import CONFIGMAPS
-from tests.unit.test_status_cli import NOW, _a_kubeconfig, example, rows_of, serve  # noqa: F401 (a fixture)
+from tests.harness.statuscli import NOW, _a_kubeconfig, example, rows_of, serve  # noqa: F401 (a fixture)
 
 NS = "volcano-elastic-system"
 # The admin's configuration: vision's jobs cool down for 60 s, not the default 300 s. In the

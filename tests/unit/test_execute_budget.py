@@ -22,10 +22,10 @@ from elastic_controller.policy.actions import Evict, SpendRestart
 from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import CyclePlan, GateRelease
 from elastic_controller.policy.model import Snapshot
-from tests import builders as b
-from tests.fakecluster import kill_then_restart, real_writes
-from tests.unit.test_agent import make
-from tests.unit.test_execute import a_job, evict_action, executor, lifts, store_snapshot, victims
+from tests.harness import builders as b
+from tests.harness.agentworld import make
+from tests.harness.executeworld import a_job, evict_action, executor, lifts, store_snapshot, victims
+from tests.harness.fakecluster import kill_then_restart, real_writes
 
 USED = keys.RESTARTS_USED
 

@@ -26,24 +26,12 @@ from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJO
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import parse_time
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import Clock, Killed, fake_kube, kill_at, real_writes
+from tests.harness import builders as b
+from tests.harness.agentworld import evict_world, gate_world
+from tests.harness.fakecluster import Clock, Killed, fake_kube, kill_at, real_writes
 
 NOTICE_CFG = parse_config({"defaults": {"noticeSeconds": 120}})
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def evict_world() -> list[Any]:
-    """Job A (elastic 2..6, all running) fills n1; gang B (4 x 1 GPU) has starved for 10 min."""
-    return b.items(b.node("n1"), b.queue("default"), b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
-                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
-                   b.gang("team-b", "b", members=4, gpus=1))
-
-
-def gate_world() -> list[Any]:
-    """Job J (elastic 2..5, 2 running, 3 gated) on a node with room for all."""
-    return b.items(b.node("n1"), b.queue("default"), b.pytorchjob("ns", "j", workers=5, min_r=2, max_r=5),
-                   b.elastic_job("ns", "j", min_r=2, max_r=5, nodes=["n1"], running=2))
 
 
 class Run:

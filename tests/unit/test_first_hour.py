@@ -12,7 +12,7 @@ import pytest
 from elastic_controller.cli import main
 from elastic_controller.policy.cooldowns import fulfillment
 from elastic_controller.policy.parse import parse_objects
-from tests.unit.test_status_cli import _a_kubeconfig, example, serve  # noqa: F401 (a fixture)
+from tests.harness.statuscli import _a_kubeconfig, example, serve  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "plan"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from elastic_controller.cli.controller import PrometheusMetrics
-from tests.unit.test_chart import CHART, RELEASE, helm, template
-from tests.unit.test_manifests import NAMESPACE, ROOT, of_kind, render
+from tests.harness.chart import CHART, RELEASE, helm, template
+from tests.harness.manifests import NAMESPACE, ROOT, of_kind, render
 
 FILES = CHART / "files"
 MONITORING = ROOT / "manifests" / "monitoring"

@@ -21,7 +21,7 @@ from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import Eviction
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
-from tests import builders as b
+from tests.harness import builders as b
 
 KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS)}
 CFG = parse_config({"queues": {"research": {"noticeSeconds": 120}}})

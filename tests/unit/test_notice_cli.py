@@ -13,7 +13,7 @@ from elastic_controller.cli import main
 from elastic_controller.cli.status import build_rows, pending_notices, render_notices
 from elastic_controller.config import parse_config
 from elastic_controller.policy import keys
-from tests import builders as b
+from tests.harness import builders as b
 
 NOTICE = 120
 VICTIMS = ("ns/v-worker-5", "ns/v-worker-4")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from elastic_controller.cli import main
-from tests.builders import NOW, dump, elastic_job, gang, node, pod, ts
+from tests.harness.builders import NOW, dump, elastic_job, gang, node, pod, ts
 
 
 def write(path: Path, doc: Any) -> str:

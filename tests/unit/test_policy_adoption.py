@@ -14,7 +14,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.parse import parse_pod
-from tests.builders import elastic_job, gang, job_pod, node, over_share, plan_of, pod, queue, snapshot_of
+from tests.harness.builders import elastic_job, gang, job_pod, node, over_share, plan_of, pod, queue, snapshot_of
 
 GROUP = "scheduling.k8s.io/group-name"
 

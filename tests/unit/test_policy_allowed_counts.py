@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.eviction import Planner
-from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import build_world
-from tests.builders import (
+from tests.harness.builders import (
     NOW,
     ago,
+    constrained,
     elastic_job,
     gang,
     node,
@@ -28,17 +28,9 @@ from tests.builders import (
     queue,
     snapshot_of,
 )
-from tests.oracles import fewest_share_victims
+from tests.harness.oracles import fewest_share_victims
 
 GPU = "nvidia.com/gpu"
-
-
-def constrained(objs: list[dict[str, Any]], **annotations: str) -> list[dict[str, Any]]:
-    """``objs`` (an ``elastic_job``) with the contract annotations on its PodGroup, as the controller
-    copies them (``counts=``/``step=``)."""
-    keys = {"counts": WORKER_COUNTS, "step": WORKER_STEP}
-    objs[0]["metadata"]["annotations"].update({keys[k]: v for k, v in annotations.items()})
-    return objs
 
 
 def plan(*objs: Any) -> CyclePlan:

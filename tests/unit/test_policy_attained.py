@@ -9,14 +9,10 @@ from datetime import timedelta
 import pytest
 
 from elastic_controller.policy import keys
-from elastic_controller.policy.attained import (
-    attained_by_group,
-    format_stamp,
-    parse_stamp,
-)
+from elastic_controller.policy.attained import attained_by_group, format_stamp, parse_stamp
 from elastic_controller.policy.settings import ORDER_BY_FULFILLMENT, ElasticConfig
 from elastic_controller.policy.world import build_world
-from tests.builders import NOW, ago, elastic_job, node, plan_of, snapshot_of
+from tests.harness.builders import NOW, ago, elastic_job, node, plan_of, snapshot_of
 
 
 def test_stamp_round_trip_and_bad_values() -> None:

@@ -25,7 +25,7 @@ from elastic_controller.policy.model import ElasticBounds, JobView, PodGroupView
 from elastic_controller.policy.parse import parse_pod
 from elastic_controller.policy.roles import plan_role
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.builders import NOW, elastic_job, gang, items, job_pod, node, plan_of, pytorchjob, queue
+from tests.harness.builders import NOW, elastic_job, gang, items, job_pod, node, plan_of, pytorchjob, queue
 
 # minWorkersToShrink 0: every job above its min may give (the budget is the rule under test).
 CFG = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))
@@ -247,7 +247,7 @@ def test_indexed_and_exhaustive_search_agree_with_spent_jobs(seed: int) -> None:
     # every pod: the plans are the same.
     import random
 
-    from tests.builders import plan_fast_and_exhaustive, snapshot_of
+    from tests.harness.builders import plan_fast_and_exhaustive, snapshot_of
 
     rng = random.Random(seed)
     objs: list[Any] = [queue("default")]

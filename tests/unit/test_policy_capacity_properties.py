@@ -21,7 +21,7 @@ from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.fit import fits_all
 from elastic_controller.policy.settings import ElasticConfig, SharesConfig
 from elastic_controller.policy.world import build_world
-from tests.builders import elastic_job, gang, node, queue, snapshot_of
+from tests.harness.builders import elastic_job, gang, node, queue, snapshot_of
 
 GPU = "nvidia.com/gpu"
 SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "80")), deadline=None,
@@ -107,6 +107,6 @@ def test_no_eviction_for_a_gang_volcano_places_now(case: tuple[list[dict[str, An
 
 
 def snap_now() -> Any:
-    from tests.builders import NOW
+    from tests.harness.builders import NOW
 
     return NOW

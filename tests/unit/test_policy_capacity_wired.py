@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_controller.policy.settings import ElasticConfig, SharesConfig
-from tests.builders import elastic_job, gang, node, plan_of, podgroup, queue
+from tests.harness.builders import elastic_job, gang, node, plan_of, podgroup, queue
 
 GPU = "nvidia.com/gpu"
 CAPACITY = ElasticConfig(shares=SharesConfig(plugin="capacity"))

@@ -16,7 +16,7 @@ from elastic_controller.policy.cooldowns import (
 )
 from elastic_controller.policy.model import PodGroupView
 from elastic_controller.policy.settings import QueuePolicy
-from tests.builders import NOW, ago, ts
+from tests.harness.builders import NOW, ago, ts
 
 POLICY = QueuePolicy(cooldownSeconds=300)
 

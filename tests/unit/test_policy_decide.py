@@ -28,7 +28,7 @@ from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.notices import in_flight, review_notices, with_notices
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
+from tests.harness import builders as b
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
 NOW = datetime.fromisoformat("2026-01-01T13:00:00+00:00")

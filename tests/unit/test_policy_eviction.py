@@ -15,7 +15,7 @@ from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.eviction import Planner
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import build_world
-from tests.builders import (
+from tests.harness.builders import (
     NOW,
     ago,
     elastic_job,
@@ -31,7 +31,7 @@ from tests.builders import (
     snapshot_of,
     ts,
 )
-from tests.oracles import fewest_share_victims
+from tests.harness.oracles import fewest_share_victims
 
 GPU = "nvidia.com/gpu"
 

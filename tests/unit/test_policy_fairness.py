@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from elastic_controller.policy.settings import ElasticConfig
-from tests.builders import ago, elastic_job, gang, node, plan_of
+from tests.harness.builders import ago, elastic_job, gang, node, plan_of
 
 
 def _cfg(**changes: Any) -> ElasticConfig:

@@ -14,7 +14,7 @@ from elastic_controller.policy.cooldowns import cooldown_remaining
 from elastic_controller.policy.model import JobView, PodGroupView
 from elastic_controller.policy.parse import parse_job, parse_node
 from elastic_controller.policy.settings import QueuePolicy
-from tests import builders as b
+from tests.harness import builders as b
 
 LAST = keys.LAST_SCALE_TIME
 

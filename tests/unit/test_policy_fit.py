@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand, size_key
 from elastic_controller.policy.model import Taint, Toleration
 from elastic_controller.policy.parse import parse_node, parse_pod
-from tests.builders import node, pod
+from tests.harness.builders import node, pod
 
 NS = "t"
 

@@ -8,7 +8,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, pytorchjob, queue, ts
+from tests.harness.builders import ago, elastic_job, gang, node, over_share, plan_of, pod, pytorchjob, queue, ts
 
 GATE = "volcano-elastic.io/scale-up"
 

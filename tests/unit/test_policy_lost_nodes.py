@@ -19,8 +19,18 @@ from elastic_controller.policy.podindex import PodIndex
 from elastic_controller.policy.resume import check_resumable
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import PlanCache, build_world
-from tests.builders import NOW, ago, elastic_job, job_pod, node, plan_fast_and_exhaustive, podgroup, queue, snapshot_of
-from tests.unit.test_policy_properties import SETTINGS, clusters, parse
+from tests.harness.builders import (
+    NOW,
+    ago,
+    elastic_job,
+    job_pod,
+    node,
+    plan_fast_and_exhaustive,
+    podgroup,
+    queue,
+    snapshot_of,
+)
+from tests.harness.strategies import SETTINGS, clusters, parse
 
 # minWorkersToShrink 0: only the bounds decide who may give (the default, 4, would hide them).
 CFG = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))
@@ -202,7 +212,7 @@ def test_readiness_is_parsed_from_the_ready_condition() -> None:
 
 def test_status_counts_live_workers_and_shows_the_lost_ones() -> None:
     from elastic_controller.cli.status import build_rows, render
-    from tests.builders import items
+    from tests.harness.builders import items
 
     rows = {r["job"]: r for q in build_rows(items(cluster()), CFG, NOW).values() for r in q}
     resnet = rows[RESNET]

@@ -13,7 +13,7 @@ from elastic_controller.config import parse_config
 from elastic_controller.policy import keys
 from elastic_controller.policy.notices import notice_deadline, review_notices
 from elastic_controller.policy.settings import ElasticConfig
-from tests.builders import NOW, ago, elastic_job, gang, node, pod, pytorchjob, queue, snapshot_of, ts
+from tests.harness.builders import NOW, ago, elastic_job, gang, node, pod, pytorchjob, queue, snapshot_of, ts
 
 CFG = parse_config({"queues": {"research": {"noticeSeconds": 120}}})
 VICTIM = "ns/a-worker-3"
@@ -174,7 +174,7 @@ def test_a_notice_is_never_shortened_except_by_a_newer_checkpoint(notice: int, l
 def _partly_executed(counts: str, running: int, notice_left: int) -> list[Any]:
     """v (counts ``counts``) was at 8; four victims (w4..w7) were noticed for g; w5..w7 were evicted, w4's
     eviction was refused (a PodDisruptionBudget); g is placed on the freed GPUs."""
-    from tests.unit.test_policy_allowed_counts import constrained
+    from tests.harness.builders import constrained
 
     v = constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=running, gated_rest=False),
                     counts=counts)

@@ -16,8 +16,8 @@ from elastic_controller.policy import ordering
 from elastic_controller.policy.model import ElasticBounds, PodView
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.world import JobState
-from tests.builders import NOW, elastic_job, gang, node, plan_fast_and_exhaustive, priority_class, snapshot_of
-from tests.unit.test_policy_properties import clusters, parse, worker_sizes
+from tests.harness.builders import NOW, elastic_job, gang, node, plan_fast_and_exhaustive, priority_class, snapshot_of
+from tests.harness.strategies import clusters, parse, worker_sizes
 
 SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "60")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -220,7 +220,7 @@ def test_indexed_search_matches_the_exhaustive_scan_on_any_priorities(
 
 # -- restart cost (issue 19): criterion 3 after fairness, before the index -----------------------------
 def _with_checkpoint(objs: list[dict[str, Any]], seconds_ago: int) -> list[dict[str, Any]]:
-    from tests.builders import ago, ts
+    from tests.harness.builders import ago, ts
 
     for o in objs:
         if o["kind"] == "PodGroup":

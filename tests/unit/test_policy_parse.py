@@ -19,7 +19,7 @@ from elastic_controller.policy.parse import (
     parse_queue,
     parse_time,
 )
-from tests.builders import NOW, T0, ago, node, pod, podgroup, priority_class, pytorchjob, queue, ts
+from tests.harness.builders import NOW, T0, ago, node, pod, podgroup, priority_class, pytorchjob, queue, ts
 
 GPU = "nvidia.com/gpu"
 

@@ -11,7 +11,7 @@ from elastic_controller.policy.model import ElasticBounds
 from elastic_controller.policy.parse import effective_requests, parse_job
 from elastic_controller.policy.podgroups import JobSpecError, job_bounds, plan_podgroup, resolve_queue
 from elastic_controller.policy.settings import ElasticConfig
-from tests.builders import pytorchjob
+from tests.harness.builders import pytorchjob
 
 GI = 2**30
 GPU = "nvidia.com/gpu"

@@ -15,8 +15,8 @@ from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.model import ElasticBounds, NodeView, PodGroupView, PodView, Snapshot
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.world import PlanCache, World, build_world
-from tests.builders import NOW, ago
-from tests.unit.test_policy_properties import SETTINGS, clusters, parse
+from tests.harness.builders import NOW, ago
+from tests.harness.strategies import SETTINGS, clusters, parse
 
 
 def facts(w: World) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def test_the_index_is_used_once_a_cycle_shares_most_pods(monkeypatch: Any) -> No
 
 
 def _two_jobs() -> list[dict[str, Any]]:
-    from tests.builders import job_pod, node, podgroup, queue
+    from tests.harness.builders import job_pod, node, podgroup, queue
 
     objs: list[dict[str, Any]] = [node("n0", gpus=8), node("n1", gpus=8), queue("q1"), queue("q2")]
     for name, q in (("a", "q1"), ("b", "q2")):

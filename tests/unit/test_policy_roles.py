@@ -18,7 +18,7 @@ from elastic_controller.policy.roles import (
     task_priority,
 )
 from elastic_controller.policy.settings import ElasticConfig, PrioritiesConfig
-from tests.builders import job_pod, pod
+from tests.harness.builders import job_pod, pod
 
 
 @pytest.mark.parametrize(

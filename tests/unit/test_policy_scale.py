@@ -14,7 +14,7 @@ from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from _synth import NOW, synth_cluster
 
-from tests.builders import plan_fast_and_exhaustive
+from tests.harness.builders import plan_fast_and_exhaustive
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

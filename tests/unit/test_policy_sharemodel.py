@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.sharemodel import MODELS, ProportionModel, ShareModel
 from elastic_controller.policy.world import build_world
-from tests.builders import NOW, elastic_job, gang, node, over_share, queue, snapshot_of
+from tests.harness.builders import NOW, elastic_job, gang, node, over_share, queue, snapshot_of
 
 
 def progressive_fill(weights: dict[str, int], requests: dict[str, float], total: float) -> dict[str, float]:

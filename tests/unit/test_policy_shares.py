@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from elastic_controller.policy.shares import cluster_capacity, dominant_resource, plan_shares, queue_usage
-from tests.builders import node, pod, podgroup, queue, snapshot_of
+from tests.harness.builders import node, pod, podgroup, queue, snapshot_of
 
 GPU = "nvidia.com/gpu"
 GATE = "volcano-elastic.io/scale-up"

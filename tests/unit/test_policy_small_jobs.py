@@ -10,7 +10,7 @@ import pytest
 
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.builders import ago, elastic_job, gang, node, plan_of
+from tests.harness.builders import ago, elastic_job, gang, node, plan_of
 
 TOO_SMALL = "below minWorkersToShrink"
 

@@ -4,7 +4,7 @@ A notice withdrawn, a notice withdrawn and given again (a tenant removing ``evic
 noticed pods, T5), or an interrupted plan dropped restarted none of torchrun's workers: the count
 stays. A victim evicted when its notice ends, or gone by itself while under notice, is one
 restart of the job: counted once, however many cycles see it. The agent runs real cycles against
-the fake API server (tests/fakecluster.py).
+the fake API server (tests/harness/fakecluster.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
-from tests.unit.test_agent_notices import NOTICE, VICTIMS, make, noticed
+from tests.harness.noticeworld import NOTICE, VICTIMS, make, noticed
 
 USED = keys.RESTARTS_USED
 

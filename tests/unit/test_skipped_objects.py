@@ -12,8 +12,8 @@ from elastic_controller.cli.controller import PrometheusMetrics
 from elastic_controller.cli.status import render_skipped, skipped_objects
 from elastic_controller.kube.resources import NODES, PODGROUPS
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.unit.test_agent import make, world
+from tests.harness import builders as b
+from tests.harness.agentworld import make, world
 
 
 def broken(kube: Any) -> None:

@@ -12,8 +12,8 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.policy.cycle import PlanCache, plan_cycle
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
-from tests.fakecluster import fake_kube
+from tests.harness import builders as b
+from tests.harness.fakecluster import fake_kube
 
 CFG = ElasticConfig(defaults=QueuePolicy(cooldownSeconds=300, starvationSeconds=0))
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from elastic_controller.policy.keys import EVICT_AFTER, EVICTED_FOR
-from tests.unit.test_status_cli import _a_kubeconfig, example, rows_of, serve, status  # noqa: F401 (a fixture)
+from tests.harness.statuscli import _a_kubeconfig, example, rows_of, serve, status  # noqa: F401 (a fixture)
 
 VICTIM = "team-vision/resnet"
 GANG = "team-nlp/bert"

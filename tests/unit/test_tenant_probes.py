@@ -8,7 +8,7 @@ from __future__ import annotations
 from elastic_controller.config import parse_config
 from elastic_controller.kube.resources import PODS
 from elastic_controller.policy import keys
-from tests.unit.test_agent_notices import VICTIMS, make
+from tests.harness.noticeworld import VICTIMS, make
 
 
 def test_elastic_workers_relabelled_master_are_still_victims() -> None:

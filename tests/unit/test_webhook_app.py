@@ -10,7 +10,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.webhook_objects import apply, job, pod, review
+from tests.harness.webhook_objects import apply, job, pod, review
 from webhook.app import MAX_BODY_BYTES, create_app
 
 JSON = "application/json"

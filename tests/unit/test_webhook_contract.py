@@ -10,7 +10,7 @@ import pytest
 from elastic_controller.config import parse_config
 from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.webhook_objects import job, review
+from tests.harness.webhook_objects import job, review
 from webhook.review import review_job
 from webhook.validate import DEFAULT_GRACE_SECONDS, validate_job, worker_grace_seconds
 

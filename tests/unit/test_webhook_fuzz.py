@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.webhook_objects import decode_patch, job, pod, review
+from tests.harness.webhook_objects import decode_patch, job, pod, review
 from webhook.app import create_app
 
 FUZZ = settings(max_examples=2500, deadline=None, database=None,

@@ -10,7 +10,7 @@ import pytest
 
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig
-from tests.unit.webhook_objects import apply, decode_patch, pod, review
+from tests.harness.webhook_objects import apply, decode_patch, pod, review
 from webhook.envelope import BadReviewError
 from webhook.mutate import escape
 from webhook.review import review_pod

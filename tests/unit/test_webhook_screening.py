@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.unit.test_webhook_serving import SERVICE_DNS, Server, client_context, serve_webhook
-from tests.unit.webhook_objects import pod, review
+from tests.harness.webhook_objects import pod, review
+from tests.harness.webhookserver import SERVICE_DNS, Server, client_context, serve_webhook
 from webhook.server import BODY, HEADERS, SCREENED_BODY_BYTES, THREAD, WHOLE, request_ready
 
 HEAD = b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -17,14 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_webhook_serving import (
-    SERVICE_DNS,
-    Server,
-    client_context,
-    post,
-    serve_webhook,
-)
-from tests.unit.webhook_objects import pod, review
+from tests.harness.webhook_objects import pod, review
+from tests.harness.webhookserver import SERVICE_DNS, Server, client_context, post, serve_webhook
 
 SLOW_CLIENTS = 32
 

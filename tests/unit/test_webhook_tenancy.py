@@ -11,7 +11,7 @@ import pytest
 
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.webhook_objects import apply, job, pod, review
+from tests.harness.webhook_objects import apply, job, pod, review
 from webhook.review import review_job, review_pod
 
 CFG = ElasticConfig(namespaceQueues={"team-a": "vision"})

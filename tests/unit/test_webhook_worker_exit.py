@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.test_webhook_serving import Server, post, serve_webhook
-from tests.unit.webhook_objects import pod, review
+from tests.harness.webhook_objects import pod, review
+from tests.harness.webhookserver import Server, post, serve_webhook
 from webhook.app import create_app
 from webhook.metrics import WebhookMetrics
 

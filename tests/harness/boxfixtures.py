@@ -5,7 +5,7 @@ kube-controller-manager + CRDs) and tests/e2e/conftest.py (profile "full": + Vol
 and controllers, kwok GPU nodes, training operator). One box per profile per pytest session;
 a fresh namespace per test.
 
-Fixtures (a tier's conftest does `from tests.boxfixtures import *`,
+Fixtures (a tier's conftest does `from tests.harness.boxfixtures import *`,
 `box = box_fixture("core" | "full")` and `pytest_collection_modifyitems = mark_tier(__file__,
 pytest.mark.TIER)`):
 

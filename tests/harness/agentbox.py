@@ -1,9 +1,10 @@
-"""Helpers for the controller/agent integration tests (no tests here): our own client on the
-box, objects from tests/builders.py created for real, pods made Running without a kubelet."""
+"""The controller/agent integration tests' world: our own client on the
+box, objects from tests/harness/builders.py created for real, pods made Running without a kubelet."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,8 +19,8 @@ from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, Resource
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
-from tests.waiting import wait_until as _wait_until
+from tests.harness import builders as b
+from tests.harness.waiting import wait_until as _wait_until
 
 KINDS = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}
 FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
@@ -164,3 +165,26 @@ def harness(kc: KubeClient) -> Iterator[Callable[..., AgentHarness]]:
     yield make
     for h in made:
         h.stop()
+
+
+EVICTED_FOR = "volcano-elastic.io/evicted-for"
+LAST = "volcano-elastic.io/last-scale-time"
+
+
+def scenario(c: Cluster) -> str:
+    """Job A (2..6 workers, all running) fills an 8-GPU node; gang B (4 x 1 GPU) waits for it."""
+    n = c.node(gpus=8)
+    c.add(elastic_job(c.ns, "a", n, min_r=2, max_r=6), gang(c.ns, "b", n, members=4))
+    return n
+
+
+def terminating(c: Cluster) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in c.kc.list(PODS, c.ns)[0] if p["metadata"].get("deletionTimestamp"))
+
+
+NOTICE = dataclasses.replace(FAST, defaults=dataclasses.replace(FAST.defaults, noticeSeconds=10))
+
+
+def agent_of(h: Any, kc: Any, cfg: ElasticConfig, identity: str, **kw: Any) -> Agent:
+    h.agent = Agent(kc, h.caches, cfg, EventRecorder(kc), identity=identity, **kw)
+    return h.agent

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_chart import helm_command
+from tests.harness.chart import helm_command
 
 
 def helm(box: Any, *args: str, timeout: float = 300, required: bool = True) -> subprocess.CompletedProcess[str]:

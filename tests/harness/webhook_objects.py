@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonpatch
 
-from tests.builders import elastic_policy
+from tests.harness.builders import elastic_policy
 
 OPERATOR = {"training.kubeflow.org/operator-name": "pytorchjob-controller"}
 

@@ -6,6 +6,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
+from elastic_controller.policy.settings import ElasticConfig
+
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
 
@@ -261,8 +265,6 @@ def snapshot_of(*groups: Any, cfg: Any = None) -> Any:
 
 def plan_of(*groups: Any, cfg: Any = None, now: datetime = NOW) -> Any:
     """``plan_cycle`` on builder objects (default config, ``NOW``)."""
-    from elastic_controller.policy.cycle import plan_cycle
-    from elastic_controller.policy.settings import ElasticConfig
 
     cfg = cfg or ElasticConfig()
     return plan_cycle(snapshot_of(*groups, cfg=cfg), cfg, now)
@@ -270,7 +272,6 @@ def plan_of(*groups: Any, cfg: Any = None, now: datetime = NOW) -> Any:
 
 def plan_fast_and_exhaustive(snap: Any, cfg: Any, now: datetime = NOW) -> tuple[Any, Any]:
     """``plan_cycle`` twice: with the indexed node search, then with the exhaustive node scan."""
-    from elastic_controller.policy.cycle import plan_cycle
 
     return plan_cycle(snap, cfg, now), plan_cycle(snap, cfg, now, search="exhaustive")
 
@@ -283,3 +284,11 @@ def decided(plan: Any, *, notices: Any = None) -> Any:
     from elastic_controller.policy.notices import NoticeReview
 
     return CycleDecision(plan, plan, notices or NoticeReview(), tuple(records(plan)))
+
+
+def constrained(objs: list[dict[str, Any]], **annotations: str) -> list[dict[str, Any]]:
+    """``objs`` (an ``elastic_job``) with the contract annotations on its PodGroup, as the controller
+    copies them (``counts=``/``step=``)."""
+    keys = {"counts": WORKER_COUNTS, "step": WORKER_STEP}
+    objs[0]["metadata"]["annotations"].update({keys[k]: v for k, v in annotations.items()})
+    return objs

@@ -15,7 +15,7 @@ from typing import Any
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, QUEUES
-from tests.e2e.test_elastic_scaling import WEBHOOKS, pytorchjob, start_stack, wait_until
+from tests.harness.stack import WEBHOOKS, pytorchjob, start_stack, wait_until
 
 GPU = "nvidia.com/gpu"
 COOLDOWN = 30

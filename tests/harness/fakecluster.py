@@ -1,5 +1,5 @@
 """The in-memory API server (``elastic_controller.kube.fake``) as the agent's unit tests set it up: a
-world of ``tests.builders`` objects loaded into it, a clock the test moves, a kill (kill -9) as a
+world of ``tests.harness.builders`` objects loaded into it, a clock the test moves, a kill (kill -9) as a
 chosen call reaches the server, and the agent restarted after it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
+from tests.harness import builders as b
 
 KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
 # The verbs in FakeKube.calls that write.
