@@ -51,9 +51,9 @@ from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
 from elastic_controller.policy.contract import sentence_of  # noqa: E402
 from hack import training_log  # noqa: E402
 from hack.localbox import Box, BoxOptions, dockerfile, image, realnode  # noqa: E402
-from tests.harness.waiting import wait_until  # noqa: E402
-from tests.real.test_install import (  # noqa: E402
-    CHART,
+from tests.harness.chart import CHART  # noqa: E402
+from tests.harness.helmbox import helm  # noqa: E402
+from tests.harness.realstack import (  # noqa: E402
     CONFIG_SETS,
     GATE,
     KF,
@@ -63,11 +63,11 @@ from tests.real.test_install import (  # noqa: E402
     create_queues,
     delete_queues,
     diagnose,
-    helm,
     running,
     wait_installed,
     worker_pods,
 )
+from tests.harness.waiting import wait_until  # noqa: E402
 
 GPUS_PER_WORKER = 2
 SCRIPT = ROOT / "examples" / "training" / "elastic_train.py"

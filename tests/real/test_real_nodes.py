@@ -10,43 +10,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from hack.localbox import image, paths
+from tests.harness import realstack
+from tests.harness.realstack import PROBE, records
 from tests.harness.waiting import wait_until
+
+out_dir = realstack.out_dir  # a fixture
 
 GRACE = 8  # terminationGracePeriodSeconds of the probe pods
 WORK_AFTER_TERM = 3  # seconds the probe's SIGTERM handler works before it exits 0
-
-# The probe: records start, SIGTERM, exit and the first eviction notice it sees in its
-# downward-API annotations file, one JSON line each, in /out/<pod name> (a hostPath). It exits 143
-# after SIGTERM: the training operator (v1.9) marks an elastic PyTorchJob Succeeded as soon as one
-# worker Succeeded, so a worker that exits 0 when evicted ends its whole job (seen on this tier;
-# torchrun's agent exits 1 there).
-PROBE = r"""
-import json, os, signal, sys, time
-out = open("/out/" + os.environ["POD_NAME"], "a", buffering=1)
-def rec(kind, **kw):
-    out.write(json.dumps({"kind": kind, "t": time.time(), **kw}) + "\n")
-def term(signum, frame):
-    rec("term")
-    time.sleep(float(os.environ.get("WORK_AFTER_TERM", "0")))
-    rec("exit")
-    sys.exit(143)  # as a process killed by SIGTERM: an elastic worker that exits 0 ends its PyTorchJob
-signal.signal(signal.SIGTERM, term)
-rec("start", node=os.environ.get("NODE_NAME"))
-seen = False
-while True:
-    try:
-        ann = open("/podinfo/annotations").read()
-    except OSError:
-        ann = ""
-    if not seen and "volcano-elastic.io/evict-after" in ann:
-        seen = True
-        rec("notice")
-    time.sleep(0.1)
-"""
 
 
 def probe_pod(name: str, out_dir: Path, node: str | None = None, gpus: int = 0,
@@ -78,25 +52,6 @@ def probe_pod(name: str, out_dir: Path, node: str | None = None, gpus: int = 0,
             ],
         },
     }
-
-
-def records(out_dir: Path, pod: str) -> dict[str, dict[str, Any]]:
-    f = out_dir / pod
-    if not f.exists():
-        return {}
-    recs: dict[str, dict[str, Any]] = {}
-    for line in f.read_text().splitlines():
-        r = json.loads(line)
-        recs.setdefault(r["kind"], r)
-    return recs
-
-
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "out"
-    d.mkdir()
-    d.chmod(0o777)  # the image runs as 65532
-    return d
 
 
 def test_real_nodes_are_ready_with_gpus_and_a_real_kubelet(kube: Any, box: Any) -> None:

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.real.test_install import NAMESPACE, RELEASE, helm, wait_installed
+from tests.harness.helmbox import helm
+from tests.harness.realstack import NAMESPACE, RELEASE, wait_installed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from datetime import UTC
@@ -100,8 +101,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     from kubernetes import client
 
     from hack.localbox.realnode import RealNodes
-    from tests.harness.waiting import wait_until
-    from tests.real.test_install import (
+    from tests.harness.realstack import (
         COOLDOWN,
         KF,
         VC,
@@ -111,6 +111,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
         running,
         worker_pods,
     )
+    from tests.harness.waiting import wait_until
 
     box = installed
     core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)
