@@ -28,17 +28,18 @@ from tests.harness.realstack import (
     GPUS_PER_WORKER,
     KF,
     NAMESPACE,
+    PROBE,
     RELEASE,
     VC,
     create_queues,
     diagnose,
     pytorchjob,
+    records,
     running,
     wait_installed,
     worker_pods,
 )
 from tests.harness.waiting import wait_until
-from tests.real.test_real_nodes import PROBE, records
 
 out_dir = realstack.out_dir  # a fixture
 

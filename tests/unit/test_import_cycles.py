@@ -1,8 +1,14 @@
-"""No import cycle anywhere in elastic_controller, webhook, certs or hack (the box): the import
-graph, built from the source with ``ast`` (every ``import``: top level, inside functions, under
+"""No import cycle anywhere in elastic_controller, webhook, certs, hack (the box), tests or bench: the
+import graph, built from the source with ``ast`` (every ``import``: top level, inside functions, under
 ``TYPE_CHECKING``), has no strongly connected component of more than one module. import-linter's
 contracts see only what they name; this sees every module, and a function-level import that hides
-a cycle counts as one."""
+a cycle counts as one.
+
+The same graph holds the test harness's contract (tests/harness/__init__.py): no module imports a
+test module (``test_*.py``: what two tests share lives in tests/harness), the harness imports no
+test tier, and bench/ imports nothing of tests/ but the harness. bench/ is not a package: its
+scripts import each other by bare name through ``sys.path``, and those names are resolved to
+``bench.NAME`` here (as are a test's bare imports of a benchmark)."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("elastic_controller", "webhook", "certs", "hack")
+PACKAGES = ("elastic_controller", "webhook", "certs", "hack", "tests", "bench")
 
 
 def module_name(path: Path) -> str:
@@ -44,6 +50,8 @@ def imports_of(path: Path, modules: set[str]) -> dict[str, bool]:
     out: dict[str, bool] = {}
 
     def add(target: str, lineno: int) -> None:
+        if f"bench.{target}" in modules and target.partition(".")[0] not in PACKAGES:
+            target = f"bench.{target}"  # a benchmark imported by bare name (bench/ on sys.path)
         while target and target not in modules:
             target = target.rpartition(".")[0]
         if target and target != name:
@@ -70,6 +78,26 @@ def import_graph() -> dict[str, dict[str, bool]]:
     files = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
     modules = {module_name(p) for p in files}
     return {module_name(p): imports_of(p, modules) for p in files}
+
+
+def is_test_module(module: str) -> bool:
+    """A pytest module of a tier (``tests/**/test_*.py``): something pytest runs, never a library."""
+    return module.startswith("tests.") and module.rpartition(".")[2].startswith("test_")
+
+
+def harness_violations(graph: dict[str, dict[str, bool]]) -> list[str]:
+    """Every import that breaks the harness contract, as ``importer -> imported: why``."""
+    tiers = ("tests.unit", "tests.integration", "tests.e2e", "tests.real")
+    out = []
+    for importer, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if is_test_module(target):
+                out.append(f"{importer} -> {target}: a test module is not a library (move it to tests/harness)")
+            elif importer.startswith("tests.harness") and target.startswith(tiers):
+                out.append(f"{importer} -> {target}: the harness imports no test tier")
+            elif importer.startswith("bench") and target.startswith("tests") and not target.startswith("tests.harness"):
+                out.append(f"{importer} -> {target}: bench/ imports only tests/harness of tests/")
+    return out
 
 
 def cycles(graph: dict[str, dict[str, bool]]) -> list[list[str]]:
@@ -111,6 +139,34 @@ def test_no_import_cycle_anywhere() -> None:
     graph = import_graph()
     assert len(graph) > 80  # every module was read (a wrong root would find none and pass)
     assert cycles(graph) == []  # type-only edges count too: no exemptions
+
+
+def test_no_test_module_is_imported_and_bench_uses_only_the_harness() -> None:
+    graph = import_graph()
+    assert any(m.startswith("tests.harness.") for m in graph) and any(m.startswith("bench.") for m in graph)
+    assert "tests.harness.builders" in graph["bench.agent_cycle"]  # bench's imports are read
+    assert "bench.restart_costs" in graph["bench.restart_classes"]  # a bare sibling import resolves
+    assert harness_violations(graph) == []
+
+
+@pytest.mark.parametrize(("graph", "expected"), [
+    pytest.param({"tests.unit.test_b": {"tests.unit.test_a": False}},
+                 ["tests.unit.test_b -> tests.unit.test_a: a test module is not a library (move it to tests/harness)"],
+                 id="test-imports-test"),
+    pytest.param({"bench.x": {"tests.e2e.test_a": False}},
+                 ["bench.x -> tests.e2e.test_a: a test module is not a library (move it to tests/harness)"],
+                 id="bench-imports-test"),
+    pytest.param({"bench.x": {"tests.e2e.conftest": False}},
+                 ["bench.x -> tests.e2e.conftest: bench/ imports only tests/harness of tests/"],
+                 id="bench-imports-tier"),
+    pytest.param({"tests.harness.x": {"tests.unit.helpers": True}},
+                 ["tests.harness.x -> tests.unit.helpers: the harness imports no test tier"],
+                 id="harness-imports-tier"),
+    pytest.param({"bench.x": {"tests.harness.builders": False}, "tests.unit.test_a": {"tests.harness.stack": False},
+                  "tests.unit.test_a.sub": {}}, [], id="allowed"),
+])
+def test_harness_violations(graph: dict[str, dict[str, bool]], expected: list[str]) -> None:
+    assert harness_violations(graph) == expected
 
 
 def test_function_level_imports_are_edges() -> None:
