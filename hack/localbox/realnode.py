@@ -63,13 +63,18 @@ class RealNodesUnavailable(BoxError):
     """This host cannot run real nodes (said loudly; the real tier skips with this text)."""
 
 
+def missing_node_packages() -> list[str]:
+    """What hack/install-node-packages.sh installs and this host lacks (empty when installed)."""
+    missing = [b for b in HOST_BINARIES if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
+    return missing + [f"CNI plugin {p}" for p in CNI_PLUGINS if not (CNI_BIN / p).exists()]
+
+
 def host_problems() -> list[str]:
     """Why this host cannot run real nodes (empty when it can)."""
     problems = []
     if os.geteuid() != 0:
         problems.append("not root (a kubelet and containerd need root)")
-    missing = [b for b in HOST_BINARIES if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
-    missing += [f"CNI plugin {p}" for p in CNI_PLUGINS if not (CNI_BIN / p).exists()]
+    missing = missing_node_packages()
     if missing:
         problems.append(f"missing {', '.join(missing)} (install them with: sudo bash hack/install-node-packages.sh)")
     try:

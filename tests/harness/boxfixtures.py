@@ -38,7 +38,6 @@ import os
 import re
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ import pytest
 
 from hack.localbox import Box, BoxError, BoxOptions, describe_missing, list_boxes, missing_binaries
 from hack.localbox.box import PROFILES, Proc, proc_alive
+from tests.harness.required import cannot_run
 
 __all__ = [
     "api_client",
@@ -81,13 +81,6 @@ def _cleanup_stale_pytest_boxes() -> None:
             b.down(quiet=True)
 
 
-def _say_loudly(config: pytest.Config, msg: str) -> None:
-    warnings.warn(msg, stacklevel=2)
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is not None:
-        tr.write_line(msg, red=True, bold=True)
-
-
 def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None, real_nodes: int = 0) -> Box:
     """The session's box for `profile` (started on first use, stopped at session end). With
     `volcano_conf` (a name of hack/volcano-scheduler-NAME.conf), a box of its own running that
@@ -116,15 +109,11 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
         if key not in _BOXES and key not in _FAILED:
             problems = realnode.host_problems()
             if problems:
-                msg = f"SKIPPING the real-node tier: this host cannot run real nodes: {'; '.join(problems)}"
-                _say_loudly(config, msg)
-                pytest.skip(msg)
+                cannot_run("real", f"this host cannot run real nodes: {'; '.join(problems)}", config)
             try:
                 images = [str(dockerfile.dockerfile_image(print)), str(image.train_image(print))]
             except image.ImageError as e:
-                msg = f"SKIPPING the real-node tier: an image could not be built: {e}"
-                _say_loudly(config, msg)
-                pytest.skip(msg)
+                cannot_run("real", f"an image could not be built: {e}", config)
     if key in _BOXES:
         return _BOXES[key]
     if key in _FAILED:
@@ -132,12 +121,8 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
 
     missing = missing_binaries(PROFILES[profile])
     if missing:
-        msg = f"control plane box not started: {describe_missing(missing)}"
-        warnings.warn(msg, stacklevel=1)
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            tr.write_line(f"SKIPPING box tests: {msg}", red=True, bold=True)
-        pytest.skip(msg)
+        tier = "real" if real_nodes else {"core": "integration"}.get(profile, "e2e")
+        cannot_run(tier, f"control plane box not started: {describe_missing(missing)}", config)
 
     _cleanup_stale_pytest_boxes()
     name = f"pytest-{os.getpid()}-{key.replace('-', '')}"

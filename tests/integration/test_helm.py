@@ -37,6 +37,7 @@ from tests.harness.appliedbox import kubectl, operator_pod, wait_for
 from tests.harness.chart import CHART
 from tests.harness.helmbox import helm
 from tests.harness.manifests import MANIFESTS
+from tests.harness.required import cannot_run
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ GATE = "volcano-elastic.io/scale-up"
 def helm_box(request: pytest.FixtureRequest) -> Iterator[Box]:
     missing = missing_binaries(PROFILES["core"])
     if missing:
-        pytest.skip(f"control plane box not started: {describe_missing(missing)}")
+        cannot_run("integration", f"control plane box not started: {describe_missing(missing)}", request.config)
     box = Box(BoxOptions(name=f"pytest-{os.getpid()}-helm", profile="core", quiet=True))
     box.up()
     try:
@@ -60,7 +61,7 @@ def helm_box(request: pytest.FixtureRequest) -> Iterator[Box]:
 
 
 def _helm(box: Box, *args: str) -> subprocess.CompletedProcess[str]:
-    return helm(box, *args, timeout=180, required=False)  # this tier skips without a helm binary
+    return helm(box, *args, timeout=180, required=False)  # no helm binary: the tier cannot run
 
 
 def _free_port() -> int:

@@ -22,6 +22,7 @@ import pytest
 
 from hack.localbox import dockerfile, image
 from tests.harness.dockerfile import dockerfile_runtime
+from tests.harness.required import cannot_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,11 +57,11 @@ def unpack(archive: Path, dest: Path) -> None:
 @pytest.fixture(scope="module")
 def built() -> Path:
     if os.geteuid() != 0:
-        pytest.skip("the image build and chroot need root")
+        cannot_run("real", "the image build and chroot need root")
     try:
         return dockerfile.dockerfile_image(print)
     except image.ImageError as e:
-        pytest.skip(f"the image could not be built: {e}")
+        cannot_run("real", f"the image could not be built: {e}")
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.harness.required import cannot_run
+
 ROOT = Path(__file__).resolve().parents[2]
 STALL_LIMIT = 2.0
 RATIO_LIMIT = 0.25  # against the restart's lower bound; see the docstring
@@ -46,8 +48,8 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         from hack.localbox.realnode import host_problems
 
         problems = host_problems()
-        if problems:  # the whole real tier skips on this host, for the same reasons
-            pytest.skip("; ".join(problems))
+        if problems:  # the whole real tier cannot run on this host, for the same reasons
+            cannot_run("real", "; ".join(problems))
         pytest.fail("no python with torch on this host: the real tier needs Debian's python3-torch "
                     "(sudo bash hack/install-node-packages.sh), or VOLCANO_ELASTIC_TORCH_PYTHON")
     out = tmp_path_factory.mktemp("inplace") / "result.json"
@@ -124,7 +126,7 @@ def test_a_newcomer_without_ddp_gets_the_model_and_adams_state(tmp_path: Path) -
     mean it trained on the same state."""
     py = torch_python()
     if py is None:
-        pytest.skip("no python with torch (test_planned_shrink_and_grow_... says why, or fails)")
+        cannot_run("real", "no python with torch (test_planned_shrink_and_grow_... says why)")
     script = tmp_path / "train.py"
     script.write_text(NO_DDP)
     port = subprocess.run([sys.executable, "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
