@@ -29,7 +29,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import signal
 import socket
 import ssl
 import statistics
@@ -43,6 +42,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from hack.localbox.procs import stop_child  # noqa: E402
 
 SERVICE, NAMESPACE = "ve-webhook", "ve-system"
 SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
@@ -422,12 +423,7 @@ def main() -> int:
             Path(args.json).write_text(json.dumps(results, indent=2))
     finally:
         for proc in procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_child(proc, 30)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -25,7 +25,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -50,6 +49,8 @@ from webhook_load import (
     pod_review,
     wait_ready,
 )
+
+from hack.localbox.procs import stop_child  # webhook_load put the repository on sys.path
 
 API_SERVER_TIMEOUT = 5.0  # the webhook configurations' timeoutSeconds
 SLOW_REQUEST = (b"POST /mutate-pods HTTP/1.1\r\nHost: ve-webhook\r\nContent-Type: application/json\r\n"
@@ -212,12 +213,7 @@ def start_webhook(cwd: Path, port: int, cert: str, key: str, log: Path, *extra: 
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_child(proc, 30)
 
 
 def summary(name: str, probes: Probes, stats: dict[str, int]) -> dict[str, Any]:

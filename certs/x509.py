@@ -46,17 +46,17 @@ def _new_key() -> PrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, key: PrivateKey, now: datetime.datetime,
-             not_after: datetime.datetime) -> x509.CertificateBuilder:
-    """A certificate for ``key`` with a fresh serial, valid from ``now`` (less ``BACKDATE``) to
-    ``not_after``; no extensions yet."""
+def certificate_builder(subject: x509.Name, issuer: x509.Name, key: PrivateKey, not_before: datetime.datetime,
+                        not_after: datetime.datetime) -> x509.CertificateBuilder:
+    """A certificate for ``key`` with a fresh serial, valid from ``not_before`` to ``not_after``; no
+    extensions yet (also the test box's, hack/localbox/pki.py)."""
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
+        .not_valid_before(not_before)
         .not_valid_after(not_after)
     )
 
@@ -76,7 +76,7 @@ def new_ca(common_name: str, now: datetime.datetime, days: int = CA_DAYS) -> Key
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
-        _builder(name, name, key, now, now + datetime.timedelta(days=days))
+        certificate_builder(name, name, key, now - BACKDATE, now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(ca=True), critical=True)
         .add_extension(ski, critical=False)
@@ -99,7 +99,7 @@ def new_serving_cert(
     sans += [x509.IPAddress(ip) for ip in ips]
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0][:64])])
     cert = (
-        _builder(subject, ca.cert.subject, key, now, not_after)
+        certificate_builder(subject, ca.cert.subject, key, now - BACKDATE, not_after)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(ca=False), critical=True)

@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from certs.x509 import certificate_builder
+
 _ONE_DAY = _dt.timedelta(days=1)
 
 
@@ -64,13 +66,7 @@ def _builder(subject: x509.Name, issuer: x509.Name, key, days: int, *, ca: bool)
     certificates and CRLs)."""
     now = _dt.datetime.now(_dt.UTC)
     return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _ONE_DAY)
-        .not_valid_after(now + _dt.timedelta(days=days))
+        certificate_builder(subject, issuer, key, now - _ONE_DAY, now + _dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,

@@ -110,6 +110,16 @@ def log_has(path: Path, offset: int, needle: bytes) -> bool:
         return False
 
 
+def stop_child(proc: subprocess.Popen[bytes], grace: float = 30.0) -> int | None:
+    """SIGTERM a child process, SIGKILL it after ``grace`` seconds, and reap it: its exit status."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def kill_group(proc: Proc, reap: Callable[[], None], grace: float = 10.0) -> None:
     """SIGTERM the process group, SIGKILL after `grace` seconds, then SIGKILL whatever is left of
     the group; reap() collects the exit status (a child of ours) while waiting."""

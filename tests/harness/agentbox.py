@@ -188,3 +188,14 @@ NOTICE = dataclasses.replace(FAST, defaults=dataclasses.replace(FAST.defaults, n
 def agent_of(h: Any, kc: Any, cfg: ElasticConfig, identity: str, **kw: Any) -> Agent:
     h.agent = Agent(kc, h.caches, cfg, EventRecorder(kc), identity=identity, **kw)
     return h.agent
+
+
+def noticing(cluster: Cluster, harness: Any, kc: Any, identity: str = "only") -> tuple[Any, Agent]:
+    """``scenario`` with an agent of the NOTICE config (``identity``) once gang B is seen: its first
+    cycle gave A's two extra workers notice. Returns the harness and the agent."""
+    scenario(cluster)
+    h = harness(cfg=NOTICE)
+    agent = agent_of(h, kc, NOTICE, identity)
+    h.settle(PODS, cluster.ns, "b-3", lambda o: True)
+    assert agent.run_cycle().noticed
+    return h, agent

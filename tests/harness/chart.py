@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.harness import manifests
-from tests.harness.manifests import NAMESPACE, ROOT
+from tests.harness.manifests import NAMESPACE, ROOT, build_tool
 
 CHART = ROOT / "charts" / "volcano-elastic"
 RELEASE = "volcano-elastic"
@@ -62,16 +62,7 @@ def _build_helm(why: list[str]) -> Path | None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.access(binary, os.X_OK):
             return binary
-        try:
-            proc = subprocess.run(["bash", str(ROOT / "hack" / "build-binaries.sh"), "helm"], capture_output=True,
-                                  text=True, timeout=1800)
-        except subprocess.TimeoutExpired:
-            why.append("building helm took over 30 minutes")
-            return None
-        if proc.returncode != 0 or not os.access(binary, os.X_OK):
-            why.append(f"bash hack/build-binaries.sh helm failed: {(proc.stdout + proc.stderr).strip()[-800:]}")
-            return None
-    return binary
+        return build_tool(["bash", str(ROOT / "hack" / "build-binaries.sh"), "helm"], binary, why, timeout=1800)
 
 
 @cache

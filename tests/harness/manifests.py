@@ -107,14 +107,20 @@ def _build_kustomize(why: list[str]) -> Path | None:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOBIN": str(out), "CGO_ENABLED": "0",
            "GOFLAGS": "-mod=mod", "GOPROXY": os.environ.get("GOPROXY", "https://proxy.golang.org,direct")}
+    return build_tool([go, "install", f"{KUSTOMIZE_MODULE}@{KUSTOMIZE_VERSION}"], binary, why, timeout=900,
+                      env=env)
+
+
+def build_tool(argv: list[str], binary: Path, why: list[str], *, timeout: float,
+               env: dict[str, str] | None = None) -> Path | None:
+    """Run the build ``argv`` that makes ``binary``: the binary, or None with the reason added to ``why``."""
     try:
-        proc = subprocess.run([go, "install", f"{KUSTOMIZE_MODULE}@{KUSTOMIZE_VERSION}"], env=env,
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        why.append(f"building {KUSTOMIZE_MODULE}@{KUSTOMIZE_VERSION} took over 15 minutes")
+        why.append(f"`{' '.join(argv)}` took over {timeout / 60:.0f} minutes")
         return None
     if proc.returncode != 0 or not os.access(binary, os.X_OK):
-        why.append(f"`go install {KUSTOMIZE_MODULE}@{KUSTOMIZE_VERSION}` failed: {proc.stderr.strip()[-800:]}")
+        why.append(f"`{' '.join(argv)}` failed: {(proc.stdout + proc.stderr).strip()[-800:]}")
         return None
     return binary
 

@@ -3,7 +3,6 @@ bundled example cluster served, the command run, its rows read."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,8 @@ from elastic_controller.cli import main
 from elastic_controller.kube import client as kube_client
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import SNAPSHOT_RESOURCES
+from tests.harness.examples import PLANNED_AT
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
-NOW = "2026-01-01T13:00:00Z"  # the time the bundled examples are planned at
 KINDS = {r.kind: r for r in SNAPSHOT_RESOURCES}
 
 
@@ -37,12 +35,8 @@ def serve(monkeypatch: pytest.MonkeyPatch, *items: dict[str, Any]) -> FakeKube:
     return kube
 
 
-def example(name: str) -> list[dict[str, Any]]:
-    return list(json.loads((EXAMPLES / f"{name}.json").read_text())["items"])
-
-
 def status(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["status", "--now", NOW, "--volcano-scheduler-configmap", "", *args])
+    code = main(["status", "--now", PLANNED_AT, "--volcano-scheduler-configmap", "", *args])
     out, err = capsys.readouterr()
     return code, out, err
 

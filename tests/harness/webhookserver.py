@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import signal
 import socket
 import ssl
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_controller.cli import main
+from hack.localbox.procs import stop_child
 
 SERVICE, NAMESPACE = "ve-webhook", "ve-system"
 SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
@@ -98,9 +98,4 @@ def serve_webhook(certs: Path, *args: str) -> Iterator[Server]:
         wait_ready(port, certs / "ca.crt", proc)
         yield Server(proc, port, certs, log)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc, 20)

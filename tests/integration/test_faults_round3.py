@@ -20,7 +20,7 @@ from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import format_time
 from tests.harness import agentbox as support
-from tests.harness.agentbox import FAST, NOTICE, Cluster, agent_of, elastic_job, gang, scenario
+from tests.harness.agentbox import FAST, NOTICE, Cluster, agent_of, elastic_job, gang, noticing, scenario
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
@@ -73,11 +73,7 @@ def test_a_crash_on_the_notice_path_does_not_block_the_gang(cluster: Cluster, ha
 
 def test_a_gang_deleted_under_notice_leaves_no_cooldown(cluster: Cluster, harness: Any, kc: KubeClient) -> None:
     """Item 2: the notices are withdrawn and A's "down: eviction notice" stamp is taken back."""
-    scenario(cluster)
-    h = harness(cfg=NOTICE)
-    agent = agent_of(h, kc, NOTICE, "only")
-    h.settle(PODS, cluster.ns, "b-3", lambda o: True)
-    assert agent.run_cycle().noticed
+    h, agent = noticing(cluster, harness, kc)
     time.sleep(RECORD_GRACE_SECONDS + 0.5)
     cluster.kc.delete(PODGROUPS, "b", cluster.ns)
     for i in range(4):

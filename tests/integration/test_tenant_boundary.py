@@ -15,7 +15,7 @@ from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
 from tests.harness import agentbox as support
 from tests.harness import builders as b
-from tests.harness.agentbox import FAST, NOTICE, Cluster, agent_of, scenario
+from tests.harness.agentbox import FAST, NOTICE, Cluster, noticing
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
@@ -27,11 +27,7 @@ def used(c: Cluster) -> str | None:
 
 
 def test_a_withdrawn_notice_counts_no_restart(cluster: Cluster, harness: Any, kc: KubeClient) -> None:
-    scenario(cluster)
-    h = harness(cfg=NOTICE)
-    agent = agent_of(h, kc, NOTICE, "only")
-    h.settle(PODS, cluster.ns, "b-3", lambda o: True)
-    assert agent.run_cycle().noticed
+    h, agent = noticing(cluster, harness, kc)
     assert used(cluster) is None  # a notice restarts nothing
     cluster.kc.delete(PODGROUPS, "b", cluster.ns)
     for i in range(4):
@@ -45,11 +41,7 @@ def test_a_withdrawn_notice_counts_no_restart(cluster: Cluster, harness: Any, kc
 
 
 def test_a_notice_that_ends_counts_one_restart(cluster: Cluster, harness: Any, kc: KubeClient) -> None:
-    scenario(cluster)
-    h = harness(cfg=NOTICE)
-    agent = agent_of(h, kc, NOTICE, "only")
-    h.settle(PODS, cluster.ns, "b-3", lambda o: True)
-    assert agent.run_cycle().noticed
+    h, agent = noticing(cluster, harness, kc)
     for name in ("a-worker-4", "a-worker-5"):
         h.settle(PODS, cluster.ns, name, lambda o: keys.EVICT_AFTER in (o["metadata"].get("annotations") or {}))
     time.sleep(NOTICE.defaults.noticeSeconds + 0.5)

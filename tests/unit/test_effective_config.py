@@ -15,11 +15,12 @@ from elastic_controller.cli.effective_config import DEPLOYMENTS, from_cluster
 from elastic_controller.kube.errors import ForbiddenError
 from elastic_controller.kube.fake import FakeKube
 from elastic_controller.kube.resources import CONFIGMAPS
-from tests.harness.statuscli import NOW, _a_kubeconfig, example, rows_of, serve  # noqa: F401 (a fixture)
+from tests.harness.examples import PLANNED_AT, example_items
+from tests.harness.statuscli import _a_kubeconfig, rows_of, serve  # noqa: F401 (a fixture)
 
 NS = "volcano-elastic-system"
 # The admin's configuration: vision's jobs cool down for 60 s, not the default 300 s. In the
-# cooldown-blocks-eviction example team-vision/resnet was scaled 100 s before NOW: with the defaults it is
+# cooldown-blocks-eviction example team-vision/resnet was scaled 100 s before PLANNED_AT: with the defaults it is
 # in cooldown (the gang waits), with the admin's config it is not (the agent evicts for the gang).
 ADMIN_CONFIG = "queues:\n  vision: {cooldownSeconds: 60}\n"
 GANG = "team-nlp/bert"
@@ -38,7 +39,7 @@ def controller(mounted: str) -> dict[str, Any]:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main([*argv, "--now", NOW])
+    code = main([*argv, "--now", PLANNED_AT])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -52,7 +53,7 @@ def status_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[dict[st
 def test_plain_status_decides_with_the_controllers_configmap(monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str],
                                                             tmp_path: Path) -> None:
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     kube.add(CONFIGMAPS, configmap())
     plain, err = status_json(capsys)
     assert err == ""
@@ -72,7 +73,7 @@ def test_plain_status_decides_with_the_controllers_configmap(monkeypatch: pytest
 
 def test_queues_shows_the_controllers_policy(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     kube.add(CONFIGMAPS, configmap())
     code, out, err = run(capsys, "queues", "-o", "json")
     doc = json.loads(out)
@@ -88,7 +89,7 @@ def test_queues_shows_the_controllers_policy(monkeypatch: pytest.MonkeyPatch,
 def test_a_kustomize_install_is_found_through_the_controllers_deployment(monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """``kubectl apply -k`` hashes the ConfigMap's name: the one the controller mounts is read."""
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     kube.add(CONFIGMAPS, configmap("volcano-elastic-config-old1234567", "{}\n"))  # left over by an earlier apply
     kube.add(CONFIGMAPS, configmap("volcano-elastic-config-5fh7c2m9kt"))
     kube.add(DEPLOYMENTS, controller("volcano-elastic-config-5fh7c2m9kt"))
@@ -99,7 +100,7 @@ def test_a_kustomize_install_is_found_through_the_controllers_deployment(monkeyp
 
 def test_config_from_names_another_namespace(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     kube.add(CONFIGMAPS, {**configmap(), "metadata": {"name": "volcano-elastic-config", "namespace": "ops"}})
     doc, err = status_json(capsys, "--config-from", "ops/volcano-elastic-config")
     assert err == "" and doc["configSource"].startswith("ConfigMap ops/volcano-elastic-config ")
@@ -119,7 +120,7 @@ def test_config_from_names_another_namespace(monkeypatch: pytest.MonkeyPatch,
 def test_what_cannot_be_read_is_said_and_the_defaults_are_used(monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str],
                                                                objects: list[dict[str, Any]], said: str) -> None:
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     for obj in objects:
         kube.add(DEPLOYMENTS if obj["kind"] == "Deployment" else CONFIGMAPS, obj)
     doc, err = status_json(capsys)
@@ -171,7 +172,7 @@ def test_a_forbidden_configmap_names_the_role_to_bind(granted: set[str], what: s
 
 def test_a_bad_config_from_is_refused_before_connecting(monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     code, _, err = run(capsys, "status", "--config-from", "volcano-elastic-config")
     assert code == 2 and err == ("volcano-elastic status: --config-from 'volcano-elastic-config' is not "
                                  "NAMESPACE/NAME\n")
@@ -180,7 +181,7 @@ def test_a_bad_config_from_is_refused_before_connecting(monkeypatch: pytest.Monk
 
 def test_empty_config_from_means_the_defaults_without_a_warning(monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    kube = serve(monkeypatch, *example("cooldown-blocks-eviction"))
+    kube = serve(monkeypatch, *example_items("cooldown-blocks-eviction"))
     kube.add(CONFIGMAPS, configmap())
     doc, err = status_json(capsys, "--config-from", "")
     assert err == "" and doc["configSource"] == "defaults (built in): --config-from ''"

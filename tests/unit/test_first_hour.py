@@ -12,11 +12,10 @@ import pytest
 from elastic_controller.cli import main
 from elastic_controller.policy.cooldowns import fulfillment
 from elastic_controller.policy.parse import parse_objects
-from tests.harness.statuscli import _a_kubeconfig, example, serve  # noqa: F401 (a fixture)
+from tests.harness.examples import EXAMPLES, PLANNED_AT, example_items
+from tests.harness.statuscli import _a_kubeconfig, serve  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples" / "plan"
-NOW = "2026-01-01T13:00:00Z"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -29,8 +28,8 @@ def test_every_line_status_prints_on_stderr_has_the_prefix(monkeypatch: pytest.M
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Before: "the Volcano scheduler configuration was not found; shares not checked" on every run
     where the scheduler's ConfigMap was absent, unprefixed (a log record through Python's last resort)."""
-    serve(monkeypatch, *example("scale-down-for-gang"))
-    code, out, err = run(capsys, "status", "--now", NOW, "--config-from", "")
+    serve(monkeypatch, *example_items("scale-down-for-gang"))
+    code, out, err = run(capsys, "status", "--now", PLANNED_AT, "--config-from", "")
     assert code == 0 and err == "", err
     assert "SHARES proportion (not checked: volcano-system/volcano-scheduler-configmap not found)" in out
 
@@ -40,18 +39,19 @@ def test_a_yaml_dump_gets_a_hint(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
     dump = tmp_path / "dump.yaml"
     dump.write_text(yaml.safe_dump(json.loads((EXAMPLES / "scale-down-for-gang.json").read_text())))
-    code, _, err = run(capsys, "plan", "--from", str(dump), "--now", NOW)
+    code, _, err = run(capsys, "plan", "--from", str(dump), "--now", PLANNED_AT)
     assert code == 2 and "not valid JSON" in err
     assert "(it looks like YAML: dump as JSON, `kubectl get nodes,pods,podgroups,queues,priorityclasses," \
            "pytorchjobs -A -o json`)" in err
 
 
 def test_plans_own_output_is_no_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "plan", "--from", str(EXAMPLES / "scale-down-for-gang.json"), "--now", NOW, "-o", "json")
+    code, out, _ = run(capsys, "plan", "--from", str(EXAMPLES / "scale-down-for-gang.json"), "--now", PLANNED_AT,
+                       "-o", "json")
     assert code == 0 and json.loads(out)["kind"] == "Plan"
     planned = tmp_path / "plan.json"
     planned.write_text(out)
-    code, out, err = run(capsys, "plan", "--from", str(planned), "--now", NOW)
+    code, out, err = run(capsys, "plan", "--from", str(planned), "--now", PLANNED_AT)
     assert code == 2 and out == ""
     assert err.startswith(f"volcano-elastic plan: {planned}: a volcano-elastic Plan document (an output of this "
                           "tool), not a cluster dump"), err
@@ -126,7 +126,7 @@ def test_fulfillment_is_defined_for_users_as_the_code_computes_it() -> None:
 
 def test_a_gang_waiting_for_cooldowns_is_told_when_the_first_ends(capsys: pytest.CaptureFixture[str]) -> None:
     """team-vision/resnet was scaled at 12:58:20; cooldown 300 s: it may be shrunk from 13:03:20."""
-    code, out, _ = run(capsys, "plan", "--from", str(EXAMPLES / "cooldown-blocks-eviction.json"), "--now", NOW,
+    code, out, _ = run(capsys, "plan", "--from", str(EXAMPLES / "cooldown-blocks-eviction.json"), "--now", PLANNED_AT,
                        "-o", "json")
     reason = json.loads(out)["starving"][0]["reason"]
     assert code == 0 and reason.endswith("candidates excluded: 14 cooldown (the first ends 2026-01-01T13:03:20Z)")

@@ -25,21 +25,13 @@ from elastic_controller.policy.actions import (
     WithdrawNotice,
 )
 from elastic_controller.policy.cycle import decide
-from elastic_controller.policy.model import Snapshot
-from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.restart_count import restarts_to_count
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
+from tests.harness.examples import NOW, example_items, snapshot_of
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
-NOW = datetime.fromisoformat("2026-01-01T13:00:00+00:00")
 GANG = "team-nlp/bert"
 JOB = "team-vision/resnet"
-
-
-def _items(name: str) -> list[Any]:
-    items: list[Any] = json.loads((EXAMPLES / f"{name}.json").read_text())["items"]
-    return items
 
 
 def _in_place(items: list[Any], *, generation: int = 0, restarts_used: int | None = None) -> None:
@@ -58,14 +50,10 @@ def _in_place(items: list[Any], *, generation: int = 0, restarts_used: int | Non
             o["metadata"].setdefault("annotations", {})[keys.RESIZE_GENERATION] = str(generation)
 
 
-def _snap(items: list[Any], cfg: ElasticConfig | None = None) -> Snapshot:
-    return parse_objects(items, cfg or ElasticConfig())[0]
-
-
 def test_a_shrink_in_place_tells_the_victims_to_leave_and_spends_no_restart() -> None:
-    items = _items("scale-down-for-gang")
+    items = example_items("scale-down-for-gang")
     _in_place(items, generation=3)
-    d = decide(_snap(items), ElasticConfig(), NOW)
+    d = decide(snapshot_of(items), ElasticConfig(), NOW)
     assert d.of(Evict) == () and d.of(GiveNotice) == () and d.of(SpendRestart) == ()
     (shrink,) = d.of(ShrinkInPlace)
     assert shrink.gang == GANG and [n.victim for n in shrink.victims] == list(d.plan.evictions)
@@ -83,11 +71,11 @@ def test_a_shrink_in_place_tells_the_victims_to_leave_and_spends_no_restart() ->
 
 
 def test_the_restart_budget_does_not_hold_back_an_in_place_job() -> None:
-    spent = _items("restart-budget-spent")
-    assert decide(_snap(spent), ElasticConfig(), NOW).plan.evictions == ()  # 2 of 3 used: no victim
-    items = _items("restart-budget-spent")
+    spent = example_items("restart-budget-spent")
+    assert decide(snapshot_of(spent), ElasticConfig(), NOW).plan.evictions == ()  # 2 of 3 used: no victim
+    items = example_items("restart-budget-spent")
     _in_place(items)
-    d = decide(_snap(items), ElasticConfig(), NOW)
+    d = decide(snapshot_of(items), ElasticConfig(), NOW)
     (shrink,) = d.of(ShrinkInPlace)
     assert shrink.victims and d.of(SpendRestart) == ()
 
@@ -104,10 +92,10 @@ def _leaving(items: list[Any], *, left: bool, evict_after: datetime, gang: str =
 
 def test_a_leaving_victim_is_evicted_only_once_it_left_or_its_wait_ended() -> None:
     cfg = ElasticConfig()
-    waiting = _items("scale-down-for-gang")
+    waiting = example_items("scale-down-for-gang")
     _in_place(waiting, generation=3)
     _leaving(waiting, left=False, evict_after=NOW + timedelta(seconds=30))
-    d = decide(_snap(waiting), cfg, NOW)
+    d = decide(snapshot_of(waiting), cfg, NOW)
     assert d.of(EvictDueNotice) == () and d.of(WithdrawNotice) == ()
     (pending,) = d.notices.pending
     assert pending.facts.in_place and "in place" in pending.reason
@@ -115,28 +103,28 @@ def test_a_leaving_victim_is_evicted_only_once_it_left_or_its_wait_ended() -> No
     for o in waiting:
         if o["kind"] == "PyTorchJob":
             o["metadata"]["annotations"][keys.LAST_CHECKPOINT_TIME] = b.ts(NOW)
-    assert decide(_snap(waiting), cfg, NOW).of(EvictDueNotice) == ()
+    assert decide(snapshot_of(waiting), cfg, NOW).of(EvictDueNotice) == ()
 
-    left = _items("scale-down-for-gang")
+    left = example_items("scale-down-for-gang")
     _in_place(left, generation=3)
     _leaving(left, left=True, evict_after=NOW + timedelta(seconds=30))
-    (due,) = decide(_snap(left), cfg, NOW).of(EvictDueNotice)
+    (due,) = decide(snapshot_of(left), cfg, NOW).of(EvictDueNotice)
     assert due.notice.facts.pod == "team-vision/resnet-worker-15" and "left the group" in due.notice.why
 
-    late = _items("scale-down-for-gang")
+    late = example_items("scale-down-for-gang")
     _in_place(late, generation=3)
     _leaving(late, left=False, evict_after=NOW - timedelta(seconds=1))
-    d = decide(_snap(late), cfg, NOW)
+    d = decide(snapshot_of(late), cfg, NOW)
     (due,) = d.of(EvictDueNotice)
     assert "did not say it left" in due.notice.why
     assert d.shown.evictions[0].in_place and d.shown.to_json()["evictions"][0]["inPlace"] is True
 
 
 def test_a_leaving_victim_whose_gang_no_longer_needs_it_is_not_withdrawn() -> None:
-    items = _items("scale-down-for-gang")
+    items = example_items("scale-down-for-gang")
     _in_place(items, generation=3)
     _leaving(items, left=False, evict_after=NOW + timedelta(seconds=30), gang="team-nlp/gone")
-    d = decide(_snap(items), ElasticConfig(), NOW)
+    d = decide(snapshot_of(items), ElasticConfig(), NOW)
     assert d.of(WithdrawNotice) == ()  # its job already re-forms without it
     assert [p.facts.pod for p in d.notices.pending] == ["team-vision/resnet-worker-15"]
 
@@ -155,10 +143,10 @@ def test_an_in_place_shrink_s_record_counts_no_restart_once_its_victim_left() ->
 
 
 def test_a_grow_in_place_bumps_the_generation_on_every_pod() -> None:
-    plain = decide(_snap(_items("scale-up-into-idle-gpus")), ElasticConfig(), NOW)
-    items = _items("scale-up-into-idle-gpus")
+    plain = decide(snapshot_of(example_items("scale-up-into-idle-gpus")), ElasticConfig(), NOW)
+    items = example_items("scale-up-into-idle-gpus")
     _in_place(items, generation=2)
-    d = decide(_snap(items), ElasticConfig(), NOW)
+    d = decide(snapshot_of(items), ElasticConfig(), NOW)
     lifts = {a.job: a for a in d.of(LiftGates)}
     assert JOB in lifts
     sizes = {a.job: a for a in d.of(AnnounceSize)}
@@ -175,9 +163,9 @@ def test_a_grow_in_place_bumps_the_generation_on_every_pod() -> None:
 
 def test_a_queue_with_a_leave_setting_sets_the_deadline() -> None:
     cfg = parse_config({"queues": {"vision": {"inPlaceLeaveSeconds": 15, "noticeSeconds": 90}}})
-    items = _items("scale-down-for-gang")
+    items = example_items("scale-down-for-gang")
     _in_place(items)
-    d = decide(_snap(items, cfg), cfg, NOW + timedelta(microseconds=1))
+    d = decide(snapshot_of(items, cfg), cfg, NOW + timedelta(microseconds=1))
     (shrink,) = d.of(ShrinkInPlace)
     assert d.of(GiveNotice) == ()  # the in-place leave replaces the notice
     assert {n.evict_after for n in shrink.victims} == {NOW + timedelta(seconds=16)}
@@ -187,7 +175,7 @@ def test_plan_says_an_in_place_event_in_json_and_in_its_table(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     from elastic_controller.cli import main
 
-    items = _items("scale-down-for-gang")
+    items = example_items("scale-down-for-gang")
     _in_place(items)
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,27 +22,17 @@ from elastic_controller.policy.actions import (
 )
 from elastic_controller.policy.announce import announced
 from elastic_controller.policy.cycle import PlanCache, decide, plan_cycle
-from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.notices import in_flight, review_notices, with_notices
-from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
+from tests.harness.examples import EXAMPLES, NOW, example_snapshot
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
-NOW = datetime.fromisoformat("2026-01-01T13:00:00+00:00")
 GANG = "team-nlp/bert"
 VICTIM_JOB = "team-vision/resnet"
 
 
-def example(name: str, edit: Any = None, cfg: ElasticConfig | None = None) -> Snapshot:
-    items = json.loads((EXAMPLES / f"{name}.json").read_text())["items"]
-    if edit is not None:
-        edit(items)
-    return parse_objects(items, cfg or ElasticConfig())[0]
-
-
 def test_a_gang_s_victims_are_one_evict_action_with_its_restart_and_the_size_told() -> None:
-    snap = example("scale-down-for-gang")
+    snap = example_snapshot("scale-down-for-gang")
     d = decide(snap, ElasticConfig(), NOW)
     (evict,) = d.of(Evict)
     assert evict.gang == GANG and [v.pod for v in evict.victims] == [e.pod for e in d.plan.evictions]
@@ -61,7 +49,7 @@ def test_a_gang_s_victims_are_one_evict_action_with_its_restart_and_the_size_tol
 
 
 def test_the_decision_is_the_plan_the_old_assembly_made() -> None:
-    snap = example("scale-down-for-gang")
+    snap = example_snapshot("scale-down-for-gang")
     cfg = ElasticConfig()
     review = review_notices(snap, cfg, NOW)
     old = with_notices(plan_cycle(in_flight(snap, review), cfg, NOW), review, due=True)
@@ -80,7 +68,7 @@ def test_the_restart_count_goes_on_from_the_podgroup_never_the_job_copy() -> Non
         job["spec"]["elasticPolicy"]["maxRestarts"] = 10
         items.append(job)
 
-    d = decide(example("scale-down-for-gang", counted), ElasticConfig(), NOW)
+    d = decide(example_snapshot("scale-down-for-gang", counted), ElasticConfig(), NOW)
     (evict,) = d.of(Evict)
     assert evict.restarts == (SpendRestart(VICTIM_JOB, 3),)
 
@@ -88,7 +76,7 @@ def test_the_restart_count_goes_on_from_the_podgroup_never_the_job_copy() -> Non
 def test_a_queue_with_a_notice_gives_notice_with_each_deadline() -> None:
     cfg = parse_config({"queues": {"vision": {"noticeSeconds": 90}}})
     now = NOW + timedelta(microseconds=300_000)
-    d = decide(example("scale-down-for-gang", cfg=cfg), cfg, now)
+    d = decide(example_snapshot("scale-down-for-gang", cfg=cfg), cfg, now)
     assert d.of(Evict) == ()
     (notice,) = d.of(GiveNotice)
     assert notice.gang == GANG and not hasattr(notice, "restarts")  # a notice spends no restart (F2)
@@ -107,7 +95,7 @@ def _noticed(items: list[Any], *, evict_after: datetime, gang: str = GANG) -> No
 
 def test_notices_come_first_and_only_once() -> None:
     cfg = parse_config({"queues": {"vision": {"noticeSeconds": 90}}})
-    snap = example("scale-down-for-gang", lambda i: _noticed(i, evict_after=NOW - timedelta(seconds=1)), cfg)
+    snap = example_snapshot("scale-down-for-gang", lambda i: _noticed(i, evict_after=NOW - timedelta(seconds=1)), cfg)
     whole = decide(snap, cfg, NOW)
     (due,) = whole.of(EvictDueNotice)
     assert due.notice.facts.pod == "team-vision/resnet-worker-15" and whole.actions[0] == due
@@ -122,7 +110,7 @@ def test_notices_come_first_and_only_once() -> None:
 
 
 def test_a_notice_no_longer_needed_is_withdrawn() -> None:
-    snap = example("scale-down-for-gang", lambda i: _noticed(i, evict_after=NOW + timedelta(seconds=60),
+    snap = example_snapshot("scale-down-for-gang", lambda i: _noticed(i, evict_after=NOW + timedelta(seconds=60),
                                                              gang="team-nlp/gone"))
     d = decide(snap, ElasticConfig(), NOW)
     (w,) = d.of(WithdrawNotice)
@@ -130,7 +118,7 @@ def test_a_notice_no_longer_needed_is_withdrawn() -> None:
 
 
 def test_gates_and_holds_are_actions() -> None:
-    snap = example("scale-up-into-idle-gpus")
+    snap = example_snapshot("scale-up-into-idle-gpus")
     d = decide(snap, ElasticConfig(), NOW)
     lifts = d.of(LiftGates)
     assert lifts and [r for lift in lifts for r in lift.releases] == list(d.plan.gate_releases)
@@ -164,7 +152,7 @@ def test_the_cycle_s_world_gives_the_same_actions_as_a_walk(name: str) -> None:
     without, from a walk over the snapshot: the same actions either way."""
     config = EXAMPLES / f"{name}.config.yaml"
     cfg = load_config_file(config) if config.exists() else ElasticConfig()
-    snap = example(name, cfg=cfg)
+    snap = example_snapshot(name, cfg=cfg)
     cold = decide(snap, cfg, NOW)
     warm = decide(snap, cfg, NOW, cache=PlanCache())
     assert warm.actions == cold.actions and warm.shown.to_json() == cold.shown.to_json()

@@ -12,11 +12,9 @@ import pytest
 from elastic_controller.cli import main
 from elastic_controller.kube import client as kube_client
 from elastic_controller.kube.fake import FakeKube
+from tests.harness.examples import EXAMPLES, PLANNED_AT, example_items
 from tests.harness.statuscli import (
-    EXAMPLES,
-    NOW,
     _a_kubeconfig,  # noqa: F401 - fixtures
-    example,
     rows_of,
     serve,
     status,
@@ -30,7 +28,7 @@ from tests.harness.statuscli import (
 def test_namespace_filters_rows_and_never_changes_a_decision(monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str], name: str,
                                                              gang: str, decision: str) -> None:
-    serve(monkeypatch, *example(name))
+    serve(monkeypatch, *example_items(name))
     expected = json.loads((EXAMPLES / f"{name}.expected.json").read_text())
     (want,) = [s for s in expected["starving"] if s["podGroup"] == gang]
     assert want["decision"] == decision  # the example's reviewed story
@@ -50,10 +48,10 @@ def test_json_and_yaml_are_versioned_with_queues_under_their_own_key(monkeypatch
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
-    serve(monkeypatch, *example("scale-up-into-idle-gpus"))
+    serve(monkeypatch, *example_items("scale-up-into-idle-gpus"))
     code, out, _ = status(capsys, "-o", "json")
     doc = json.loads(out)
-    assert code == 0 and (doc["apiVersion"], doc["kind"], doc["now"]) == ("volcano-elastic.io/v1", "Status", NOW)
+    assert code == 0 and (doc["apiVersion"], doc["kind"], doc["now"]) == ("volcano-elastic.io/v1", "Status", PLANNED_AT)
     assert set(doc) == {"apiVersion", "kind", "now", "namespace", "configSource", "queues", "evictionNotices",
                         "skippedObjects", "alarms"}
     assert set(doc["queues"]) == {"vision", "nlp"}
@@ -65,7 +63,7 @@ def test_gated_pods_say_why_with_the_planners_codes(monkeypatch: pytest.MonkeyPa
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The bundled scale-up example: resnet (at its min, 2 of 2..16) grows now; gpt (3 of 4) could take
     one more but +33% is below minScaleUpGain: plan's HOLD note, read-only, in status."""
-    serve(monkeypatch, *example("scale-up-into-idle-gpus"))
+    serve(monkeypatch, *example_items("scale-up-into-idle-gpus"))
     plan_doc = json.loads((EXAMPLES / "scale-up-into-idle-gpus.expected.json").read_text())
     _, out, _ = status(capsys, "-o", "json")
     rows = rows_of(json.loads(out))
@@ -133,7 +131,7 @@ def test_context_is_passed_to_the_client(monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_release_gates_of_a_job_that_does_not_exist_fails(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    serve(monkeypatch, *example("scale-up-into-idle-gpus"))
+    serve(monkeypatch, *example_items("scale-up-into-idle-gpus"))
     code = main(["release-gates", "team-vision/nosuch", "--dry-run"])
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
@@ -157,7 +155,7 @@ def test_a_namespaced_user_is_told_what_access_is_needed(monkeypatch: pytest.Mon
                                                          capsys: pytest.CaptureFixture[str], command: str) -> None:
     from elastic_controller.kube.errors import ForbiddenError
 
-    kube = serve(monkeypatch, *example("scale-down-for-gang"))
+    kube = serve(monkeypatch, *example_items("scale-down-for-gang"))
     listed = kube.list
 
     def namespaced_user(res: Any, namespace: str | None = None, **kw: Any) -> Any:
@@ -166,7 +164,7 @@ def test_a_namespaced_user_is_told_what_access_is_needed(monkeypatch: pytest.Mon
         return listed(res, namespace, **kw)
 
     monkeypatch.setattr(kube, "list", namespaced_user)
-    code = main([command, "--now", NOW])
+    code = main([command, "--now", PLANNED_AT])
     err = capsys.readouterr().err
     assert code == 1 and err.startswith(f"volcano-elastic {command}: list nodes: 403 Forbidden (decisions are planned")
     assert len(err.splitlines()) == 1
@@ -180,7 +178,7 @@ def test_a_namespaced_user_is_told_what_access_is_needed(monkeypatch: pytest.Mon
 ])
 def test_why_gated_on_the_bundled_stories(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                           name: str, job: str, code: str) -> None:
-    serve(monkeypatch, *example(name))
+    serve(monkeypatch, *example_items(name))
     expected = json.loads((EXAMPLES / f"{name}.expected.json").read_text())
     _, out, _ = status(capsys, "-o", "json")
     row = rows_of(json.loads(out))[job]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from elastic_controller.policy.keys import EVICT_AFTER, EVICTED_FOR
-from tests.harness.statuscli import _a_kubeconfig, example, rows_of, serve, status  # noqa: F401 (a fixture)
+from tests.harness.examples import example_items
+from tests.harness.statuscli import _a_kubeconfig, rows_of, serve, status  # noqa: F401 (a fixture)
 
 VICTIM = "team-vision/resnet"
 GANG = "team-nlp/bert"
@@ -24,7 +25,7 @@ def table_row(out: str, job: str) -> str:
 
 def test_the_job_evicted_for_a_gang_says_so(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    serve(monkeypatch, *example("scale-down-for-gang"))
+    serve(monkeypatch, *example_items("scale-down-for-gang"))
     code, out, _ = status(capsys, "-o", "json")
     rows = rows_of(json.loads(out))
     assert code == 0 and rows[GANG]["victimOf"] is None
@@ -48,7 +49,7 @@ def under_notice(items: list[dict[str, Any]], until: str) -> list[dict[str, Any]
 
 def test_a_job_under_an_eviction_notice_says_until_when(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    serve(monkeypatch, *under_notice(example("scale-down-for-gang"), "2026-01-01T13:02:00Z"))
+    serve(monkeypatch, *under_notice(example_items("scale-down-for-gang"), "2026-01-01T13:02:00Z"))
     config = tmp_path / "config.yaml"
     config.write_text("defaults: {noticeSeconds: 120}\n")
     code, out, err = status(capsys, "--config", str(config), "-o", "json")
@@ -62,6 +63,6 @@ def test_a_job_under_an_eviction_notice_says_until_when(monkeypatch: pytest.Monk
 
 def test_an_untouched_job_has_no_victim_entry(monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    serve(monkeypatch, *example("cooldown-blocks-eviction"))  # the gang waits: nobody loses a worker
+    serve(monkeypatch, *example_items("cooldown-blocks-eviction"))  # the gang waits: nobody loses a worker
     code, out, _ = status(capsys, "-o", "json")
     assert code == 0 and all(r["victimOf"] is None for r in rows_of(json.loads(out)).values())
