@@ -83,6 +83,8 @@ from _scale_parts import (  # noqa: E402
     workload,
 )
 
+from hack.localbox.polling import poll_until  # noqa: E402
+
 JOB_LABEL = "training.kubeflow.org/job-name"
 WEBHOOK_NAME = "pods.volcano-elastic.io"
 BOX_TIME = {"cooldownSeconds": 30, "minRuntimeSeconds": 12, "starvationSeconds": 3,
@@ -219,17 +221,7 @@ class Metrics:
 
 def wait_until(what: str, fn: Any, timeout: float) -> Any:
     """``fn()``'s first truthy answer; exceptions (an object not there yet) count as not yet."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            got = fn()
-            if got:
-                return got
-        except Exception as exc:  # retried until the deadline, then reported
-            last = exc
-        time.sleep(0.3)
-    raise TimeoutError(f"{what}: not within {timeout:.0f}s" + (f" (last: {last})" if last else ""))
+    return poll_until(what, fn, timeout, 0.3, retry=(Exception,))
 
 
 def log(msg: str) -> None:

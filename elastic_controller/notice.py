@@ -131,40 +131,41 @@ class Notices:
             self.fault("noticed-one")
         result.noticed = stamped
         if in_place:
-            self._events_in_place(gang, victims, result.evict_after)
+            self._tell(gang, victims, result.evict_after, "leaving in place", (
+                "Normal", "LeavingInPlace",
+                lambda deadline: f"in place: this pod leaves its job's group to make room for gang {gang}; it is "
+                                 f"evicted once it says {keys.LEFT}, at the latest at {format_time(deadline)}"), (
+                "Normal", "ScalingDownInPlace",
+                lambda pods, deadline: f"in place: {len(pods)} elastic worker(s) ({', '.join(pods)}) leave the "
+                                       f"group to make room for gang {gang}, then are evicted; the others go on "
+                                       "without a restart"))
             return result
-        for v in victims:
-            deadline = result.evict_after[v.pod]
-            left = max(0, round((deadline - now).total_seconds()))
-            self._event_on_pod(v.pod, "Normal", "EvictionNotice",
-                               f"volcano-elastic evicts this pod at {format_time(deadline)} (in {left}s) to make "
-                               f"room for gang {gang}; checkpoint now: once the job records "
-                               f"{keys.LAST_CHECKPOINT_TIME} it is evicted at once")
-            log.info("eviction notice given", extra={"pod": v.pod, "job": v.job, "queue": v.queue, "for": gang,
-                                                     "evict_after": format_time(deadline), "reason": v.reason})
-        for job in sorted({v.job for v in victims}):
-            mine = [v for v in victims if v.job == job]
-            deadline = min(result.evict_after[v.pod] for v in mine)
-            self._event_on_job(job, "Normal", "EvictionNotice",
-                               f"{len(mine)} elastic worker(s) ({', '.join(_split(v.pod)[1] for v in mine)}) are "
-                               f"evicted at {format_time(deadline)} to make room for gang {gang}, or at once after "
-                               "the job records a checkpoint")
+        self._tell(gang, victims, result.evict_after, "eviction notice given", (
+            "Normal", "EvictionNotice",
+            lambda deadline: f"volcano-elastic evicts this pod at {format_time(deadline)} "
+                             f"(in {max(0, round((deadline - now).total_seconds()))}s) to make room for gang {gang}; "
+                             f"checkpoint now: once the job records {keys.LAST_CHECKPOINT_TIME} it is evicted "
+                             "at once"), (
+            "Normal", "EvictionNotice",
+            lambda pods, deadline: f"{len(pods)} elastic worker(s) ({', '.join(pods)}) are evicted at "
+                                   f"{format_time(deadline)} to make room for gang {gang}, or at once after the job "
+                                   "records a checkpoint"))
         return result
 
-    def _events_in_place(self, gang: str, victims: Sequence[Any], deadlines: dict[str, datetime]) -> None:
+    def _tell(self, gang: str, victims: Sequence[Any], deadlines: dict[str, datetime], logged: str,
+              on_pod: tuple[str, str, Callable[[datetime], str]],
+              on_job: tuple[str, str, Callable[[list[str], datetime], str]]) -> None:
+        """An Event on each victim (type, reason, text of its deadline) and one on each of their jobs (type,
+        reason, text of its victims' names and earliest deadline); each victim logged as ``logged``."""
         for v in victims:
             deadline = deadlines[v.pod]
-            self._event_on_pod(v.pod, "Normal", "LeavingInPlace",
-                               f"in place: this pod leaves its job's group to make room for gang {gang}; it is "
-                               f"evicted once it says {keys.LEFT}, at the latest at {format_time(deadline)}")
-            log.info("leaving in place", extra={"pod": v.pod, "job": v.job, "queue": v.queue, "for": gang,
-                                                "evict_after": format_time(deadline), "reason": v.reason})
+            self._event_on_pod(v.pod, on_pod[0], on_pod[1], on_pod[2](deadline))
+            log.info(logged, extra={"pod": v.pod, "job": v.job, "queue": v.queue, "for": gang,
+                                    "evict_after": format_time(deadline), "reason": v.reason})
         for job in sorted({v.job for v in victims}):
             mine = [v for v in victims if v.job == job]
-            self._event_on_job(job, "Normal", "ScalingDownInPlace",
-                               f"in place: {len(mine)} elastic worker(s) "
-                               f"({', '.join(_split(v.pod)[1] for v in mine)}) leave the group to make room "
-                               f"for gang {gang}, then are evicted; the others go on without a restart")
+            self._event_on_job(job, on_job[0], on_job[1], on_job[2]([_split(v.pod)[1] for v in mine],
+                                                                   min(deadlines[v.pod] for v in mine)))
 
     # ------------------------------------------------------------------ each cycle
     def review(self, snapshot: Snapshot, now: datetime | None = None) -> NoticeReview:

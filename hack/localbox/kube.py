@@ -8,9 +8,10 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-import time
 import urllib.parse
 from typing import Any
+
+from .polling import poll_until
 
 
 class KubeError(Exception):
@@ -77,18 +78,7 @@ class Kube:
                             query={"fieldManager": manager, "force": "true"})
 
     def wait_for(self, what: str, fn, timeout: float, interval: float = 0.25) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                r = fn()
-                if r:
-                    return r
-            except (KubeError, OSError, http.client.HTTPException) as e:
-                last = e
-            time.sleep(interval)
-        detail = f" (last error: {last})" if last else ""
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        return poll_until(what, fn, timeout, interval, retry=(KubeError, OSError, http.client.HTTPException))
 
 
 def http_ok(url: str, timeout: float = 2.0, expect: str | None = None) -> bool:

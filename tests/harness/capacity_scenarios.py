@@ -94,6 +94,11 @@ class Story:
     def elastic(self, name: str, queue: str, lo: int, hi: int) -> None:
         self.kc.create(PYTORCHJOBS, pytorchjob(name, queue, hi, (lo, hi)), self.ns)
 
+    def running_elastic(self, name: str, queue: str, lo: int, hi: int, running: int | None = None) -> None:
+        """An elastic job of ``lo``..``hi`` workers, once ``running`` (default ``hi``) of them run."""
+        self.elastic(name, queue, lo, hi)
+        self.wait_running(name, hi if running is None else running)
+
     def gang(self, name: str, queue: str, workers: int) -> None:
         self.kc.create(PYTORCHJOBS, pytorchjob(name, queue, workers, None), self.ns)
 
@@ -150,8 +155,7 @@ def reclaim_from_best_effort_sibling(st: Story) -> None:
     elastic job fills: two of the sibling's elastic workers are evicted, the gang runs."""
     team = st.queue("team", deserved={GPU: 16})
     scratch = st.queue("scratch")
-    st.elastic("s", scratch, 2, 8)
-    st.wait_running("s", 8)
+    st.running_elastic("s", scratch, 2, 8)
     st.watch("s")
     st.gang("b", team, 2)
     st.wait_running("b", 2, COOLDOWN + 120)
@@ -166,10 +170,8 @@ def guarantee_is_kept(st: Story) -> None:
     held = st.queue("held", guarantee={GPU: 8})
     scratch = st.queue("scratch")
     team = st.queue("team", deserved={GPU: 24})
-    st.elastic("h", held, 1, 4)
-    st.wait_running("h", 4)
-    st.elastic("s", scratch, 1, 4)
-    st.wait_running("s", 4)
+    st.running_elastic("h", held, 1, 4)
+    st.running_elastic("s", scratch, 1, 4)
     st.watch("h", "s")
     st.gang("b", team, 5)
     st.wait_running("b", 5, COOLDOWN + 120)
@@ -185,10 +187,8 @@ def idle_beyond_deserved_no_evictions(st: Story) -> None:
     team's own elastic worker, which the proportion rules would take to bring team under its share)."""
     team = st.queue("team", deserved={GPU: 8})
     scratch = st.queue("scratch")
-    st.elastic("t", team, 1, 2)
-    st.wait_running("t", 2)
-    st.elastic("s", scratch, 1, 4)
-    st.wait_running("s", 4)
+    st.running_elastic("t", team, 1, 2)
+    st.running_elastic("s", scratch, 1, 4)
     st.watch("t", "s")
     st.gang("g", team, 2)
     st.wait_running("g", 2, 60)
@@ -206,8 +206,7 @@ def department_capability(st: Story) -> None:
     dept = st.queue("capped", parent="root", capability={GPU: 24})
     team = st.queue("team", parent=dept, deserved={GPU: 8})
     scratch = st.queue("scratch", parent=dept)
-    st.elastic("s", scratch, 1, 8)
-    st.wait_running("s", 6)
+    st.running_elastic("s", scratch, 1, 8, 6)
     st._stop.wait(5)
     assert len(st.running("s")) == 6 and len(st.gated("s")) == 2, "a gate was lifted beyond the department's room"
     st.watch("s")

@@ -19,11 +19,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +31,7 @@ import yaml
 
 from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries
 from hack.localbox.box import PROFILES
-from tests.harness.appliedbox import kubectl, operator_pod, wait_for
+from tests.harness.appliedbox import answers_ready, kubectl, local_webhook, operator_pod, wait_for
 from tests.harness.chart import CHART
 from tests.harness.helmbox import helm
 from tests.harness.manifests import MANIFESTS
@@ -102,21 +100,10 @@ def test_helm_install_webhook_works_and_uninstall_leaves_no_gate(helm_box: Box, 
     config.write_text(yaml.safe_load(kubectl(box, "get", "configmap", "-n", NAMESPACE, "volcano-elastic-config",
                                              "-o", "yaml").stdout)["data"]["config.yaml"])
     with open(log, "w") as out:
-        webhook = subprocess.Popen([sys.executable, "-m", "elastic_controller", "webhook", f"--tls-cert-file={cert}",
-                                    f"--tls-private-key-file={key}", f"--port={port}", "--host=127.0.0.1",
-                                    "--workers=1", f"--config={config}"], stdout=out, stderr=subprocess.STDOUT,
+        webhook = subprocess.Popen(local_webhook(cert, key, port, config), stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
     try:
-        ctx = ssl.create_default_context(cafile=str(box.ca_file))
-
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=2) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
-
-        wait_for("our webhook", ready, 30, log)
+        wait_for("our webhook", answers_ready(port, box.ca_file), 30, log)
         # 1. the webhook works through the configurations helm installed
         pod = operator_pod(team, "j", 3, "2:4")
 

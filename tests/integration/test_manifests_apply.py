@@ -35,9 +35,11 @@ from tests.harness import appliedbox
 from tests.harness.appliedbox import (
     WEBHOOK_KINDS,
     accepted,
+    answers_ready,
     apply,
     can_i,
     kubectl,
+    local_webhook,
     operator_pod,
     sa_kubeconfig,
     wait_for,
@@ -263,8 +265,6 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
     namespace), reach a webhook on https://127.0.0.1:8443 and mutate a PyTorchJob pod; with the
     webhook stopped, failurePolicy Fail refuses such pods and nothing else."""
     import socket
-    import ssl
-    import urllib.request
 
     for kind in WEBHOOK_KINDS:
         if kubectl(box, "get", kind.lower(), "volcano-elastic").returncode == 0:
@@ -273,20 +273,9 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
         if s.connect_ex(("127.0.0.1", LOCAL_PORT)) == 0:
             pytest.skip(f"127.0.0.1:{LOCAL_PORT} is taken: the local overlay's webhook URL cannot be served")
     cert, key = serving_cert
-    proc = box_process("webhook-local-overlay", [
-        sys.executable, "-m", "elastic_controller", "webhook", f"--tls-cert-file={cert}",
-        f"--tls-private-key-file={key}", f"--port={LOCAL_PORT}", "--host=127.0.0.1", "--workers=1",
-        f"--config={MANIFESTS / 'base' / 'config.yaml'}"])
-    ctx = ssl.create_default_context(cafile=str(box.ca_file))
-
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{LOCAL_PORT}/readyz", context=ctx, timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    wait_for("the webhook on 127.0.0.1:8443", ready, 30, Path(proc.log))
+    argv = local_webhook(cert, key, LOCAL_PORT, MANIFESTS / "base" / "config.yaml")
+    proc = box_process("webhook-local-overlay", argv)
+    wait_for("the webhook on 127.0.0.1:8443", answers_ready(LOCAL_PORT, box.ca_file), 30, Path(proc.log))
     hooks = copy.deepcopy([o for o in installed if o["kind"] in WEBHOOK_KINDS])
     for o in hooks:
         for w in o["webhooks"]:
