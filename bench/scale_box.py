@@ -235,7 +235,9 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
     from elastic_controller.kube.informer import Informer
     from elastic_controller.kube.resources import LEASES, NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
     from hack.localbox import Box, BoxOptions
-    from tests.harness.stack import free_port, register_webhook
+    from hack.localbox.ours import webhook_argv
+    from hack.localbox.procs import free_port
+    from tests.harness.stack import register_webhook
 
     ours = mode == "ours"
     name = f"scale-{mode}"
@@ -272,9 +274,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         if ours:
             cert = box.issue_serving_cert(tmp)
             port = free_port()
-            box.spawn("webhook", [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file",
-                                  str(cert[0]), "--tls-private-key-file", str(cert[1]), "--port", str(port),
-                                  "--host", "127.0.0.1", "--config", str(cfg), "--workers", "2"])
+            box.spawn("webhook", webhook_argv(cert[0], cert[1], port, cfg, workers=2))
             wait_until("webhook /healthz", lambda: _https_ok(port, box.ca_file), 60)
             register_webhook(kc, box, port, "volcano-elastic-scale")
             ctl = box.spawn("controller", [sys.executable, str(Path(__file__).resolve()), "--serve-controller",

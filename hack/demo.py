@@ -31,7 +31,6 @@ import collections
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ from hack import training_plot  # noqa: E402
 from hack.localbox import Box, BoxOptions, list_boxes, realnode  # noqa: E402
 from hack.localbox import paths as box_paths  # noqa: E402
 from hack.localbox.box import free_port  # noqa: E402
+from hack.localbox.ours import controller_argv, job_webhook, pod_webhook, start_webhook, webhook_argv  # noqa: E402
 
 COOLDOWN = 20
 GPUS = 4
@@ -163,40 +163,17 @@ class Live:
         cfg = self.work / "config.yaml"
         cfg.write_text(CONFIG)
         port = free_port()
-        self.box.spawn("demo-webhook", [sys.executable, "-m", "elastic_controller", "webhook",
-                                        "--tls-cert-file", str(certs / "tls.crt"),
-                                        "--tls-private-key-file", str(certs / "tls.key"), "--host", "127.0.0.1",
-                                        "--port", str(port), "--config", str(cfg), "--workers", "1"])
-        wait_until("the webhook to listen", lambda: _port_open(port), 30)
-        ca = (certs / "ca.crt").read_bytes()
+        start_webhook(self.box.spawn, webhook_argv(certs / "tls.crt", certs / "tls.key", port, cfg), port,
+                      name="demo-webhook")
         import base64
-        bundle = base64.b64encode(ca).decode()
-        selector = {"matchLabels": {"training.kubeflow.org/operator-name": "pytorchjob-controller"}}
-        hooks = [
-            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-             "metadata": {"name": "volcano-elastic-demo"},
-             "webhooks": [{"name": "pods.volcano-elastic.io", "admissionReviewVersions": ["v1"],
-                           "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
-                           "reinvocationPolicy": "IfNeeded", "objectSelector": selector,
-                           "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-pods", "caBundle": bundle},
-                           "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                      "resources": ["pods"]}]}]},
-            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-             "metadata": {"name": "volcano-elastic-demo"},
-             "webhooks": [{"name": "pytorchjobs.volcano-elastic.io", "admissionReviewVersions": ["v1"],
-                           "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
-                           "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-pytorchjobs",
-                                            "caBundle": bundle},
-                           "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
-                                      "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}]}]},
-        ]
+        bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+        hooks = [pod_webhook("volcano-elastic-demo", port, bundle, timeout=5),
+                 job_webhook("volcano-elastic-demo", port, bundle, timeout=5)]
         out = self.apply(hooks)
         if out.returncode:
             raise SystemExit(f"demo: registering the webhooks failed: {out.stderr}")
         say(f"webhook serving https://127.0.0.1:{port} (TLS), registered with failurePolicy Fail")
-        self.box.spawn("demo-controller", [sys.executable, "-m", "elastic_controller", "controller",
-                                           "--kubeconfig", str(self.box.kubeconfig), "--config", str(cfg),
-                                           "--lease-namespace", "default", "--http-port", "0"])
+        self.box.spawn("demo-controller", controller_argv(self.box.kubeconfig, cfg, "default"))
         say(f"controller + agent started (cooldown {COOLDOWN}s, logs in {self.box.logs_dir})")
 
     def departments(self) -> None:
@@ -264,12 +241,6 @@ class Live:
         out = cli("status", "--kubeconfig", str(self.box.kubeconfig), "--config", str(self.work / "config.yaml"),
                   check=False)
         print("   $ volcano-elastic status\n   " + (out.stdout or out.stderr).strip().replace("\n", "\n   "))
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def live(keep: bool) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from . import paths, pki, realnode
-from .component import BoxLike
+from .component import BoxLike, Component, Ports, Spec, http_ready
 from .procs import BoxError
 
 
@@ -58,25 +58,32 @@ def network_flags(pki_dir: Path, real_nodes: bool) -> list[str]:
             "--kubelet-preferred-address-types=InternalIP"]
 
 
-def start(box: BoxLike) -> None:
-    """Start kube-apiserver on etcd (already up), wait for /readyz, write the admin kubeconfig."""
-    pk = box.pki_dir
-    box._start("kube-apiserver", lambda: [
+NAME = "kube-apiserver"
+
+
+def component(pk: Path, real_nodes: bool, ports: Ports) -> Component:
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    return Component(NAME, (
         str(paths.binary("kube-apiserver")),
-        f"--etcd-servers=http://127.0.0.1:{box.ports['etcd']}",
-        *network_flags(pk, bool(box.opts.real_nodes)),
-        f"--secure-port={box.ports['apiserver']}",
+        f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+        *network_flags(pk, real_nodes),
+        f"--secure-port={ports['apiserver']}",
         f"--tls-cert-file={pk / 'apiserver.crt'}", f"--tls-private-key-file={pk / 'apiserver.key'}",
         f"--client-ca-file={pk / 'ca.crt'}",
-        f"--service-account-issuer=https://127.0.0.1:{box.ports['apiserver']}",
+        f"--service-account-issuer={server}",
         f"--service-account-key-file={pk / 'sa.pub'}",
         f"--service-account-signing-key-file={pk / 'sa.key'}",
         "--service-cluster-ip-range=10.96.0.0/16",
         "--allow-privileged=true",
         f"--cert-dir={pk}", "--profiling=false",
         "--event-ttl=1h", "-v=1",
-    ], lambda: box.kube.get("/readyz", timeout=3) == "ok", port_keys=("apiserver",))
-    write_kubeconfig(box.kubeconfig, box.server, pk)
+    ), http_ready(f"{server}/readyz", expect="ok"))  # /readyz is open to anonymous requests
+
+
+def spec(pki_dir: Path, real_nodes: bool) -> Spec:
+    """kube-apiserver on etcd (already up) with the PKI of make_pki in ``pki_dir``; once it is
+    ready, the box writes the admin kubeconfig (write_kubeconfig)."""
+    return Spec(NAME, ("apiserver",), lambda ports: component(pki_dir, real_nodes, ports))
 
 
 def write_kubeconfig(path: Path, server: str, pki_dir: Path) -> None:

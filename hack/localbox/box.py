@@ -11,9 +11,10 @@ can stop a box started by hack/local-up.sh.
 
 This module is the orchestrator: profiles, state.json, the lock, up/down/status, and the process
 bookkeeping (start on fresh ports, wait, restart after a lost port race, stop) that the component
-modules use through component.BoxLike. What each component runs, with which flags and files, lives
-in its own module: etcd.py, apiserver.py (PKI, kubeconfig, CRDs), kcm.py, volcano.py, kwok.py,
-training_operator.py; real nodes and their DNS in realnode.py. Process mechanics are in procs.py.
+modules use through component.BoxLike. What each component runs, with which flags and files, is a
+value its module builds (component.Spec -> component.Component): etcd.py, apiserver.py (and the PKI,
+kubeconfig, CRDs), kcm.py, volcano.py, kwok.py, training_operator.py; real nodes and their DNS in
+realnode.py. `run` is the one runtime that starts them. Process mechanics are in procs.py.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from . import apiserver, etcd, kcm, kwok, paths, procs, realnode, training_operator, volcano
+from .component import Component, Spec
 from .kube import Kube
 from .options import BoxOptions
 from .procs import BoxError, Proc, free_port, proc_alive
@@ -68,8 +69,8 @@ class Box:
         self.ports: dict[str, int] = {}
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
         self._kube: Kube | None = None
-        self._specs: dict[str, tuple[Callable[[], list[str]], Callable[[], bool], tuple[str, ...],
-                                     dict[str, str] | None]] = {}
+        self._specs: dict[str, Spec] = {}
+        self._running: dict[str, Component] = {}  # the last launch of each spec
         self._log_offsets: dict[str, int] = {}
         self.created_fixed_cert_dir = False
         self.state: dict[str, Any] = {}
@@ -170,33 +171,40 @@ class Box:
         self._save()
         return proc
 
-    def _start(self, name: str, make_argv: Callable[[], list[str]], check: Callable[[], bool],
-               port_keys: tuple[str, ...] = (), env: dict[str, str] | None = None,
-               wait: bool = True) -> None:
-        """Start a component on fresh free ports; with wait=False, wait_started() later."""
-        self._specs[name] = (make_argv, check, port_keys, env)
+    def run(self, spec: Spec, wait: bool = True) -> float:
+        """The runtime: start ``spec``'s component on fresh free ports and wait until it is ready;
+        with wait=False, wait_started() later. Returns the start time."""
+        self._specs[spec.name] = spec
         t0 = time.monotonic()
-        self._launch(name)
+        self._launch(spec.name)
         if wait:
-            self.wait_started(name, check, t0)
+            self.wait_started(spec.name, t0)
+        return t0
 
     def _launch(self, name: str) -> Proc:
-        make_argv, _check, port_keys, env = self._specs[name]
-        for k in port_keys:
+        spec = self._specs[name]
+        for k in spec.ports:
             p = free_port()
             while p in self.ports.values():
                 p = free_port()
             self.ports[k] = p
+        comp = spec.build(dict(self.ports))
+        for path, text in comp.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        if comp.prepare is not None:
+            comp.prepare()
+        self._running[name] = comp
         log = self.logs_dir / f"{name}.log"
         self._log_offsets[name] = log.stat().st_size if log.exists() else 0
-        return self._spawn(name, make_argv(), env)
+        return self._spawn(name, list(comp.argv), dict(comp.env) if comp.env else None)
 
-    def wait_started(self, name: str, check: Callable[[], bool], t0: float) -> None:
-        """Wait for a component's health; if it lost a port race (another process took a
+    def wait_started(self, name: str, t0: float) -> None:
+        """Wait for a component's readiness; if it lost a port race (another process took a
         port between our probe and its bind), restart it on other ports (twice at most)."""
         for attempt in range(3):
             try:
-                procs.wait_healthy(name, self.procs.get(name), check, self.opts.timeout)
+                procs.wait_healthy(name, self.procs.get(name), self._running[name].ready, self.opts.timeout)
                 break
             except BoxError:
                 conflict = procs.log_has(self.logs_dir / f"{name}.log", self._log_offsets.get(name, 0),
@@ -297,12 +305,14 @@ class Box:
             self.state["real_nodes"] = real.count
             self._save()
             real.network_up()
-        etcd.start(self)
-        apiserver.start(self)
+        self.run(etcd.spec(self.dir / "etcd"))
+        self.run(apiserver.spec(self.pki_dir, real is not None))
+        apiserver.write_kubeconfig(self.kubeconfig, self.server, self.pki_dir)
         self._save()
-        t_kcm = kcm.start(self, real is not None)  # in the background while the CRDs go in
+        t_kcm = self.run(kcm.spec(self.dir, self.kubeconfig, self.pki_dir, real is not None),
+                         wait=False)  # in the background while the CRDs go in
         apiserver.install_crds(self, crds)
-        kcm.wait(self, t_kcm)
+        self.wait_started(kcm.NAME, t_kcm)
         if self.opts.profile == "full":
             self._up_full()
         if real is not None:
@@ -313,12 +323,13 @@ class Box:
     def _up_full(self) -> None:
         """Volcano, kwok and the training operator start together; then the nodes, then the waits."""
         conf = volcano.scheduler_conf(self)
-        started = volcano.start(self, conf)
-        started.update(kwok.start(self))
-        started.update(training_operator.start(self))
+        specs = [*volcano.specs(self.dir, self.kubeconfig, conf), kwok.spec(self.dir, self.kubeconfig),
+                 training_operator.spec(self.dir, self.kubeconfig, self.opts.operator_threads,
+                                        lambda: training_operator.prereqs(self))]
+        started = {s.name: self.run(s, wait=False) for s in specs}
         kwok.create_nodes(self.kube, self.opts)
-        for name, (t0, check) in started.items():
-            self.wait_started(name, check, t0)
+        for name, t0 in started.items():
+            self.wait_started(name, t0)
         kwok.wait_nodes_ready(self)
         volcano.wait_default_queue(self)
 

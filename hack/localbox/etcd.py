@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import paths
-from .component import BoxLike
-from .kube import http_ok
+from .component import Component, Ports, Spec, http_ready
+
+NAME = "etcd"
 
 
-def start(box: BoxLike) -> None:
-    """Start etcd on two fresh ports (client, peer) and wait for /health."""
-    data = box.dir / "etcd"
-    box._start("etcd", lambda: [
+def component(data: Path, ports: Ports) -> Component:
+    client, peer = f"http://127.0.0.1:{ports['etcd']}", f"http://127.0.0.1:{ports['etcd_peer']}"
+    return Component(NAME, (
         str(paths.binary("etcd")), "--name", "box", "--data-dir", str(data),
-        "--listen-client-urls", f"http://127.0.0.1:{box.ports['etcd']}",
-        "--advertise-client-urls", f"http://127.0.0.1:{box.ports['etcd']}",
-        "--listen-peer-urls", f"http://127.0.0.1:{box.ports['etcd_peer']}",
-        "--initial-advertise-peer-urls", f"http://127.0.0.1:{box.ports['etcd_peer']}",
-        "--initial-cluster", f"box=http://127.0.0.1:{box.ports['etcd_peer']}",
+        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", f"box={peer}",
         "--unsafe-no-fsync", "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn",
-    ], lambda: http_ok(f"http://127.0.0.1:{box.ports['etcd']}/health", expect='"health":"true"'),
-        port_keys=("etcd", "etcd_peer"))
+    ), http_ready(f"{client}/health", expect='"health":"true"'))
+
+
+def spec(data: Path) -> Spec:
+    """etcd on two fresh ports (client, peer), ready when /health says so."""
+    return Spec(NAME, ("etcd", "etcd_peer"), lambda ports: component(data, ports))

@@ -3,11 +3,10 @@ endpoints and workload controllers a box with real nodes needs on top."""
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 
 from . import paths
-from .component import BoxLike
-from .kube import http_ok
+from .component import Component, Ports, Spec, http_ready
 
 KCM_CONTROLLERS = ("garbage-collector-controller,namespace-controller,serviceaccount-controller,"
                    "disruption-controller,resourcequota-controller,clusterrole-aggregation-controller")
@@ -22,28 +21,25 @@ def controllers(real_nodes: bool) -> str:
     return f"{KCM_CONTROLLERS}{REAL_NODE_KCM_CONTROLLERS if real_nodes else ''}"
 
 
-def start(box: BoxLike, real_nodes: bool) -> float:
-    """Start kube-controller-manager in the background (the CRDs go in meanwhile); returns the
-    start time for wait()."""
-    t0 = time.monotonic()
-    pk = box.pki_dir
-    box._start("kube-controller-manager", lambda: [
+NAME = "kube-controller-manager"
+
+
+def component(box_dir: Path, kubeconfig: Path, pk: Path, real_nodes: bool, ports: Ports) -> Component:
+    return Component(NAME, (
         str(paths.binary("kube-controller-manager")),
-        f"--kubeconfig={box.kubeconfig}",
-        f"--authentication-kubeconfig={box.kubeconfig}",
-        f"--authorization-kubeconfig={box.kubeconfig}",
-        "--bind-address=127.0.0.1", f"--secure-port={box.ports['kcm']}",
-        f"--cert-dir={box.dir / 'kcm-certs'}",
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1", f"--secure-port={ports['kcm']}",
+        f"--cert-dir={box_dir / 'kcm-certs'}",
         f"--controllers={controllers(real_nodes)}",
         *(["--node-monitor-period=2s", "--node-monitor-grace-period=20s"] if real_nodes else []),
         f"--service-account-private-key-file={pk / 'sa.key'}",
         f"--root-ca-file={pk / 'ca.crt'}",
         "--leader-elect=false", "--use-service-account-credentials=false", "-v=1",
-    ], lambda: True, port_keys=("kcm",), wait=False)
-    return t0
+    ), http_ready(f"https://127.0.0.1:{ports['kcm']}/healthz", expect="ok"))
 
 
-def wait(box: BoxLike, t0: float) -> None:
-    """Wait for kube-controller-manager's /healthz (started by start() at t0)."""
-    box.wait_started("kube-controller-manager",
-                     lambda: http_ok(f"https://127.0.0.1:{box.ports['kcm']}/healthz", expect="ok"), t0)
+def spec(box_dir: Path, kubeconfig: Path, pki_dir: Path, real_nodes: bool) -> Spec:
+    """kube-controller-manager (the box starts it in the background while the CRDs go in)."""
+    return Spec(NAME, ("kcm",), lambda ports: component(box_dir, kubeconfig, pki_dir, real_nodes, ports))

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from . import paths
-from .component import BoxLike, Started
-from .kube import Kube, http_ok
+from .component import BoxLike, Component, Ports, Spec, http_ready
+from .kube import Kube
 from .options import BoxOptions
 from .procs import BoxError
 
@@ -25,20 +25,21 @@ def config(box_dir: Path) -> Path:
     return dst
 
 
-def start(box: BoxLike) -> Started:
-    """Start kwok in the background; it manages only the nodes with KWOK_ANNOTATION."""
+def component(box_dir: Path, kubeconfig: Path, conf: Path, ports: Ports) -> Component:
     # HOME is the box dir so no ~/.kwok config leaks in; stages from its module
-    conf = config(box.dir)
-    kc = str(box.kubeconfig)
-    t = time.monotonic()
-    box._start("kwok", lambda: [
-        str(paths.binary("kwok")), f"--config={conf}", f"--kubeconfig={kc}",
+    return Component("kwok", (
+        str(paths.binary("kwok")), f"--config={conf}", f"--kubeconfig={kubeconfig}",
         f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION[0]}={KWOK_ANNOTATION[1]}",
-        "--manage-all-nodes=false", f"--node-port={box.ports['kwok']}",
-        f"--server-address=127.0.0.1:{box.ports['kwok']}", "--node-ip=127.0.0.1",
+        "--manage-all-nodes=false", f"--node-port={ports['kwok']}",
+        f"--server-address=127.0.0.1:{ports['kwok']}", "--node-ip=127.0.0.1",
         "--cidr=10.244.0.1/16", "--node-lease-duration-seconds=0",
-    ], lambda: True, port_keys=("kwok",), env={"HOME": str(box.dir)}, wait=False)
-    return {"kwok": (t, lambda: http_ok(f"http://127.0.0.1:{box.ports['kwok']}/healthz"))}
+    ), http_ready(f"http://127.0.0.1:{ports['kwok']}/healthz"), env={"HOME": str(box_dir)})
+
+
+def spec(box_dir: Path, kubeconfig: Path) -> Spec:
+    """kwok, managing only the nodes with KWOK_ANNOTATION (its configuration written now)."""
+    conf = config(box_dir)
+    return Spec("kwok", ("kwok",), lambda ports: component(box_dir, kubeconfig, conf, ports))
 
 
 def create_nodes(kube: Kube, opts: BoxOptions) -> None:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import image, paths, pki
-from .kube import http_ok
+from .component import Component, Ports, Spec, always, http_ready
 from .procs import BoxError, Proc, free_port, log_tail, proc_alive
 
 if TYPE_CHECKING:
@@ -58,6 +58,32 @@ CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 # scheduler, which a kwok-only box does not need
 REAL_NODE_BINARIES = ("kubelet", "kube-scheduler", "coredns")
 
+
+
+def coredns_spec(d: Path, kubeconfig: Path) -> Spec:
+    """CoreDNS on the bridge's gateway, serving the cluster domain from the API; its Corefile names
+    its health and ready ports."""
+    corefile = d / "Corefile"
+
+    def component(ports: Ports) -> Component:
+        text = (f".:53 {{\n    bind {GATEWAY}\n    errors\n    health 127.0.0.1:{ports['coredns_health']}\n"
+                f"    ready 127.0.0.1:{ports['coredns_ready']}\n    cache 5\n"
+                f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
+                f"        kubeconfig {kubeconfig}\n        pods insecure\n"
+                f"        fallthrough in-addr.arpa ip6.arpa\n        ttl 5\n    }}\n}}\n")
+        return Component("coredns", (str(paths.binary("coredns")), "-conf", str(corefile)),
+                         http_ready(f"http://127.0.0.1:{ports['coredns_ready']}/ready"), files={corefile: text})
+
+    return Spec("coredns", ("coredns_health", "coredns_ready"), component)
+
+
+def kube_scheduler_spec(kubeconfig: Path) -> Spec:
+    """The default kube-scheduler of the real-node box (pods that do not ask for Volcano)."""
+    kc = str(kubeconfig)
+    return Spec("kube-scheduler", ("kube_scheduler",), lambda ports: Component("kube-scheduler", (
+        str(paths.binary("kube-scheduler")), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}", "--leader-elect=false", "--bind-address=127.0.0.1",
+        f"--secure-port={ports['kube_scheduler']}", "-v=1"), always))
 
 class RealNodesUnavailable(BoxError):
     """This host cannot run real nodes (said loudly; the real tier skips with this text)."""
@@ -114,6 +140,8 @@ class RealNodes:
         self.box = box
         self.count = count
         self.gpus = gpus
+        self._containerd_t0: dict[int, float] = {}
+        self._coredns_t0 = 0.0
 
     # ------------------------------------------------------------------ names and places
     def name(self, i: int) -> str:
@@ -179,8 +207,7 @@ class RealNodes:
         self.box.say(f"{len(imgs)} image(s) imported into {self.count} node(s) in {time.monotonic() - t:.1f}s")
         for i in range(self.count):
             self._start_kubelet(i)
-        self.box.wait_started("coredns", lambda: http_ok(
-            f"http://127.0.0.1:{self.box.ports['coredns_ready']}/ready"), self._coredns_t0)
+        self.box.wait_started("coredns", self._coredns_t0)
         self.box.kube.wait_for(f"{self.count} real nodes Ready", self._ready, self.box.opts.timeout)
         for i in range(self.count):
             self._advertise_gpus(i)
@@ -189,31 +216,10 @@ class RealNodes:
                      f"in {time.monotonic() - t0:.1f}s")
 
     def _start_coredns(self) -> None:
-        d = self.box.dir / "coredns"
-        d.mkdir(parents=True, exist_ok=True)
-        corefile = d / "Corefile"
-
-        def argv() -> list[str]:  # called once the ports are picked
-            corefile.write_text(
-                f".:53 {{\n    bind {GATEWAY}\n    errors\n    health 127.0.0.1:{self.box.ports['coredns_health']}\n"
-                f"    ready 127.0.0.1:{self.box.ports['coredns_ready']}\n    cache 5\n"
-                f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
-                f"        kubeconfig {self.box.kubeconfig}\n        pods insecure\n"
-                f"        fallthrough in-addr.arpa ip6.arpa\n        ttl 5\n    }}\n}}\n")
-            return [str(paths.binary("coredns")), "-conf", str(corefile)]
-
-        self.box._start("coredns", argv,
-                        lambda: http_ok(f"http://127.0.0.1:{self.box.ports['coredns_ready']}/ready"),
-                        port_keys=("coredns_health", "coredns_ready"), wait=False)
-        self._coredns_t0 = time.monotonic()
+        self._coredns_t0 = self.box.run(coredns_spec(self.box.dir / "coredns", self.box.kubeconfig), wait=False)
 
     def _start_kube_scheduler(self) -> None:
-        kc = str(self.box.kubeconfig)
-        self.box._start("kube-scheduler", lambda: [
-            str(paths.binary("kube-scheduler")), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
-            f"--authorization-kubeconfig={kc}", "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--secure-port={self.box.ports['kube_scheduler']}", "-v=1",
-        ], lambda: True, port_keys=("kube_scheduler",), wait=False)
+        self.box.run(kube_scheduler_spec(self.box.kubeconfig), wait=False)
 
     def _containerd_config(self, i: int) -> Path:
         d = self.node_dir(i)
@@ -264,14 +270,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return conf
 
     def _start_containerd(self, i: int) -> None:
-        conf = self._containerd_config(i)
-        self.box._start(f"containerd-{i}", lambda: ["containerd", "--config", str(conf)],
-                        lambda: self.socket(i).exists(), wait=False)
+        conf, socket = self._containerd_config(i), self.socket(i)
+        self._containerd_t0[i] = self.box.run(Spec(f"containerd-{i}", (), lambda ports: Component(
+            f"containerd-{i}", ("containerd", "--config", str(conf)), lambda: _run(
+                "ctr", "--address", str(socket), "version", check=False, timeout=5).returncode == 0)), wait=False)
 
     def _wait_containerd(self, i: int) -> None:
-        t = time.monotonic()
-        self.box.wait_started(f"containerd-{i}", lambda: _run(
-            "ctr", "--address", str(self.socket(i)), "version", check=False, timeout=5).returncode == 0, t)
+        self.box.wait_started(f"containerd-{i}", self._containerd_t0[i])
 
     def import_image(self, i: int, archive: Path) -> None:
         r = _run("ctr", "--address", str(self.socket(i)), "-n", "k8s.io", "images", "import",
@@ -352,7 +357,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 f"--hostname-override={name}", f"--node-ip={GATEWAY}", f"--root-dir={d / 'kubelet'}",
                 f"--cert-dir={d / 'kubelet-pki'}",
                 f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]},nvidia.com/gpu.present=true", "-v=1"]
-        self.box._start(f"kubelet-{i}", lambda: argv, lambda: True, wait=False)
+        self.box.run(Spec(f"kubelet-{i}", (), lambda ports: Component(f"kubelet-{i}", tuple(argv), always)),
+                     wait=False)  # ready: its Node (_ready)
 
     def _nodes(self) -> list[dict[str, Any]]:
         sel = f"{NODE_LABEL[0]}={NODE_LABEL[1]}"

@@ -4,12 +4,11 @@ its ValidatingWebhookConfiguration pointed at 127.0.0.1, and the process."""
 from __future__ import annotations
 
 import base64
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from . import paths, pki
-from .component import BoxLike, Started
-from .kube import http_ok
+from .component import BoxLike, Component, Ports, Spec, http_ready
 from .procs import BoxError
 
 OPERATOR_NAMESPACE = "kubeflow"
@@ -67,29 +66,25 @@ def prereqs(box: BoxLike) -> None:
     })
 
 
-def start(box: BoxLike) -> Started:
-    """Start the training operator in the background. Its certificates and webhook configuration
-    (for the port just picked) come first, on every (re)start: see prereqs."""
-    kc = str(box.kubeconfig)
-    threads = max(1, box.opts.operator_threads)
+def component(box_dir: Path, kubeconfig: Path, threads: int, prepare: Callable[[], None], ports: Ports) -> Component:
+    threads = max(1, threads)
+    return Component("training-operator", (
+        str(paths.binary("training-operator")), f"--kubeconfig={kubeconfig}",
+        "--enable-scheme=pytorchjob", "--leader-elect=false",
+        f"--webhook-server-port={ports['operator_webhook']}",
+        f"--metrics-bind-address=127.0.0.1:{ports['operator_metrics']}",
+        f"--health-probe-bind-address=127.0.0.1:{ports['operator_probe']}",
+        "--zap-devel=false", "--zap-log-level=info",
+        # its defaults (1 reconcile thread, 20 QPS, burst 30) unless the options ask for more
+        # threads: at 1,000 jobs one thread creates about a pod a second (bench/scale_box.py)
+        f"--controller-threads={threads}", f"--kube-api-qps={20 * threads}",
+        f"--kube-api-burst={30 * threads}",
+    ), http_ready(f"http://127.0.0.1:{ports['operator_probe']}/readyz"),
+        env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "TMPDIR": str(box_dir / "tmp")}, prepare=prepare)
 
-    def argv() -> list[str]:
-        prereqs(box)
-        return [
-            str(paths.binary("training-operator")), f"--kubeconfig={kc}",
-            "--enable-scheme=pytorchjob", "--leader-elect=false",
-            f"--webhook-server-port={box.ports['operator_webhook']}",
-            f"--metrics-bind-address=127.0.0.1:{box.ports['operator_metrics']}",
-            f"--health-probe-bind-address=127.0.0.1:{box.ports['operator_probe']}",
-            "--zap-devel=false", "--zap-log-level=info",
-            # its defaults (1 reconcile thread, 20 QPS, burst 30) unless the options ask for more
-            # threads: at 1,000 jobs one thread creates about a pod a second (bench/scale_box.py)
-            f"--controller-threads={threads}", f"--kube-api-qps={20 * threads}",
-            f"--kube-api-burst={30 * threads}",
-        ]
 
-    t = time.monotonic()
-    box._start("training-operator", argv, lambda: True,
-               port_keys=("operator_webhook", "operator_metrics", "operator_probe"),
-               env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "TMPDIR": str(box.dir / "tmp")}, wait=False)
-    return {"training-operator": (t, lambda: http_ok(f"http://127.0.0.1:{box.ports['operator_probe']}/readyz"))}
+def spec(box_dir: Path, kubeconfig: Path, threads: int, prepare: Callable[[], None]) -> Spec:
+    """The training operator; ``prepare`` (prereqs: its certificates and the webhook configuration
+    for the port just picked) runs before every (re)start."""
+    return Spec("training-operator", ("operator_webhook", "operator_metrics", "operator_probe"),
+                lambda ports: component(box_dir, kubeconfig, threads, prepare, ports))

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from . import paths
-from .component import BoxLike, Started
-from .kube import Kube, http_ok
+from .component import BoxLike, Component, Ports, Spec, http_ready
+from .kube import Kube
 from .procs import BoxError, log_tail
 
 VOLCANO_CONTROLLERS = "queue-controller,pg-controller,gc-controller"
@@ -48,34 +48,33 @@ def scheduler_conf(box: BoxLike) -> Path:
     return dst
 
 
-def start(box: BoxLike, conf: Path) -> Started:
-    """Start vc-scheduler (with `conf`) and vc-controller-manager in the background."""
-    b = paths.binary
-    kc = str(box.kubeconfig)
-    started: Started = {}
-    t = time.monotonic()
-    box._start("vc-scheduler", lambda: [
-        str(b("vc-scheduler")), f"--kubeconfig={kc}", f"--scheduler-conf={conf}",
+def scheduler(box_dir: Path, kubeconfig: Path, conf: Path, ports: Ports) -> Component:
+    return Component("vc-scheduler", (
+        str(paths.binary("vc-scheduler")), f"--kubeconfig={kubeconfig}", f"--scheduler-conf={conf}",
         "--leader-elect=false", "--enable-healthz=true",
-        f"--healthz-address=127.0.0.1:{box.ports['vc_scheduler_healthz']}",
-        f"--listen-address=127.0.0.1:{box.ports['vc_scheduler_metrics']}", "--enable-metrics",
-        "--schedule-period=500ms", f"--cache-dump-dir={box.dir / 'tmp'}",
+        f"--healthz-address=127.0.0.1:{ports['vc_scheduler_healthz']}",
+        f"--listen-address=127.0.0.1:{ports['vc_scheduler_metrics']}", "--enable-metrics",
+        "--schedule-period=500ms", f"--cache-dump-dir={box_dir / 'tmp'}",
         "--logtostderr", "-v=3",
-    ], lambda: True, port_keys=("vc_scheduler_healthz", "vc_scheduler_metrics"), wait=False)
-    started["vc-scheduler"] = (t, lambda: http_ok(
-        f"http://127.0.0.1:{box.ports['vc_scheduler_healthz']}/healthz"))
+    ), http_ready(f"http://127.0.0.1:{ports['vc_scheduler_healthz']}/healthz"))
 
-    t = time.monotonic()
-    box._start("vc-controller-manager", lambda: [
-        str(b("vc-controller-manager")), f"--kubeconfig={kc}", "--leader-elect=false",
+
+def controller_manager(kubeconfig: Path, ports: Ports) -> Component:
+    return Component("vc-controller-manager", (
+        str(paths.binary("vc-controller-manager")), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
         f"--controllers={VOLCANO_CONTROLLERS}", "--enable-healthz=true",
-        f"--healthz-address=127.0.0.1:{box.ports['vc_cm_healthz']}",
-        f"--listen-address=127.0.0.1:{box.ports['vc_cm_metrics']}",
+        f"--healthz-address=127.0.0.1:{ports['vc_cm_healthz']}",
+        f"--listen-address=127.0.0.1:{ports['vc_cm_metrics']}",
         "--logtostderr", "-v=2",
-    ], lambda: True, port_keys=("vc_cm_healthz", "vc_cm_metrics"), wait=False)
-    started["vc-controller-manager"] = (t, lambda: http_ok(
-        f"http://127.0.0.1:{box.ports['vc_cm_healthz']}/healthz"))
-    return started
+    ), http_ready(f"http://127.0.0.1:{ports['vc_cm_healthz']}/healthz"))
+
+
+def specs(box_dir: Path, kubeconfig: Path, conf: Path) -> list[Spec]:
+    """vc-scheduler (with ``conf``) and vc-controller-manager."""
+    return [Spec("vc-scheduler", ("vc_scheduler_healthz", "vc_scheduler_metrics"),
+                 lambda ports: scheduler(box_dir, kubeconfig, conf, ports)),
+            Spec("vc-controller-manager", ("vc_cm_healthz", "vc_cm_metrics"),
+                 lambda ports: controller_manager(kubeconfig, ports))]
 
 
 def default_queue_open(kube: Kube) -> bool:

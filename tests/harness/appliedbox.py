@@ -8,7 +8,6 @@ import json
 import os
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -117,14 +116,6 @@ def operator_pod(namespace: str, job: str, index: int, nnodes: str, *, labelled:
             "metadata": {"name": f"{job}-worker-{index}", "namespace": namespace, "labels": labels},
             "spec": {"containers": [{"name": "pytorch", "image": "pytorch",
                                      "env": [{"name": "PET_NNODES", "value": nnodes}]}]}}
-
-
-def local_webhook(cert: Path, key: Path, port: int, config: Path) -> list[str]:
-    """The argv of our webhook served on 127.0.0.1:``port`` (one worker), as the local overlay and the
-    chart's external-webhook rendering reach it by URL."""
-    return [sys.executable, "-m", "elastic_controller", "webhook", f"--tls-cert-file={cert}",
-            f"--tls-private-key-file={key}", f"--port={port}", "--host=127.0.0.1", "--workers=1",
-            f"--config={config}"]
 
 
 def answers_ready(port: int, ca_file: Path) -> Callable[[], bool]:

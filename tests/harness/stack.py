@@ -4,8 +4,6 @@ ElasticConfig for them, PyTorchJobs, and the Scenario of job A making room for g
 
 from __future__ import annotations
 
-import socket
-import sys
 import threading
 import time
 import uuid
@@ -20,6 +18,8 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
+from hack.localbox import ours
+from hack.localbox.procs import free_port
 from tests.harness.kubeflow import pytorchjob_manifest
 from tests.harness.waiting import wait_until as _wait_until
 
@@ -31,12 +31,6 @@ COOLDOWN = 30
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float = 120, interval: float = 0.5) -> Any:
     return _wait_until(what, fn, timeout, interval)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pytorchjob(name: str, queue: str, workers: int, elastic: tuple[int, int] | None,
@@ -166,30 +160,18 @@ class Scenario:
 
 
 def register_webhook(kc: KubeClient, box: Any, port: int, name: str) -> None:
-    kc.create(WEBHOOKS, {"metadata": {"name": name}, "webhooks": [{
-        "name": "pods.volcano-elastic.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-        "failurePolicy": "Fail", "timeoutSeconds": 10, "reinvocationPolicy": "IfNeeded",
-        "clientConfig": box.webhook_client_config(port, "/mutate-pods"),
-        "objectSelector": {"matchLabels": {"training.kubeflow.org/operator-name": "pytorchjob-controller"}},
-        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
-    }]})
+    """Our pod webhook on 127.0.0.1:``port`` (a certificate of the box CA) registered as ``name``."""
+    kc.create(WEBHOOKS, ours.pod_webhook(name, port, box.ca_bundle))
 
 
 def start_stack(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, cfg: Path, cert: tuple[Path, Path],
                 ns: str, agent: bool = True) -> str:
-    """Our webhook (registered for real) and, if ``agent``, our controller+agent process."""
+    """Our webhook (registered for real) and our controller (with its agent unless ``agent`` is false)."""
     port = free_port()
-    box_process("webhook", [sys.executable, "-m", "elastic_controller", "webhook", "--tls-cert-file",
-                            str(cert[0]), "--tls-private-key-file", str(cert[1]), "--port", str(port),
-                            "--host", "127.0.0.1", "--config", str(cfg), "--workers", "1"])
-    wait_until("webhook listening", lambda: _port_open(port), 30)
+    ours.start_webhook(box_process, ours.webhook_argv(cert[0], cert[1], port, cfg), port)
     name = f"volcano-elastic-e2e-{uuid.uuid4().hex[:5]}"
     register_webhook(kc, box, port, name)
-    argv = [sys.executable, "-m", "elastic_controller", "controller", "--kubeconfig", kubeconfig,
-            "--config", str(cfg), "--lease-namespace", ns, "--http-port", "0"]
-    if not agent:
-        argv.append("--no-agent")
-    box_process("controller", argv)
+    box_process("controller", ours.controller_argv(kubeconfig, cfg, ns, agent=agent))
     return name
 
 
@@ -212,12 +194,6 @@ def stack_scenario(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, 
             kc.delete(WEBHOOKS, hook)
         except KubeError:
             pass
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture

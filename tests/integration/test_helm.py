@@ -31,7 +31,8 @@ import yaml
 
 from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries
 from hack.localbox.box import PROFILES
-from tests.harness.appliedbox import answers_ready, kubectl, local_webhook, operator_pod, wait_for
+from hack.localbox.ours import webhook_argv
+from tests.harness.appliedbox import answers_ready, kubectl, operator_pod, wait_for
 from tests.harness.chart import CHART
 from tests.harness.helmbox import helm
 from tests.harness.manifests import MANIFESTS
@@ -100,7 +101,7 @@ def test_helm_install_webhook_works_and_uninstall_leaves_no_gate(helm_box: Box, 
     config.write_text(yaml.safe_load(kubectl(box, "get", "configmap", "-n", NAMESPACE, "volcano-elastic-config",
                                              "-o", "yaml").stdout)["data"]["config.yaml"])
     with open(log, "w") as out:
-        webhook = subprocess.Popen(local_webhook(cert, key, port, config), stdout=out, stderr=subprocess.STDOUT,
+        webhook = subprocess.Popen(webhook_argv(cert, key, port, config), stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
     try:
         wait_for("our webhook", answers_ready(port, box.ca_file), 30, log)

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hack.localbox.ours import webhook_argv
 from tests.harness import appliedbox
 from tests.harness.appliedbox import (
     WEBHOOK_KINDS,
@@ -39,7 +40,6 @@ from tests.harness.appliedbox import (
     apply,
     can_i,
     kubectl,
-    local_webhook,
     operator_pod,
     sa_kubeconfig,
     wait_for,
@@ -273,7 +273,7 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
         if s.connect_ex(("127.0.0.1", LOCAL_PORT)) == 0:
             pytest.skip(f"127.0.0.1:{LOCAL_PORT} is taken: the local overlay's webhook URL cannot be served")
     cert, key = serving_cert
-    argv = local_webhook(cert, key, LOCAL_PORT, MANIFESTS / "base" / "config.yaml")
+    argv = webhook_argv(cert, key, LOCAL_PORT, MANIFESTS / "base" / "config.yaml")
     proc = box_process("webhook-local-overlay", argv)
     wait_for("the webhook on 127.0.0.1:8443", answers_ready(LOCAL_PORT, box.ca_file), 30, Path(proc.log))
     hooks = copy.deepcopy([o for o in installed if o["kind"] in WEBHOOK_KINDS])
