@@ -73,7 +73,7 @@ GPUS_PER_WORKER = 2
 COOLDOWN = 30
 
 
-# the e2e tier's shortened time constants (tests/e2e/test_elastic_scaling.py)
+# the e2e tier's shortened time constants (tests/harness/stack.py)
 CONFIG_SETS = [  # --set-json: `helm --set` would make 0.3 a string, which the config refuses
     "config.agent.intervalSeconds=1", f"config.defaults.cooldownSeconds={COOLDOWN}",
     "config.defaults.minRuntimeSeconds=5", "config.defaults.starvationSeconds=3",

@@ -11,7 +11,7 @@ from tests.harness.webhook_objects import job
 # ---------------------------------------------------------------------- parity with the operator
 # The training operator's own validating webhook (v1.9.4, pkg/webhooks/pytorch): what it denies we
 # deny in our words, what it warns about we warn about, and what it admits we admit unless one
-# of our documented elastic rules (DENIED above) says otherwise.
+# of our documented elastic rules (DENIED in tests/unit/test_webhook_validate.py) says otherwise.
 def _edit(obj: dict[str, Any], fn: Any) -> dict[str, Any]:
     fn(obj)
     return obj
