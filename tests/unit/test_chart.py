@@ -308,7 +308,8 @@ def test_the_comparison_catches_drift() -> None:
     base.append({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                  "metadata": {"name": "new-in-base", "namespace": NAMESPACE}})
     text = "\n".join(compare(base, chart))
-    for needle in ("ClusterRole volcano-elastic-controller: RBAC rules differ", "('', 'pods', 'deletecollection', None)",
+    for needle in ("ClusterRole volcano-elastic-controller: RBAC rules differ",
+                   "('', 'pods', 'deletecollection', None)",
                    f"Deployment {NAMESPACE}/volcano-elastic-webhook differs", "--extra",
                    f"Secret {NAMESPACE}/x: rendered by the chart but not in manifests",
                    f"NetworkPolicy {NAMESPACE}/new-in-base: in manifests but not rendered by the chart",

@@ -457,8 +457,8 @@ def test_controller_pod_writes_are_bounded_by_an_admission_policy(rendered: tupl
     pd_binding = named(objs, "ValidatingAdmissionPolicyBinding", "volcano-elastic-controller-pod-deletes")
     assert pd is not None and pd_binding is not None, name
     assert pd_binding["spec"]["validationActions"] == ["Deny"] and pd["spec"]["failurePolicy"] == "Fail"
-    assert [(r["apiGroups"], r["resources"], r["operations"]) for r in pd["spec"]["matchConstraints"]["resourceRules"]] \
-        == [([""], ["pods"], ["DELETE"])]
+    pd_rules = pd["spec"]["matchConstraints"]["resourceRules"]
+    assert [(r["apiGroups"], r["resources"], r["operations"]) for r in pd_rules] == [([""], ["pods"], ["DELETE"])]
     assert f"system:serviceaccount:{NAMESPACE}:{SA_CONTROLLER}" in pd["spec"]["matchConditions"][0]["expression"]
     text = " ".join(v["expression"] for v in pd["spec"]["validations"])
     assert "'volcano-elastic.io/evicted-for' in variables.ann" in text and "PyTorchJob" in text
