@@ -19,6 +19,7 @@ from ..policy.actions import Evict
 from ..policy.decisions import Eviction
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, down_decision, log, record_id
+from .pdb import remove
 
 
 def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleReport) -> None:
@@ -36,12 +37,15 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
         for e in evictions:
             ex.patch_pod_annotations(e.pod, {keys.EVICTED_FOR: gang})
             stamped_pods.append(e.pod)
+        refused: TooManyRequestsError | None = None
         for e in evictions:
             try:
-                ex.evict(e.pod, e.uid, dry_run=True)
-            except TooManyRequestsError:
+                remove(ex, e, dry_run=True)  # a victim past its PDB: a DELETE (pdb.py)
+            except TooManyRequestsError as exc:  # every victim a PDB holds is remembered, not just the first
                 ex.refused_by_pdb(e.pod, gang, now)
-                raise
+                refused = refused or exc
+        if refused is not None:
+            raise refused
         ex.fault("victims-stamped")
         # 2. Cooldown state, before acting: a job is never scaled without its stamp.
         for j in jobs:
@@ -65,7 +69,7 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
     done: list[Eviction] = []
     for e in evictions:
         try:
-            ex.evict(e.pod, e.uid)
+            remove(ex, e)
         except KubeError as exc:
             # Dry-run passed but the real call did not (a race): stop, keep what is done.
             if isinstance(exc, TooManyRequestsError):

@@ -11,7 +11,7 @@ from datetime import datetime
 from ..kube.errors import KubeError, NotFoundError
 from ..policy import contract, keys
 from ..policy.actions import SpendRestart
-from ..policy.model import PodView, Snapshot
+from ..policy.model import PodGroupView, PodView, Snapshot
 from ..policy.parse import format_time
 from ..policy.restart_count import spend_for, uncounted
 from ..policy.resume import check_resumable, plan_stamp_for
@@ -25,6 +25,42 @@ from .executor import (
     log,
     parse_record,
 )
+
+# A plan another writer stamped is that writer's to finish or drop while it may still be running it:
+# a live writer goes from its stamp to its last eviction in a few API calls, so a plan whose record
+# is younger than this and was written by another identity is left alone by the drop (issue 36, F3:
+# with two active controllers, the loser's "interrupted plan dropped" erased the winner's real
+# stamp). Finishing it stays immediate (evictions by uid: the second is a no-op). A predecessor that
+# really died has its plan dropped once it is this old (the Lease moves after 15 s by default).
+PLAN_GRACE_SECONDS = 30.0
+
+
+def stamp_owner(ex: Executor, pg: PodGroupView | None, gang: str, victims: list[PodView],
+                now: datetime) -> str:
+    """Why ``pg``'s scale stamp may not be taken back as the stamp of the plan evicting ``victims``
+    (of its job) for ``gang``; "" when it may. It may when it carries no scale record (a stamp
+    written before records, or by hand), or when its record is this plan's (for ``gang``, naming
+    every victim) and was written by this agent, or by another writer at least
+    ``PLAN_GRACE_SECONDS`` ago (that writer is not running it any more)."""
+    if pg is None:
+        return "no PodGroup"
+    rec = parse_record(pg.annotations.get(keys.SCALE_RECORD))
+    if rec is None:
+        return ""
+    if rec.gang != gang or rec.path not in ("evict", "notice", "in-place"):
+        return f"its stamp is another plan's ({rec.path} for {rec.gang or 'no gang'}, by {rec.by})"
+    if rec.pods and any(v.key not in rec.pods for v in victims):
+        return f"its stamp's record (by {rec.by}) does not name every victim claimed for {gang}"
+    if rec.by == ex.identity:
+        return ""
+    at = rec.time
+    if at is None or (now - at).total_seconds() < PLAN_GRACE_SECONDS:
+        ex.saw_writer(rec, pg.key)
+        return f"{LIVE_WRITER} ({rec.by}) stamped this plan at {rec.at}: it may still be running it"
+    return ""
+
+
+LIVE_WRITER = "another writer"
 
 
 def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: CycleReport) -> None:
@@ -45,6 +81,12 @@ def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: 
         own = [j for j in jobs if plan_stamp_for(groups.get(j), gang)]
         verdict = check_resumable(snapshot, ex.cfg, now, gang, victims, own)
         if not verdict.ok:
+            live = {j: stamp_owner(ex, groups.get(j), gang, [v for v in victims if v.job_id == j], now)
+                    for j in own}
+            live = {j: w for j, w in live.items() if w.startswith(LIVE_WRITER)}
+            if live:  # another writer's plan in progress: not ours to drop (F3); it finishes or undoes it
+                log.info("interrupted plan left to its writer", extra={"podgroup": gang, "jobs": live})
+                continue
             why = verdict.forget or "; ".join(f"{k}: {w}" for k, w in sorted(verdict.refused.items()))
             log.warning("interrupted plan dropped", extra={"podgroup": gang, "reason": why,
                                                            "victims": [v.key for v in victims]})
@@ -117,7 +159,9 @@ def _spends(ex: Executor, gang: str, jobs: set[str]) -> list[SpendRestart]:
 def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snapshot: Snapshot,
            now: datetime, why: str) -> None:
     """Drop an interrupted plan: unstamp its victims; a job cooldown the plan stamped for
-    evictions that never happened is taken back (only while it is still that stamp)."""
+    evictions that never happened is taken back: only a stamp whose scale record is this plan's and
+    is not another live writer's (``stamp_owner``), and only while the PodGroup still carries that
+    very record (``restore_pg``: compare-and-swap on the record id and the resourceVersion)."""
     for v in victims:
         try:
             ex.unstamp_pod(v.key, gang)
@@ -125,9 +169,14 @@ def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snap
             log.warning("could not clear evicted-for", extra={"pod": v.key, "error": str(exc)})
     evicted_jobs = {p.job_id for p in snapshot.pods
                     if p.deleting and p.annotations.get(keys.EVICTED_FOR) == gang}
+    groups = {pg.key: pg for pg in snapshot.podgroups}
     for j in own:
         if j in evicted_jobs:
             continue  # part of the plan happened: that cooldown is real
+        not_ours = stamp_owner(ex, groups.get(j), gang, [v for v in victims if v.job_id == j], now)
+        if not_ours:  # a stamp this plan did not write, or one its live writer may still act on
+            log.info("cooldown stamp not taken back", extra={"job": j, "podgroup": gang, "reason": not_ours})
+            continue
         ours = ex.pg_annotations(j)
         at = format_time(now)
         text = contract.forgotten(at, f"plan to evict for {gang} dropped after an interruption: {why}", gang).encode()

@@ -28,6 +28,7 @@ from .actions import (
 from .announce import announced
 from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote
 from .eviction import Planner, SearchMode, starving_gangs
+from .eviction.pdb import mark_past_pdb, past_pdb_needed
 from .fairness import plan_fairness
 from .gates import plan_gate_releases
 from .inplace import in_place_jobs, marked, next_generation
@@ -66,14 +67,24 @@ def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, cache: 
     one; without it every cycle is built cold). ``search``: how the victim search finds nodes
     ("exhaustive": every node scored, the reference the indexed search must match). Neither changes
     the plan. ``pdb_refused``: keys ("namespace/name") of pods whose eviction a PodDisruptionBudget
-    refused lately (the agent remembers them for a while): never victims, and counted as
-    "PDB refused eviction" among a waiting gang's excluded candidates."""
+    refused lately (the agent remembers them for a while): no victims, counted as "PDB refused
+    eviction" among a waiting gang's excluded candidates; unless a gang would wait without them:
+    then they are victims past their PDB (``eviction/pdb.py``, issue 36, T13)."""
     with _collector_paused():
         return _plan(snapshot, cfg, now, cache, search, pdb_refused)
 
 
 def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
           search: SearchMode, pdb_refused: frozenset[str] = frozenset()) -> CyclePlan:
+    plan = _plan_once(snapshot, cfg, now, cache, search, pdb_refused, pdb_refused)
+    if past_pdb_needed(plan.starving, pdb_refused):  # issue 36, T13: policy/eviction/pdb.py
+        again = _plan_once(snapshot, cfg, now, None, search, frozenset(), pdb_refused)
+        plan = replace(again, evictions=tuple(mark_past_pdb(again.evictions, pdb_refused)))
+    return plan
+
+
+def _plan_once(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
+               search: SearchMode, pdb_refused: frozenset[str], fairness_refused: frozenset[str]) -> CyclePlan:
     world = build_world(snapshot, cfg, now, cache)
     if cache is not None:
         cache.world = world
@@ -88,7 +99,7 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
     # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
-    evictions.extend(plan_fairness(world, releases, evictions, pdb_refused))
+    evictions.extend(plan_fairness(world, releases, evictions, fairness_refused))
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),
@@ -189,14 +200,15 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, evictions: Se
     used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
     out: list[Evict | GiveNotice | ShrinkInPlace] = []
     for gang, victims in by_gang.items():
-        if resized and any(e.job in resized for e in victims):
+        past_pdb = any(e.past_pdb for e in victims)  # no notice, no leave: a PDB refused them (T13)
+        if resized and not past_pdb and any(e.job in resized for e in victims):
             out.append(ShrinkInPlace(gang, tuple(
                 Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).inPlaceLeaveSeconds))
                 for e in victims if e.job in resized)))
             victims = [e for e in victims if e.job not in resized]
             if not victims:
                 continue
-        if any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
+        if not past_pdb and any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
             out.append(GiveNotice(gang, tuple(Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).noticeSeconds))
                                               for e in victims)))
             continue

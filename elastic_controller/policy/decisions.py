@@ -69,6 +69,11 @@ class Eviction:
         """Its job resizes in place (issue 39): ``InPlaceEviction``."""
         return False
 
+    @property
+    def past_pdb(self) -> bool:
+        """Removed past a PodDisruptionBudget that refused it (issue 36, T13): ``PastPdbEviction``."""
+        return False
+
     def to_json(self) -> dict[str, Any]:
         return {"pod": self.pod, "node": self.node, "job": self.job, "queue": self.queue,
                 "for": self.for_gang, "reason": self.reason}

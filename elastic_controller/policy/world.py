@@ -132,6 +132,8 @@ class World:
     cluster: Resources | None = None  # the schedulable nodes' allocatable
     # Per group with gated elastic pods: (those pods in order, its pods placed); None: not known yet.
     _gated: dict[str, tuple[list[PodView], int]] | None = None
+    # (namespace, queue) -> the elastic workers running there at the cycle's start; None: not counted yet.
+    _tenants: dict[tuple[str, str], int] | None = None
 
     def gated_elastic(self) -> dict[str, tuple[list[PodView], int]]:
         """Groups with pending elastic pods held by any scheduling gate: group key -> (those pods
@@ -156,9 +158,27 @@ class World:
 
     def too_small_to_shrink(self, job_key: str) -> bool:
         """The job runs fewer workers than its queue's ``minWorkersToShrink`` (counted at the cycle's
-        start): none of its workers is a victim this cycle (issue 19: a shrink would cost it a large
-        part of its speed; ``tests/unit/test_policy_small_jobs.py``)."""
+        start), and so does its tenant in that queue (``tenant_workers``): none of its workers is a
+        victim this cycle (issue 19: a shrink would cost it a large part of its speed;
+        ``tests/unit/test_policy_small_jobs.py``)."""
         return self.never_victim(job_key) == TOO_SMALL
+
+    def tenant_workers(self, job_key: str, workers: int | None = None) -> int:
+        """The elastic workers the job's tenant (its namespace) runs in the job's queue at the cycle's
+        start, every elastic job of it counted, this one at ``workers`` when given. ``minWorkersToShrink``
+        protects a small tenant, not a small job: one job split into several small ones (issue 36,
+        T14) is as shrinkable as the job was."""
+        if self._tenants is None:
+            self._tenants = {}
+            for j in self.jobs.values():
+                if j.bounds is not None:
+                    at = (j.key.partition("/")[0], j.queue)
+                    self._tenants[at] = self._tenants.get(at, 0) + j.running_workers
+        job = self.jobs[job_key]
+        total = self._tenants.get((job_key.partition("/")[0], job.queue), 0)
+        if workers is not None and job.bounds is not None:
+            total += workers - job.running_workers
+        return total
 
     def never_victim(self, job_key: str, workers: int | None = None) -> str | None:
         """Why none of the job's workers can be a victim this cycle, for any gang (``TOO_SMALL``,
@@ -171,7 +191,8 @@ class World:
         if job is None:
             return None
         n = job.running_workers if workers is None else workers
-        if n < self.policy(job.queue).minWorkersToShrink:
+        least = self.policy(job.queue).minWorkersToShrink
+        if n < least and self.tenant_workers(job_key, workers) < least:  # (T14: the tenant's size)
             return TOO_SMALL
         if no_smaller_count(allowed_of(job), n):
             return ALLOWED_COUNTS

@@ -214,7 +214,9 @@ class Simulator(SnapshotViews):
             replicas, lo, hi = spec.min_workers, spec.min_workers, spec.min_workers
         else:
             replicas, lo, hi = spec.max_workers, spec.min_workers, spec.max_workers
-        job = SimJob(len(self.jobs), spec, NAMESPACE, replicas, lo, hi)
+        # Each job its own tenant (namespace): minWorkersToShrink counts a tenant's workers in the
+        # queue (issue 36, T14), and a simulated workload says nothing of who submitted what.
+        job = SimJob(len(self.jobs), spec, f"{NAMESPACE}-{spec.name}", replicas, lo, hi)
         self.jobs.append(job)
         self.active[job.id] = job
         for index in range(replicas):

@@ -40,6 +40,7 @@ SA_CERTGEN = "volcano-elastic-certgen"
 CONTROLLER_NEEDS: tuple[tuple[str, str, str, str | None], ...] = (
     *(("", "pods", v, None) for v in ("list", "watch", "patch")),
     ("", "pods/eviction", "create", None),
+    ("", "pods", "delete", None),  # only past a tenant's PDB (issue 36, T13), bounded by an admission policy
     *(("", r, v, None) for r in ("nodes", "namespaces") for v in ("list", "watch")),
     *(("scheduling.k8s.io", "priorityclasses", v, None) for v in ("list", "watch")),
     *(("scheduling.volcano.sh", "queues", v, None) for v in ("list", "watch")),
@@ -61,7 +62,6 @@ CONTROLLER_NAMESPACED_NEEDS: tuple[tuple[str, str, str, str | None], ...] = (
 
 # What nobody of ours may do (checked here on the rules and in integration with can-i).
 CONTROLLER_FORBIDDEN: tuple[tuple[str, str, str], ...] = (
-    ("", "pods", "delete"),
     ("", "pods", "deletecollection"),
     ("", "pods", "update"),
     ("", "pods", "create"),
@@ -240,7 +240,12 @@ def check_no_role_grants_pod_delete_or_wildcards(rendered: Rendering) -> None:
         core = "" in (rule.get("apiGroups") or [])
         pods = any(r == "pods" for r in rule.get("resources") or [])
         if core and pods and {"delete", "deletecollection"} & set(rule.get("verbs") or []):
-            problems.append(f"{who}: grants pod delete: {rule}")
+            # the one exception (issue 36, T13): the controller's `delete pods`, alone in its rule and
+            # bounded by the admission policy volcano-elastic-controller-pod-deletes
+            bounded = named(objs, "ValidatingAdmissionPolicy", "volcano-elastic-controller-pod-deletes") is not None
+            if not (who.endswith("volcano-elastic-controller") and rule.get("verbs") == ["delete"] and
+                    rule.get("resources") == ["pods"] and bounded):
+                problems.append(f"{who}: grants pod delete: {rule}")
         if rule.get("nonResourceURLs"):
             problems.append(f"{who}: non-resource URLs are never needed: {rule}")
     assert not problems, f"{name}:\n" + "\n".join(problems)
@@ -422,6 +427,16 @@ def check_controller_pod_writes_are_bounded_by_an_admission_policy(rendered: Ren
     assert f"system:serviceaccount:{NAMESPACE}:{SA_CONTROLLER}" in pg["spec"]["matchConditions"][0]["expression"]
     assert "oldObject.metadata.labels['app.kubernetes.io/managed-by'] == 'volcano-elastic'" in \
         " ".join(v["expression"] for v in pg["spec"]["validations"])
+    # Pod deletes (issue 36, T13): only PyTorchJob workers the controller claimed for a gang
+    pd = named(objs, "ValidatingAdmissionPolicy", "volcano-elastic-controller-pod-deletes")
+    pd_binding = named(objs, "ValidatingAdmissionPolicyBinding", "volcano-elastic-controller-pod-deletes")
+    assert pd is not None and pd_binding is not None, name
+    assert pd_binding["spec"]["validationActions"] == ["Deny"] and pd["spec"]["failurePolicy"] == "Fail"
+    pd_rules = pd["spec"]["matchConstraints"]["resourceRules"]
+    assert [(r["apiGroups"], r["resources"], r["operations"]) for r in pd_rules] == [([""], ["pods"], ["DELETE"])]
+    assert f"system:serviceaccount:{NAMESPACE}:{SA_CONTROLLER}" in pd["spec"]["matchConditions"][0]["expression"]
+    text = " ".join(v["expression"] for v in pd["spec"]["validations"])
+    assert "'volcano-elastic.io/evicted-for' in variables.ann" in text and "PyTorchJob" in text
 
 
 # ---------------------------------------------------------------------- workloads

@@ -195,7 +195,7 @@ def test_the_comparison_catches_drift() -> None:
     assert compare(base, chart) == []
     role = named(chart, "ClusterRole", "volcano-elastic-controller")
     assert role is not None
-    role["rules"][0]["verbs"].append("delete")
+    role["rules"][0]["verbs"].append("deletecollection")
     dep = named(chart, "Deployment", "volcano-elastic-webhook")
     assert dep is not None
     dep["spec"]["template"]["spec"]["containers"][0]["args"].append("--extra")
@@ -206,7 +206,8 @@ def test_the_comparison_catches_drift() -> None:
     base.append({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                  "metadata": {"name": "new-in-base", "namespace": NAMESPACE}})
     text = "\n".join(compare(base, chart))
-    for needle in ("ClusterRole volcano-elastic-controller: RBAC rules differ", "('', 'pods', 'delete', None)",
+    for needle in ("ClusterRole volcano-elastic-controller: RBAC rules differ",
+                   "('', 'pods', 'deletecollection', None)",
                    f"Deployment {NAMESPACE}/volcano-elastic-webhook differs", "--extra",
                    f"Secret {NAMESPACE}/x: rendered by the chart but not in manifests",
                    f"NetworkPolicy {NAMESPACE}/new-in-base: in manifests but not rendered by the chart",
@@ -321,7 +322,7 @@ def test_another_release_namespace_is_used_everywhere() -> None:
     for o in of_kind(objs, "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert o["webhooks"][0]["clientConfig"]["service"]["namespace"] == "ml-platform"
     policies = of_kind(objs, "ValidatingAdmissionPolicy")
-    assert len(policies) == 3  # pod/job writes, PodGroup deletes, the tenant boundary
+    assert len(policies) == 4  # pod/job writes, PodGroup deletes, pod deletes (T13), the tenant boundary
     for pol in policies:
         who = pol["spec"]["matchConditions"][0]["expression"]
         assert "system:serviceaccount:ml-platform:volcano-elastic-controller" in who

@@ -76,12 +76,13 @@ def test_table_output_says_why_growth_is_held(capsys: pytest.CaptureFixture[str]
     # c (1..4) at 2 could grow to 4 on n1, which would let gang g evict it (issue 19: no flapping).
     snap = write(tmp_path / "s.json", dump(
         node("n0", gpus=2), node("n1", gpus=4),
-        elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
-        elastic_job("ns", "c", min_r=1, max_r=4, running=2, nodes=["n1"]), gang("ns", "g", members=1, gpus=3)))
+        elastic_job("ta", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),  # two tenants: minWorkersToShrink
+        elastic_job("tc", "c", min_r=1, max_r=4, running=2, nodes=["n1"]),  # counts a tenant's (issue 36 T14)
+        gang("ns", "g", members=1, gpus=3)))
     code, out, _ = run(capsys, "--from", snap, "--now", ts(NOW))
     holds = [line for line in out.splitlines() if line.startswith("HOLD ")]
-    assert code == 0 and len(holds) == 1 and "job ns/c stays at 2" in holds[0] and "ns/g" in holds[0], out
-    assert holds[0].split()[1:3] == ["ns/c", "WaitingGangNeedsIt"]
+    assert code == 0 and len(holds) == 1 and "job tc/c stays at 2" in holds[0] and "ns/g" in holds[0], out
+    assert holds[0].split()[1:3] == ["tc/c", "WaitingGangNeedsIt"]
 
 
 def test_several_from_files_are_combined(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -148,7 +148,8 @@ def test_a_job_with_no_smaller_allowed_count_is_never_shrunk(annotations: dict[s
 
 
 def test_too_few_admissible_workers_to_reach_an_allowed_count() -> None:
-    """v at 8 with counts 2,8 must give 6 but a PDB protects one: it gives none (w, at min, none either)."""
+    """v at 8 with counts 2,8 must give 6 but a PDB protects one: without it, it gives none (w, at min,
+    none either), so the gang takes the six past the PDB (issue 36, T13)."""
     objs = [node("n0"), *constrained(elastic_job("ns", "v", min_r=2, max_r=8, nodes=["n0"], running=8),
                                      counts="2,8"),
             *gang("ns", "g", members=1, gpus=1)]
@@ -158,7 +159,8 @@ def test_too_few_admissible_workers_to_reach_an_allowed_count() -> None:
     refused = frozenset({"ns/v-worker-3"})
     p = plan_cycle(snap, cfg, NOW, pdb_refused=refused)
     assert p == plan_cycle(snap, cfg, NOW, search="exhaustive", pdb_refused=refused)
-    assert victims(p) == [] and the_decision(p)[0] == "wait"
+    assert len(victims(p)) == 6 and the_decision(p)[0] == "evict"
+    assert [e.pod for e in p.evictions if e.past_pdb] == ["ns/v-worker-3"]
 
 
 def test_share_victims_round_too() -> None:

@@ -71,20 +71,23 @@ def test_starving_gang_evicts_the_fewest_highest_index_first() -> None:
     ((), ["v-worker-5", "v-worker-4"]),
     (("v-worker-5",), ["v-worker-4", "v-worker-3"]),
     (("v-worker-5", "v-worker-3"), ["v-worker-4", "v-worker-2"]),
-    (("v-worker-5", "v-worker-4", "v-worker-3"), []),  # only worker-2 left: no plan
+    # only worker-2 left: no plan without them; the gang would wait for the PDB, so they are taken past
+    # it (issue 36, T13: policy/eviction/pdb.py)
+    (("v-worker-5", "v-worker-4", "v-worker-3"), ["v-worker-5", "v-worker-4"]),
     (("v-worker-0", "v-worker-1"), ["v-worker-5", "v-worker-4"]),  # never candidates anyway
 ])
-def test_a_pod_a_pdb_refused_is_never_a_victim(refused: tuple[str, ...], victims: list[str]) -> None:
-    """Issue 18 (e): pods whose eviction a PDB refused lately (the agent passes them) are no victims."""
+def test_a_pod_a_pdb_refused_is_a_victim_only_when_nothing_else_makes_room(refused: tuple[str, ...],
+                                                                         victims: list[str]) -> None:
+    """Issue 18 (e): pods whose eviction a PDB refused lately (the agent passes them) are no victims
+    while others make room; issue 36 (T13): the last resort, marked past the PDB."""
     cfg_ = ElasticConfig()
     snap = snapshot_of(*full_node(), gang("ns", "g", members=1, gpus=4), cfg=cfg_)
     keys = frozenset(f"ns/{n}" for n in refused)
     for search in ("indexed", "exhaustive"):
         plan = plan_cycle(snap, cfg_, NOW, search=search, pdb_refused=keys)  # type: ignore[arg-type]
         assert names(plan) == victims
-        d, reason = decision(plan)
-        if not victims:
-            assert d == "wait" and "candidates excluded: " in reason and "3 PDB refused eviction" in reason
+        assert [e.pod for e in plan.evictions if e.past_pdb] == [e.pod for e in plan.evictions if e.pod in keys]
+        assert decision(plan)[0] == "evict"
 
 
 @pytest.mark.parametrize(

@@ -81,8 +81,8 @@ def test_small_jobs_hold_back_no_scale_up() -> None:
     # evicting a's workers could make room, which minWorkersToShrink forbids: g holds back no growth,
     # and c (1..2, running 1) grows into n1 (at 2 it is still no victim: it feeds no gang).
     objs = [node("n0", gpus=3), node("n1", gpus=2),
-            *elastic_job("ns", "a", min_r=1, max_r=3, running=3, nodes=["n0"]),
-            *elastic_job("ns", "c", min_r=1, max_r=2, running=1, nodes=["n1"]),
+            *elastic_job("ta", "a", min_r=1, max_r=3, running=3, nodes=["n0"]),  # two tenants (T14: the
+            *elastic_job("tc", "c", min_r=1, max_r=2, running=1, nodes=["n1"]),  # rule counts a tenant's)
             *gang("ns", "g", members=1, gpus=2)]
     plan = plan_of(*objs)
     assert names(plan) == []
@@ -95,9 +95,10 @@ def test_small_jobs_hold_back_no_scale_up() -> None:
 
 def flapping(c_running: int, n1_gpus: int = 4, gang_gpus: int = 3, **c: Any) -> list[dict[str, Any]]:
     # n0 is full with a (1..2, running 2, too small to give); c (1..4) runs on n1 with room to grow.
+    # (Two tenants: minWorkersToShrink counts a tenant's workers in the queue, issue 36 T14.)
     return [node("n0", gpus=2), node("n1", gpus=n1_gpus),
-            *elastic_job("ns", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
-            *elastic_job("ns", "c", min_r=1, max_r=4, running=c_running, nodes=["n1"], **c),
+            *elastic_job("ta", "a", min_r=1, max_r=2, running=2, nodes=["n0"]),
+            *elastic_job("tc", "c", min_r=1, max_r=4, running=c_running, nodes=["n1"], **c),
             *gang("ns", "g", members=1, gpus=gang_gpus)]
 
 
@@ -108,7 +109,7 @@ def test_no_growth_into_the_room_a_waiting_gang_is_about_to_need() -> None:
     plan = plan_of(*flapping(2))
     assert plan.gate_releases == () and names(plan) == []
     (note,) = plan.notes
-    assert note.startswith("job ns/c stays at 2 of max 4 workers, not to 4") and "waiting gang ns/g" in note, note
+    assert note.startswith("job tc/c stays at 2 of max 4 workers, not to 4") and "waiting gang ns/g" in note, note
     assert "minWorkersToShrink 4" in note and "(3 would not be worth a restart)" in note, note
     # Once c runs 4 (grown before this rule, its cooldown over) g takes three of its workers, as before.
     later = plan_of(*flapping(4, last_scale=ago(301)))
@@ -122,7 +123,7 @@ def test_growth_stops_below_the_size_that_would_feed_the_gang() -> None:
     assert [r.pod.split("/", 1)[1] for r in plan.gate_releases] == ["c-worker-2"]
     (release,) = plan.gate_releases
     assert "grows from 2 to 3" in release.reason and "not to 4 although it fits" in release.reason, release.reason
-    assert plan.notes and plan.notes[0].startswith("job ns/c grows to 3 of max 4 workers")
+    assert plan.notes and plan.notes[0].startswith("job tc/c grows to 3 of max 4 workers")
 
 
 def test_growth_that_feeds_no_gang_goes_on() -> None:

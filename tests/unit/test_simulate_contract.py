@@ -233,7 +233,7 @@ def test_the_planner_sees_the_victim_under_notice() -> None:
     r = simulate(AB, one_node(), with_notice(60), "elastic", LINEAR, planner=spy)
     assert seen, "the planner never saw the victim under notice"
     assert all(deleting for deleting, _ in seen)
-    assert {(a[keys.EVICTED_FOR], a[keys.EVICT_AFTER]) for _, a in seen} == {("sim/b", "2026-01-01T00:06:00Z")}
+    assert {(a[keys.EVICTED_FOR], a[keys.EVICT_AFTER]) for _, a in seen} == {("sim-b/b", "2026-01-01T00:06:00Z")}
     assert r.evictions == 1 and r.notices == 1
 
 

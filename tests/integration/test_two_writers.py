@@ -1,0 +1,155 @@
+"""Two active agents against a real kube-apiserver (issue 36, F3): the loser's "interrupted plan
+dropped" leaves the winner's stamp and claims alone; the winner's plan finishes and its cooldown is
+the one the job keeps. Each agent has its own caches and identity (as two releases, or leader
+election off, would have)."""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from elastic_controller.agent import Agent
+from elastic_controller.kube.caches import Caches
+from elastic_controller.kube.client import KubeClient
+from elastic_controller.kube.errors import NotFoundError
+from elastic_controller.kube.events import EventRecorder
+from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS
+from elastic_controller.policy import keys
+from elastic_controller.policy.contract import ScaleRecord
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from tests import builders as b
+
+pytestmark = pytest.mark.integration
+KINDS = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}
+FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
+SLOW = ElasticConfig(defaults=QueuePolicy(starvationSeconds=3600, minRuntimeSeconds=0, cooldownSeconds=300))
+
+
+def ts(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def kc(kubeconfig: str) -> Iterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(kubeconfig)
+    yield client
+    client.close()
+
+
+def create(kc: KubeClient, ns: str, objs: list[dict[str, Any]]) -> None:
+    for obj in objs:
+        if obj["kind"] not in KINDS:
+            continue
+        obj = copy.deepcopy(obj)
+        status = obj.pop("status", None) or {}
+        meta = obj["metadata"]
+        for k in ("uid", "creationTimestamp", "resourceVersion"):
+            meta.pop(k, None)
+        meta["namespace"] = ns
+        out = kc.create(KINDS[obj["kind"]], obj, ns)
+        if obj["kind"] == "Pod" and status.get("phase") == "Running":
+            kc.patch(PODS, out["metadata"]["name"], {"status": status}, ns, subresource="status")
+
+
+def agent(kc: KubeClient, identity: str, cfg: ElasticConfig, caches: list[Caches]) -> Agent:
+    c = Caches(kc)
+    c.start()
+    caches.append(c)
+    assert c.wait_synced(30), c.unsynced()
+    return Agent(kc, c, cfg, EventRecorder(kc), identity=identity)
+
+
+def stamp(kc: KubeClient, ns: str) -> dict[str, str]:
+    ann = kc.get(PODGROUPS, "a", ns)["metadata"].get("annotations") or {}
+    return {k: ann[k] for k in (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.SCALE_RECORD) if k in ann}
+
+
+def claimed(kc: KubeClient, ns: str) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in kc.list(PODS, ns)[0]
+                  if (p["metadata"].get("annotations") or {}).get(keys.EVICTED_FOR) == f"{ns}/b")
+
+
+def settled(a: Agent, ns: str, want: dict[str, str]) -> None:
+    """Wait until ``a``'s cache shows a's PodGroup annotated as ``want`` and gang b's last pod."""
+    store: Any = a.store
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        pg = store.get(PODGROUPS, "a", ns)
+        ann = (pg or {}).get("metadata", {}).get("annotations") or {}
+        if pg is not None and all(ann.get(k) == v for k, v in want.items()) and \
+                store.get(PODS, "b-3", ns) is not None and not store.stale():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"cache never showed {want}")
+
+
+def test_the_losers_drop_leaves_the_winners_stamp(kc: KubeClient, namespace: str) -> None:
+    ns = namespace
+    node = f"n-{uuid.uuid4().hex[:6]}"
+    obj = b.node(node, gpus=8, cpu="32", memory="256Gi")
+    status = obj.pop("status")
+    kc.create(NODES, obj)
+    kc.patch(NODES, node, {"status": status}, subresource="status")
+    caches: list[Caches] = []
+    try:
+        hour_ago = datetime.now(UTC) - timedelta(hours=1)
+        job = b.elastic_job(ns, "a", min_r=2, max_r=6, nodes=[node], scheduled_at=hour_ago)
+        gang = b.gang(ns, "b", members=4, gpus=1)
+        for o in job + gang:
+            if o["kind"] == "Pod":
+                o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+                for c in (o.get("status") or {}).get("conditions") or []:
+                    c["lastTransitionTime"] = ts(hour_ago)
+        for o in gang:
+            if o["kind"] == "Pod":
+                o["status"] = {"phase": "Pending"}
+        create(kc, ns, b.items(job, b.pytorchjob(ns, "a", workers=6, min_r=2, max_r=6), gang))
+
+        # The winner stamps its plan (claims on a-worker-4/5, a's PodGroup) and stops before evicting.
+        winner = agent(kc, "winner", FAST, caches)
+        settled(winner, ns, {})
+        winner.faults = {"jobs-stamped": "raise"}
+        with pytest.raises(BaseException, match="jobs-stamped"):
+            winner.run_cycle()
+        ours = stamp(kc, ns)
+        rec = ScaleRecord.decode(ours.get(keys.SCALE_RECORD))
+        assert rec is not None and rec.by == "winner", ours
+        assert claimed(kc, ns) == ["a-worker-4", "a-worker-5"]
+
+        # The loser (its own caches; b has not starved in its view) finds the claims, refuses to
+        # finish the plan, and must not drop it: the winner's stamp and claims stay.
+        loser = agent(kc, "loser", SLOW, caches)
+        settled(loser, ns, ours)
+        report = loser.run_cycle()
+        assert report.resumed == [] and report.evicted == [], report
+        assert stamp(kc, ns) == ours  # before the fence: taken back (direction and record removed)
+        assert claimed(kc, ns) == ["a-worker-4", "a-worker-5"]
+
+        # The winner goes on: its plan finishes, its cooldown is the job's.
+        winner.faults = {}
+        done = winner.run_cycle()
+        assert sorted(done.resumed) == [f"{ns}/a-worker-4", f"{ns}/a-worker-5"], done
+        assert stamp(kc, ns) == ours
+        for name in ("a-worker-4", "a-worker-5"):
+            try:
+                assert kc.get(PODS, name, ns)["metadata"].get("deletionTimestamp"), name
+            except NotFoundError:
+                pass
+    finally:
+        for c in caches:
+            c.stop()
+        for p in kc.list(PODS, ns)[0]:
+            try:
+                kc.patch(PODS, p["metadata"]["name"], {"metadata": {"finalizers": None}}, ns)
+            except NotFoundError:
+                pass
+        try:
+            kc.delete(NODES, node)
+        except NotFoundError:
+            pass

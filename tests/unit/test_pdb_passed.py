@@ -1,0 +1,107 @@
+"""A tenant's PodDisruptionBudget over its elastic workers (issue 36, T13), on the in-memory API:
+the Eviction API is tried first and other victims are preferred; when a starving gang has no other
+victim, the workers above min are removed past the PDB (a DELETE, a Warning Event); masters, min
+workers and rigid jobs are never taken, PDB or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_controller.agent import Agent
+from elastic_controller.kube.events import EventRecorder
+from elastic_controller.kube.fake import FakeKube, FakeStore
+from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS
+from elastic_controller.policy import keys
+from elastic_controller.policy.actions import Evict, GiveNotice
+from elastic_controller.policy.cycle import decide, plan_cycle
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from tests import builders as b
+from tests.fakecluster import Clock, fake_kube
+
+A_WORKERS = [f"team-a/a-worker-{i}" for i in range(6)]
+
+
+def world(*extra: Any) -> list[Any]:
+    """Job a (elastic 2..6, all 6 running) fills n1; gang b needs 4 GPUs and has starved 10 min."""
+    return b.items(b.node("n1"), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
+                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
+                   b.gang("team-b", "b", members=4, gpus=1), *extra)
+
+
+def agent(kube: FakeKube, clock: Clock, cfg: ElasticConfig | None = None) -> Agent:
+    return Agent(kube, FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube), clock=clock)
+
+
+def real(kube: FakeKube, verb: str) -> list[str]:
+    return sorted(f"{c[2]}/{c[3]}" for c in kube.calls if c[0] == verb and c[1] == "pods" and not c[4])
+
+
+def reasons(kube: FakeKube, reason: str) -> list[str]:
+    return sorted(e["involvedObject"]["name"] for e in kube.of(EVENTS) if e["reason"] == reason)
+
+
+def test_a_gang_with_no_other_victim_gets_the_workers_a_pdb_holds() -> None:
+    kube, clock = fake_kube(world()), Clock()
+    kube.pdb_blocked = set(A_WORKERS)  # the tenant's PDB, maxUnavailable: 0 over all of a's workers
+    ag = agent(kube, clock)
+    first = ag.run_cycle()
+    assert first.evicted == [] and "pdb" in first.failed["team-b/b"], first.failed  # the Eviction API first
+    cycles = 1
+    while cycles < 6 and not real(kube, "delete"):  # other victims are tried first (each refused once)
+        clock.later(5)
+        report = ag.run_cycle()
+        cycles += 1
+    # old code: "PDB refused eviction", the gang waits (and again every 60 s, forever)
+    assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"], report.plan.starving
+    assert cycles == 3  # refused: a-worker-4/5 (cycle 1), then a-worker-2/3 (cycle 2); passed in cycle 3
+    assert real(kube, "delete") == ["team-a/a-worker-4", "team-a/a-worker-5"]
+    assert real(kube, "evict") == []
+    assert reasons(kube, "DisruptionBudgetPassed") == ["a-worker-4", "a-worker-5"]
+    ann = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
+    assert ann[keys.LAST_SCALE_DIRECTION] == "down"  # a scale event like any other: cooldown, restart counted
+    assert ann.get(keys.RESTARTS_USED) == "1"
+    for name in ("a-worker-0", "a-worker-1", "a-worker-2", "a-worker-3"):
+        assert kube.get(PODS, name, "team-a")["metadata"].get("deletionTimestamp") is None
+
+
+def test_another_jobs_victims_are_preferred_to_passing_a_pdb() -> None:
+    # Job c (elastic 2..6 on n2) has no PDB: after a's refusal, b takes c's workers; a's PDB holds.
+    objs = world(b.node("n2", gpus=6), b.pytorchjob("team-c", "c", workers=6, min_r=2, max_r=6),
+                 b.elastic_job("team-c", "c", min_r=2, max_r=6, nodes=["n2"]))
+    snap = b.snapshot_of(objs)
+    refused = frozenset(A_WORKERS)
+    plan = plan_cycle(snap, ElasticConfig(), b.NOW, pdb_refused=refused)
+    victims = [e for e in plan.evictions if e.for_gang == "team-b/b"]
+    assert victims and all(e.job == "team-c/c" and not e.past_pdb for e in victims), victims
+
+
+def test_min_workers_masters_and_rigid_jobs_stay_protected() -> None:
+    # Gang b needs 6 GPUs; a's four workers above min are all there is past the PDB; its 2 min
+    # workers are never victims, PDB or not: b waits (and nothing a PDB holds is taken for nothing).
+    objs = b.items(b.node("n1"), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
+                   b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
+                   b.gang("team-b", "b", members=7, gpus=1))
+    plan = plan_cycle(b.snapshot_of(objs), ElasticConfig(), b.NOW, pdb_refused=frozenset(A_WORKERS))
+    assert plan.evictions == () and plan.starving[0].decision == "wait"
+    kube, clock = fake_kube(objs), Clock()
+    kube.pdb_blocked = set(A_WORKERS)
+    ag = agent(kube, clock)
+    for _ in range(4):
+        ag.run_cycle()
+        clock.later(5)
+    assert real(kube, "delete") == [] and real(kube, "evict") == []
+
+
+def test_a_victim_past_its_pdb_is_evicted_now_not_noticed() -> None:
+    # Its notice's own eviction would be refused again: no notice for it, the immediate path.
+    cfg = ElasticConfig(defaults=QueuePolicy(noticeSeconds=60))
+    snap = b.snapshot_of(world())
+    out = decide(snap, cfg, b.NOW, pdb_refused=frozenset(A_WORKERS))
+    assert not out.of(GiveNotice)
+    evicts = out.of(Evict)
+    assert len(evicts) == 1 and all(e.past_pdb for e in evicts[0].victims)
+    assert all(e.to_json()["pastPdb"] is True for e in evicts[0].victims)
+    plain = decide(snap, cfg, b.NOW)  # no PDB refusal: the notice as before
+    assert plain.of(GiveNotice) and not plain.of(Evict)
