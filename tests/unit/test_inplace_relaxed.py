@@ -161,3 +161,21 @@ def test_status_shows_the_in_place_reason_and_cooldown() -> None:
     assert grown["reason"] == "Growing" and "inPlaceMinScaleUpGain 0" in grown["message"]
     assert "in place" in grown["message"]
     assert rows[RESTART]["gatedReason"]["reason"] == HoldReason.COOLDOWN
+
+
+def test_plan_shows_the_in_place_reason(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from elastic_controller.cli import main
+    from tests.builders import dump
+
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(dump(*_pair(running=4, node_gpus=5))))
+    assert main(["plan", "--from", str(path), "--now", ts(NOW), "--output", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    releases = got["gateReleases"]
+    assert releases and {r["job"] for r in releases} == {IN_PLACE} and all(r["inPlace"] for r in releases)
+    assert all("inPlaceMinScaleUpGain 0" in r["reason"] for r in releases)
+    assert main(["plan", "--from", str(path), "--now", ts(NOW), "--output", "table"]) == 0
+    table = capsys.readouterr().out
+    assert "in place" in table and "below minScaleUpGain 1 (not worth a restart)" in table
