@@ -48,7 +48,10 @@ _INT_FIELDS_MIN = {
     "firstRendezvousSeconds": 0,
 }
 # Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
-_OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds"}
+_OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds", "inPlaceMinWorkersToShrink",
+                  "inPlaceCooldownSeconds"}
+# Keys whose default may be null ("not set: the rule as for any job") but that take a number >= 0.
+_OPTIONAL_NUMBERS = {"inPlaceMinScaleUpGain"}
 _CHOICES = {"orderBy": ORDER_BY, "admission": ADMISSION}  # string keys with a fixed set of values
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
@@ -77,6 +80,12 @@ def _check_fields(
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 problems.append(f"{sub}: must be an integer >= 0 or null, got {value!r}")
                 continue
+        elif key in _OPTIONAL_NUMBERS:
+            if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
+                                      or not math.isfinite(value) or value < 0):
+                problems.append(f"{sub}: must be a number >= 0 or null, got {value!r}")
+                continue
+            value = None if value is None else float(value)
         elif isinstance(default, bool):
             if not isinstance(value, bool):
                 problems.append(f"{sub}: must be true or false, got {value!r}")

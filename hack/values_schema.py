@@ -40,6 +40,8 @@ def _field_schema(cls: type, name: str, hint: Any) -> dict[str, Any]:
     default = getattr(cls(), name)
     if name in config_module._OPTIONAL_INTS:
         return {"type": ["integer", "null"], "minimum": 0}
+    if name in config_module._OPTIONAL_NUMBERS:
+        return {"type": ["number", "null"], "minimum": 0}
     if isinstance(default, bool):
         return {"type": "boolean"}
     if isinstance(default, int | float):

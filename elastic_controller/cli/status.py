@@ -106,7 +106,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     from ..policy.actions import SpendRestart
     from ..policy.attained import attained_service
     from ..policy.budget import budget_of
-    from ..policy.contract import sentence_of
+    from ..policy.contract import in_place, sentence_of
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import decide
     from ..policy.parse import parse_objects
@@ -165,7 +165,9 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             # elastic workers running above min, and how many it may have (None: below min, or a gang)
             "elasticWorkers": workers - bounds.min_replicas if bounds and at_least_min else None,
             "elasticMax": bounds.max_replicas - bounds.min_replicas if bounds else None,
-            "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job)),
+            # (a job resized in place cools for its queue's inPlaceCooldownSeconds, when set: issue 39)
+            "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job,
+                                                      job is not None and in_place(job.annotations))),
             # torchrun restarts our shrinks used (restarts-used) of maxRestarts; spent: no victim
             # (policy/budget.py). None when the job is not elastic or its PyTorchJob is not listed.
             "restarts": None if budget is None else {"used": budget.used, "max": budget.max_restarts,

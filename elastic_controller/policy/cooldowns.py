@@ -32,18 +32,21 @@ def last_scale_time(pg: PodGroupView | None, job: JobView | None = None,
 
 
 def cooldown_remaining(pg: PodGroupView | None, policy: QueuePolicy, now: datetime,
-                       job: JobView | None = None) -> float:
-    """Seconds left in the job's cooldown (0 when none)."""
+                       job: JobView | None = None, in_place: bool = False) -> float:
+    """Seconds left in the job's cooldown (0 when none). ``in_place``: the job resizes in place (its
+    queue's ``inPlaceCooldownSeconds``, when set, instead of ``cooldownSeconds``; issue 39)."""
     last = last_scale_time(pg, job, now)
     if last is None:
         return 0.0
-    left = policy.cooldownSeconds - (now - last).total_seconds()
-    # A stamp from a clock ahead of ours (another agent replica) cools for at most cooldownSeconds.
-    return min(float(policy.cooldownSeconds), max(0.0, left))
+    seconds = policy.cooldown_seconds(in_place)
+    left = seconds - (now - last).total_seconds()
+    # A stamp from a clock ahead of ours (another agent replica) cools for at most its cooldown.
+    return min(float(seconds), max(0.0, left))
 
 
-def in_cooldown(pg: PodGroupView | None, policy: QueuePolicy, now: datetime, job: JobView | None = None) -> bool:
-    return cooldown_remaining(pg, policy, now, job) > 0
+def in_cooldown(pg: PodGroupView | None, policy: QueuePolicy, now: datetime, job: JobView | None = None,
+                in_place: bool = False) -> bool:
+    return cooldown_remaining(pg, policy, now, job, in_place) > 0
 
 
 def fulfillment(running_workers: int, min_replicas: int, max_replicas: int) -> float:

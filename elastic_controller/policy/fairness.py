@@ -46,7 +46,7 @@ __all__ = ["plan_fairness"]
 
 
 def _within_window(world: World, job: JobState, group: str) -> bool:
-    window = world.policy(job.queue).scaleUpAfterCheckpointSeconds
+    window = world.policy(job.queue).checkpoint_window(job.in_place)
     age = checkpoint_age(world, job, group, window)
     return age is None or window is None or age <= window
 
@@ -134,7 +134,7 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
                         key=lambda p: scale_up_pod_rank(p), reverse=True)[:max(0, spare)]
     assert taker.bounds is not None
     now_workers = taker.current_workers()
-    need = min(max(1, math.ceil(now_workers * world.policy(taker.queue).minScaleUpGain)),
+    need = min(max(1, math.ceil(now_workers * world.policy(taker.queue).min_scale_up_gain(taker.in_place))),
                taker.bounds.max_replicas - now_workers)
     grow = sorted(wanted, key=scale_up_pod_rank)[:need]
     if len(grow) < need or not candidates:

@@ -25,6 +25,9 @@ from .quantity import add, sub
 from .times import format_time
 from .world import Gang, JobState, World, job_id
 
+# Said after a relaxed rule in a reason (the job's queue's inPlace* key applied: settings.QueuePolicy).
+IN_PLACE_SAID = " (it resizes in place: an event costs seconds, no restart, no work lost)"
+
 
 def queue_may_give(world: World, gang_queue: str, queue: str) -> bool:
     """Whether elastic workers of ``queue`` may ever be victims for a gang of ``gang_queue``
@@ -169,7 +172,7 @@ def snoozed(world: World, job: JobState) -> bool:
     pg = job.pg
     if pg is None or pg.last_scale is None or pg.annotations.get(LAST_SCALE_DIRECTION) != Direction.DOWN.value:
         return False
-    return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds()
+    return (world.now - pg.last_scale).total_seconds() < world.policy(job.queue).snooze_seconds(job.in_place)
 
 
 def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> HoldNote:
@@ -183,21 +186,24 @@ def _resting_note(world: World, job: JobState, views: dict[str, JobView]) -> Hol
     if job.cooling:
         if not views and world.snapshot.jobs:
             views.update((v.key, v) for v in world.snapshot.jobs)
-        left = cooldown_remaining(job.pg, policy, world.now, views.get(job.job_ref))
+        left = cooldown_remaining(job.pg, policy, world.now, views.get(job.job_ref), job.in_place)
         cool_end = world.now + timedelta(seconds=left)
     if snoozed(world, job):
         assert job.pg is not None and job.pg.last_scale is not None
-        snooze_end = job.pg.last_scale + timedelta(seconds=policy.snooze_seconds())
+        snooze_end = job.pg.last_scale + timedelta(seconds=policy.snooze_seconds(job.in_place))
+    cooldown = policy.key_of("cooldownSeconds", job.in_place)
     if snooze_end is not None and (cool_end is None or snooze_end >= cool_end):
         assert job.pg is not None and job.pg.last_scale is not None
-        unset = "" if policy.scaleUpSnoozeSeconds is not None else " (unset: its queue's cooldownSeconds)"
+        unset = "" if policy.scaleUpSnoozeSeconds is not None else f" (unset: its queue's {cooldown})"
         return HoldNote(head + (
             f"snoozed until {format_time(snooze_end)} (shrunk at {format_time(job.pg.last_scale)}; "
-            f"scaleUpSnoozeSeconds {policy.snooze_seconds()}{unset}: a job shrunk for a gang is not "
+            f"scaleUpSnoozeSeconds {policy.snooze_seconds(job.in_place)}{unset}: a job shrunk for a gang is not "
             "grown straight back)"), job.key, HoldReason.SNOOZED, snooze_end)
     assert cool_end is not None
-    return HoldNote(head + (f"in cooldown until {format_time(cool_end)} (cooldownSeconds {policy.cooldownSeconds} "
-                            "after its last scale event)"), job.key, HoldReason.COOLDOWN, cool_end)
+    return HoldNote(head + (f"in cooldown until {format_time(cool_end)} ({cooldown} "
+                            f"{policy.cooldown_seconds(job.in_place)} after its last scale event"
+                            f"{IN_PLACE_SAID if cooldown != 'cooldownSeconds' else ''})"), job.key,
+                    HoldReason.COOLDOWN, cool_end)
 
 
 def held_by_job(world: World) -> tuple[dict[str, list[PodView]], dict[str, str]]:
@@ -358,8 +364,8 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                     "(in scale-up order); it is considered again next cycle"), jid, HoldReason.QUEUE_SCALE_UP_LIMIT))
             continue
         first = first_of[jid]
-        age = checkpoint_age(world, job, group_of[jid], policy.scaleUpAfterCheckpointSeconds)
-        window = policy.scaleUpAfterCheckpointSeconds
+        window = policy.checkpoint_window(job.in_place)  # (none for a job resized in place: inplace.py)
+        age = checkpoint_age(world, job, group_of[jid], window)
         if not first and age is not None and window is not None and age > window:
             # a restart now would lose the work since its last checkpoint: wait for the next one
             if _next_fits(world, job, by_job[jid][0], cap, placed):
@@ -412,22 +418,27 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                               if (allowed is None or not constrained or n in allowed)
                               and world.never_victim(jid, n) is not None), now_workers)
                 counts = f", allowed counts {allowed.describe()}" if allowed is not None and constrained else ""
+                shrink_key = policy.key_of("minWorkersToShrink", job.in_place)
                 hold_why = (f"not to {target} although it fits: at {target} workers it could be evicted "
-                            f"(minWorkersToShrink {policy.minWorkersToShrink}{counts}) and waiting gang {fed.key} "
+                            f"({shrink_key} {policy.min_workers_to_shrink(job.in_place)}{counts}) and waiting gang "
+                            f"{fed.key} "
                             f"would be placed by evicting it; the agent does not grow a job a starving gang is "
                             f"about to need (a restart to grow, another when evicted)")
                 hold = f"of max {job.bounds.max_replicas} workers, {hold_why}"
                 target = below
         gain = (target - now_workers) / max(1, now_workers)
-        if target == now_workers or (not first and not off_count and gain < policy.minScaleUpGain):
+        min_gain = policy.min_scale_up_gain(job.in_place)
+        gain_key = policy.key_of("minScaleUpGain", job.in_place)
+        worth = "worth a resize in place" if gain_key != "minScaleUpGain" else "worth a restart"
+        if target == now_workers or (not first and not off_count and gain < min_gain):
             if hold:
                 notes.append(HoldNote(f"job {jid} stays at {now_workers} {hold}" + (
-                    "" if target == now_workers else f" ({target} would not be worth a restart)"), jid,
+                    "" if target == now_workers else f" ({target} would not be {worth})"), jid,
                     HoldReason.GANG_NEEDS_IT))
             elif target > now_workers:
                 notes.append(HoldNote(_stays(job, now_workers) + (
-                    f"{target} fit now, but +{gain:.0%} is below minScaleUpGain {policy.minScaleUpGain:g} "
-                    "(not worth a restart); the room goes to the next job"), jid, HoldReason.BELOW_MIN_GAIN))
+                    f"{target} fit now, but +{gain:.0%} is below {gain_key} {min_gain:g} "
+                    f"(not {worth}); the room goes to the next job"), jid, HoldReason.BELOW_MIN_GAIN))
             elif taken and allowed is not None:  # some fit, but no allowed count between
                 notes.append(HoldNote(_stays(job, now_workers) + (
                     f"{now_workers + len(taken)} fit now, but no count from {now_workers + 1} to "
@@ -452,12 +463,15 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
         if first:
             why = ("in its first rendezvous (its gang was placed within firstRendezvousSeconds "
                    f"{policy.firstRendezvousSeconds}s and it was never scaled): no restart")
-        elif off_count and gain < policy.minScaleUpGain:
+        elif off_count and gain < min_gain:
             why = (f"its {now_workers} workers are not one of its allowed counts (part of a victim group was "
                    f"evicted, the rest not): it cannot use that size and restarts at its next scale event "
-                   f"anyway, so the minScaleUpGain {policy.minScaleUpGain:g} test does not apply{after}")
+                   f"anyway, so the {gain_key} {min_gain:g} test does not apply{after}")
+        elif gain_key != "minScaleUpGain":
+            why = (f"+{gain:.0%} workers, at least {gain_key} {min_gain:g}{after}{IN_PLACE_SAID}: "
+                   f"{worth}")
         else:
-            why = f"+{gain:.0%} workers, at least minScaleUpGain {policy.minScaleUpGain:g}{after}: worth a restart"
+            why = f"+{gain:.0%} workers, at least minScaleUpGain {min_gain:g}{after}: worth a restart"
         if hold:
             why += f"; {hold_why}"
         for pod, node in taken:

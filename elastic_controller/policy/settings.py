@@ -14,6 +14,11 @@ ORDER_BY_FULFILLMENT = "fulfillment"
 ORDER_BY = (ORDER_BY_SERVICE, ORDER_BY_FULFILLMENT)
 
 
+# The rules a job resized in place has its own key for (QueuePolicy.key_of).
+_IN_PLACE_KEYS = {"cooldownSeconds": "inPlaceCooldownSeconds", "minScaleUpGain": "inPlaceMinScaleUpGain",
+                  "minWorkersToShrink": "inPlaceMinWorkersToShrink"}
+
+
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
     cooldownSeconds: int = 300
@@ -50,14 +55,64 @@ class QueuePolicy:
     # unless their gang fits beside it.
     admission: str = ADMISSION_VOLCANO
 
-    def snooze_seconds(self) -> int:
-        return self.cooldownSeconds if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds
+    def snooze_seconds(self, in_place: bool = False) -> int:
+        """scaleUpSnoozeSeconds; unset, the job's cooldown (``cooldown_seconds``: a job resized in
+        place has its own)."""
+        return self.cooldown_seconds(in_place) if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds
     # Seconds between marking a victim (volcano-elastic.io/evict-after) and evicting it, so that its
     # job can checkpoint; 0 evicts at once.
     noticeSeconds: int = 0
     # A job resized in place (issue 39): the longest wait between telling a victim to leave the group
     # and evicting it (sooner once its pod says volcano-elastic.io/left). In place of noticeSeconds.
     inPlaceLeaveSeconds: int = 60
+    # Issue 39, item 3: rules that exist only because a scale event restarts the job, relaxed for a job
+    # resized in place (its event costs seconds, loses no work, spends no restart; inplace.py). Each
+    # null (or inPlaceWaitsForCheckpoint true) applies the rule as to any other job. The defaults are
+    # the judge's (docs/measurements.md, "Relaxing the restart rules for jobs resized in place").
+    # minScaleUpGain for such a job: 0, any growth is worth an event of seconds.
+    inPlaceMinScaleUpGain: float | None = 0.0
+    # minWorkersToShrink for such a job: 2 or less, any job above min may give (a shrink costs it
+    # the victim's share of its speed only, not a restart and the work since its checkpoint).
+    inPlaceMinWorkersToShrink: int | None = 2
+    # cooldownSeconds for such a job (and its snooze, when scaleUpSnoozeSeconds is unset).
+    inPlaceCooldownSeconds: int | None = 60
+    # Whether such a job waits for a fresh checkpoint (scaleUpAfterCheckpointSeconds) to grow, or to
+    # give under the fairness scale-down: false, its state stays in memory, nothing is reloaded.
+    inPlaceWaitsForCheckpoint: bool = False
+
+    def cooldown_seconds(self, in_place: bool = False) -> int:
+        """cooldownSeconds, or inPlaceCooldownSeconds (when set) for a job resized in place."""
+        if in_place and self.inPlaceCooldownSeconds is not None:
+            return self.inPlaceCooldownSeconds
+        return self.cooldownSeconds
+
+    def min_scale_up_gain(self, in_place: bool = False) -> float:
+        """minScaleUpGain, or inPlaceMinScaleUpGain (when set) for a job resized in place."""
+        if in_place and self.inPlaceMinScaleUpGain is not None:
+            return self.inPlaceMinScaleUpGain
+        return self.minScaleUpGain
+
+    def min_workers_to_shrink(self, in_place: bool = False) -> int:
+        """minWorkersToShrink, or inPlaceMinWorkersToShrink (when set) for a job resized in place."""
+        if in_place and self.inPlaceMinWorkersToShrink is not None:
+            return self.inPlaceMinWorkersToShrink
+        return self.minWorkersToShrink
+
+    def key_of(self, key: str, in_place: bool = False) -> str:
+        """The key that sets rule ``key`` (``cooldownSeconds``, ``minScaleUpGain``, ``minWorkersToShrink``)
+        for a job: its ``inPlace*`` key when the job resizes in place and that key is set, for the
+        reasons ``plan`` and ``status`` print."""
+        relaxed = _IN_PLACE_KEYS.get(key)
+        if in_place and relaxed is not None and getattr(self, relaxed) is not None:
+            return relaxed
+        return key
+
+    def checkpoint_window(self, in_place: bool = False) -> int | None:
+        """scaleUpAfterCheckpointSeconds, or None (no window: it waits for no checkpoint) for a job
+        resized in place unless inPlaceWaitsForCheckpoint."""
+        if in_place and not self.inPlaceWaitsForCheckpoint:
+            return None
+        return self.scaleUpAfterCheckpointSeconds
 
 
 @dataclass(frozen=True, slots=True)

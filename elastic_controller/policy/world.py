@@ -13,6 +13,7 @@ from . import keys
 from .attained import attained_service
 from .budget import RestartBudget, budget_of
 from .capacity_ledger import CapacityModel
+from .contract import in_place
 from .cooldowns import fulfillment, in_cooldown
 from .fit import Capacity, pod_demand
 from .keys import Role
@@ -59,6 +60,9 @@ class JobState:
     # GPU-seconds the job has held (attained.py), as of the cycle's now: the fair order's criterion.
     served: float = 0.0
     by_service: bool = False  # its queue orders by attained service (orderBy: attainedService)
+    # Its PyTorchJob says ``resize: in-place`` (issue 39): its queue's inPlace* settings relax the
+    # rules that exist because a scale event restarts a job (settings.QueuePolicy).
+    in_place: bool = False
 
     def current_workers(self) -> int:
         return self.running_workers - self.taken + self.added
@@ -191,7 +195,7 @@ class World:
         if job is None:
             return None
         n = job.running_workers if workers is None else workers
-        least = self.policy(job.queue).minWorkersToShrink
+        least = self.policy(job.queue).min_workers_to_shrink(job.in_place)
         if n < least and self.tenant_workers(job_key, workers) < least:  # (T14: the tenant's size)
             return TOO_SMALL
         if no_smaller_count(allowed_of(job), n):
@@ -420,7 +424,10 @@ def _apply_job_objects(jobs: dict[str, JobState], snapshot: Snapshot, cfg: Elast
         if job.bounds is not None:
             job.bounds = current_bounds(job.bounds, view, job.pg, _masters(pods_by_group.get(job.key, ())))
         job.budget = budget_of(job.pg, view)
-        if view is not None and not job.cooling and (view.last_scale is not None or view.last_scale_invalid):
+        if view is not None and in_place(view.annotations):
+            job.in_place = True  # (its cooldown is its queue's inPlaceCooldownSeconds, when set)
+            job.cooling = in_cooldown(job.pg, cfg.queue_policy(job.queue), now, view, in_place=True)
+        elif view is not None and not job.cooling and (view.last_scale is not None or view.last_scale_invalid):
             job.cooling = in_cooldown(job.pg, cfg.queue_policy(job.queue), now, view)
 
 

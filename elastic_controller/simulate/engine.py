@@ -18,7 +18,7 @@ import time
 from datetime import datetime, timedelta
 
 from ..policy import keys
-from ..policy.actions import CycleDecision, Evict, GiveNotice
+from ..policy.actions import CycleDecision, Evict, GiveNotice, ShrinkInPlace
 from ..policy.cycle import decide
 from ..policy.decisions import Eviction
 from ..policy.keys import Role
@@ -217,6 +217,7 @@ class Simulator(SnapshotViews):
         # Each job its own tenant (namespace): minWorkersToShrink counts a tenant's workers in the
         # queue (issue 36, T14), and a simulated workload says nothing of who submitted what.
         job = SimJob(len(self.jobs), spec, f"{NAMESPACE}-{spec.name}", replicas, lo, hi)
+        job.in_place = self.policy == "elastic" and self.settings.restart_cost.resizes_in_place(job.id)
         self.jobs.append(job)
         self.active[job.id] = job
         for index in range(replicas):
@@ -259,7 +260,7 @@ class Simulator(SnapshotViews):
             return
         # issue 39: a job resized in place goes on through our agent's planned events (no restart, no
         # loss); another policy's events (Volcano's preemptions) are unplanned for it: a restart
-        in_place = self.policy == "elastic" and self.settings.restart_cost.resizes_in_place(job.id)
+        in_place = job.in_place
         if not first and not joins_first and job.running > 0 and not in_place:
             # the workers that ran restart from the last checkpoint
             self.busy_area -= lose_since_checkpoint(job, self.settings.checkpoint_interval)
@@ -456,14 +457,15 @@ class Simulator(SnapshotViews):
         if not self.settings.publish_checkpoints or interval <= 0:
             return
         for job in self.gated.values():
-            if job.rate <= 0 or job.done or self.cfg.queue_policy(job.queue).scaleUpAfterCheckpointSeconds is None:
+            if job.rate <= 0 or job.done or self.cfg.queue_policy(job.queue).checkpoint_window(job.in_place) is None:
                 continue
             start = max(now, job.resume_at)  # progress resumes after a restart's penalty
             done = job.since_checkpoint + max(0.0, now - job.resume_at)
             self.request_tick(start + interval - math.fmod(done, interval))
 
     def _in_cooldown(self, job: SimJob, now: float) -> bool:
-        return job.last_scale >= 0 and now - job.last_scale < self.cfg.queue_policy(job.queue).cooldownSeconds
+        cooldown = self.cfg.queue_policy(job.queue).cooldown_seconds(job.in_place)
+        return job.last_scale >= 0 and now - job.last_scale < cooldown
 
     def _may_act(self, now: float) -> bool:
         """False only when ``plan_cycle`` can neither evict nor lift a gate (a necessary condition).
@@ -506,7 +508,8 @@ class Simulator(SnapshotViews):
         workers out of cooldown and another job above its min and minWorkersToShrink, out of cooldown."""
         waiting = {job.queue for job in self.gated.values() if job.running >= job.bounds_min
                    and self.cfg.queue_policy(job.queue).fairnessScaleDown and not self._in_cooldown(job, now)}
-        return any(job.queue in waiting and job.running >= self.cfg.queue_policy(job.queue).minWorkersToShrink
+        return any(job.queue in waiting
+                   and job.running >= self.cfg.queue_policy(job.queue).min_workers_to_shrink(job.in_place)
                    and not self._in_cooldown(job, now) and any(g.id != job.id and g.queue == job.queue
                                                                 for g in self.gated.values())
                    for job in self.grown.values())
@@ -525,6 +528,8 @@ class Simulator(SnapshotViews):
             elif isinstance(action, Evict):
                 used = {r.job: r.used for r in action.restarts}
                 shrinks += [(ev, None, used.get(ev.job)) for ev in action.victims]
+            elif isinstance(action, ShrinkInPlace):  # they leave the group at once, then are evicted: no restart
+                shrinks += [(n.victim, None, None) for n in action.victims]
         for ev, deadline, restarts_used in shrinks:
             pod = self.pods_by_key.get(ev.pod)
             if pod is None or pod.node < 0 or pod.deleting or pod.uid in self.noticed:
@@ -572,9 +577,10 @@ class Simulator(SnapshotViews):
             job.scale_events.append((now, direction))
             job.pg_view = None
             pol = self.cfg.queue_policy(job.queue)
-            self.request_tick(now + pol.cooldownSeconds)
-            if direction == keys.Direction.DOWN.value and pol.snooze_seconds() != pol.cooldownSeconds:
-                self.request_tick(now + pol.snooze_seconds())  # it may grow again then
+            cooldown = pol.cooldown_seconds(job.in_place)
+            self.request_tick(now + cooldown)
+            if direction == keys.Direction.DOWN.value and pol.snooze_seconds(job.in_place) != cooldown:
+                self.request_tick(now + pol.snooze_seconds(job.in_place))  # it may grow again then
         for pod in victims:
             self.workers_changed(pod.job, now)
         for pod in released:

@@ -58,6 +58,7 @@ class SimJob:
         "finished_at",
         "held_gpu_seconds",
         "id",
+        "in_place",
         "key",
         "last_restart",
         "last_scale",
@@ -133,6 +134,8 @@ class SimJob:
         self.restart_seconds = 0.0  # seconds without progress after scale events
         self.whole_evicted = False  # all its workers were evicted; its next start is a restart
         self.nominated: list[SimPod] = []  # victims evicted for it, still terminating (volcano-gang)
+        # its PyTorchJob says resize: in-place (issue 39; RestartCost.in_place_fraction, elastic policy only)
+        self.in_place = False
 
     @property
     def started(self) -> bool:

@@ -54,17 +54,22 @@ class SnapshotViews:
             if views is None:
                 views = job.views = tuple(pod.view or self._pod_view(pod) for pod in job.pods)
             pods.extend(views)
-        jobs = () if self.settings.max_restarts is None else tuple(
-            self._job_view(job) for job in self.active.values() if not job.done)
+        # PyTorchJobs: every job's with a restart budget, else only those resized in place (what says so)
+        jobs = tuple(self._job_view(job) for job in self.active.values()
+                     if not job.done and (job.in_place or self.settings.max_restarts is not None))
         return Snapshot(nodes=self.node_views, pods=tuple(pods), podgroups=tuple(groups),
                         queues=self.queue_views, priority_classes=self.priority_classes, jobs=jobs)
 
     def _job_view(self, job: SimJob) -> JobView:
-        """The job's PyTorchJob as the planner reads it with ``max_restarts`` set: its restart budget
-        only (no elasticPolicy bounds or stamps of its own: the pods and PodGroup say those)."""
+        """The job's PyTorchJob as the planner reads it: its restart budget (``max_restarts``) and
+        ``resize: in-place`` when it resizes in place (issue 39: no budget then, its queue's inPlace*
+        settings); no elasticPolicy bounds or stamps of its own: the pods and PodGroup say those."""
         used = self.restarts_used.get(job.id)
+        annotations = {keys.RESTARTS_USED: str(used)} if used else {}
+        if job.in_place:
+            annotations[keys.RESIZE] = keys.RESIZE_IN_PLACE
         return JobView(namespace=job.namespace, name=job.spec.name, max_restarts=self.settings.max_restarts,
-                       annotations={keys.RESTARTS_USED: str(used)} if used else {})
+                       annotations=annotations)
 
     def _group_view(self, job: SimJob) -> PodGroupView:
         annotations: dict[str, str] = {}

@@ -233,7 +233,7 @@ class Planner(VictimSearch, ShareVictims):
             job = self.w.jobs.get(jid)
             if jid == gang.key or job is None or not job.cooling or job.pg is None:
                 continue
-            left = cooldown_remaining(job.pg, self.w.policy(job.queue), self.w.now)
+            left = cooldown_remaining(job.pg, self.w.policy(job.queue), self.w.now, in_place=job.in_place)
             if left > 0:
                 ends.append(self.w.now + timedelta(seconds=left))
         return f" (the first ends {format_time(min(ends))})" if ends else ""
