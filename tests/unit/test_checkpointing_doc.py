@@ -52,7 +52,8 @@ def kit_names(code: str) -> set[str]:
 
 def test_the_docs_training_loop_uses_the_kit_and_the_kits_names_are_the_contracts() -> None:
     loop, in_place = snippets("python")  # section 2's loop, section 7's in-place loop
-    assert {"record_checkpoint", "NoticeWatch"} <= kit_names(loop) <= set(kit.__all__)
+    assert {"NoticeWatch"} <= kit_names(loop) <= set(kit.__all__)
+    assert "watch.checkpoint(" in loop  # save, agree, record (kit.record_checkpoint), hold: one call
     assert {"InPlace"} <= kit_names(in_place) <= set(kit.__all__)
     assert (kit.LAST_CHECKPOINT_TIME, kit.EVICT_AFTER, kit.TARGET_WORKERS) == \
         (keys.LAST_CHECKPOINT_TIME, keys.EVICT_AFTER, keys.TARGET_WORKERS)
