@@ -4,7 +4,7 @@
 #   hack/build-binaries.sh [--force] [--allow-failures] [NAME ...]
 #
 # NAME is any of: etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler coredns
-# vc-scheduler vc-controller-manager kwok training-operator helm, or crds (only the CRDs and
+# vc-scheduler vc-controller-manager kwok training-operator helm helm4, or crds (only the CRDs and
 # kwok stages); kubelet, kube-scheduler and coredns are for the box's real nodes (hack/local-up.sh --real-nodes);
 # default: all of them.
 #
@@ -46,7 +46,10 @@ if [[ ! -f "$HACK_DIR/gomod/volcano-$VOLCANO_VERSION/go.mod" ]]; then
 fi
 
 CACHE_ROOT="${VOLCANO_ELASTIC_CACHE:-$HOME/.cache/volcano-elastic}"
-KEY="v-$(sha256sum <<<"$VERSIONS" | cut -c1-12)"
+# Pins outside the key (same list in hack/localbox/paths.py): a tool beside the box whose binary
+# says its own version; a bump rebuilds that binary only (see `fresh` below).
+UNKEYED_RE='^(HELM4_VERSION)='
+KEY="v-$(grep -Ev "$UNKEYED_RE" <<<"$VERSIONS" | sha256sum | cut -c1-12)"
 OUT="$CACHE_ROOT/$KEY"
 BIN="$OUT/bin"
 LOGS="$OUT/logs"
@@ -112,6 +115,9 @@ helm_ldflags() {  # what helm's Makefile stamps: its version, and the Kubernetes
   done
   echo "$f"
 }
+helm4_ldflags() {  # Helm 4 reads the Kubernetes version of its client-go from the build info itself
+  echo "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+}
 volcano_ldflags() {
   echo "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION -X volcano.sh/volcano/pkg/version.Built=$BUILD_DATE"
 }
@@ -119,7 +125,7 @@ volcano_ldflags() {
 # One row per binary; add a row (and, if it needs one, a wrapper module under hack/gomod/) to
 # build another. Fields:
 #   name | wrapper dir under hack/gomod | main package | module@version (messages + pin check)
-#   | ldflags fn (k8s, volcano, helm, plain) | prepare fn (- for none: build in the wrapper itself)
+#   | ldflags fn (k8s, volcano, helm, helm4, plain) | prepare fn (- for none: build in the wrapper itself)
 V="volcano-$VOLCANO_VERSION"
 TARGETS=(
   "etcd|etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3@$ETCD_VERSION|plain|-"
@@ -134,7 +140,17 @@ TARGETS=(
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok@$KWOK_VERSION|plain|-"
   "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION|plain|-"
   "helm|helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3@$HELM_VERSION|helm|-"
+  "helm4|helm4|helm.sh/helm/v4/cmd/helm|helm.sh/helm/v4@$HELM4_VERSION|helm4|-"
 )
+
+# Whether an existing binary is the pinned version. The keyed binaries are by their directory;
+# an UNKEYED one (helm4) is asked.
+fresh() {
+  case "$1" in
+    helm4) [[ "$("$BIN/helm4" version --template '{{.Version}}' 2>/dev/null)" == "$HELM4_VERSION" ]] ;;
+    *) return 0 ;;
+  esac
+}
 
 # Prepare functions: `fn WRAPPER_DIR` prints the directory to build in.
 #
@@ -190,14 +206,18 @@ for t in "${TARGETS[@]}"; do
   IFS='|' read -r name dir pkg modver ldkind prep <<<"$t"
   wanted "$name" || continue
   if [[ -x "$BIN/$name" && $FORCE -eq 0 ]]; then
-    log "$name: already built ($BIN/$name)"
-    continue
+    if fresh "$name"; then
+      log "$name: already built ($BIN/$name)"
+      continue
+    fi
+    log "$name: $BIN/$name is not $modver: rebuilding"
   fi
   if ! check_pin "$dir" "$modver"; then FAILED+=("$name"); continue; fi
   case "$ldkind" in
     k8s) ldflags="$(k8s_ldflags)" ;;
     volcano) ldflags="$(volcano_ldflags)" ;;
     helm) ldflags="$(helm_ldflags)" ;;
+    helm4) ldflags="$(helm4_ldflags)" ;;
     *) ldflags="-s -w" ;;
   esac
   blog="$LOGS/build-$name.log"

@@ -20,6 +20,7 @@ from elastic_controller.policy.roles import BoundsError, RolePlan, parse_nnodes,
 from elastic_controller.policy.settings import ElasticConfig
 
 from .envelope import BadReviewError
+from .podinfo import plan_podinfo
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -75,6 +76,8 @@ def _check_pod_shape(spec: Any) -> Mapping[str, Any]:
     _check_list_of_objects(spec.get("containers"), "request.object.spec.containers")
     for i, container in enumerate(spec.get("containers") or []):
         _check_list_of_objects(container.get("env"), f"request.object.spec.containers[{i}].env")
+        _check_list_of_objects(container.get("volumeMounts"), f"request.object.spec.containers[{i}].volumeMounts")
+    _check_list_of_objects(spec.get("volumes"), "request.object.spec.volumes")
     _check_list_of_objects(spec.get("schedulingGates"), "request.object.spec.schedulingGates")
     scheduler = spec.get("schedulerName")
     if scheduler is not None and not isinstance(scheduler, str):
@@ -100,7 +103,8 @@ def _bounds(spec: Mapping[str, Any], warnings: list[str]) -> tuple[ElasticBounds
 
 def env_ops(spec: Mapping[str, Any], elastic: bool, warnings: list[str]) -> list[dict[str, Any]]:
     """The pytorch container's environment: the shared-store switch on elastic jobs' pods (unless the
-    user set it), and the operator's empty PET_STANDALONE read as "1"."""
+    user set it), and the operator's empty PET_STANDALONE read as "1"; on elastic jobs' pods also what
+    the job kit needs (``webhook/podinfo.py``: the downward-API pod info and ``POD_NAME``)."""
     ops: list[dict[str, Any]] = []
     for i, container in enumerate(spec.get("containers") or []):
         if not isinstance(container, Mapping) or container.get("name") != keys.PYTORCH_CONTAINER:
@@ -116,16 +120,21 @@ def env_ops(spec: Mapping[str, Any], elastic: bool, warnings: list[str]) -> list
                 ops.append({"op": "replace", "path": f"/spec/containers/{i}/env/{j}/value", "value": "1"})
         if not elastic:
             break
+        add: list[dict[str, Any]] = []
         if DISABLE_SHARED_STORE not in names:
-            var = {"name": DISABLE_SHARED_STORE, "value": "1"}
-            if container.get("env") is None:
-                ops.append({"op": "add", "path": f"/spec/containers/{i}/env", "value": [var]})
-            else:
-                ops.append({"op": "add", "path": f"/spec/containers/{i}/env/-", "value": var})
+            add.append({"name": DISABLE_SHARED_STORE, "value": "1"})
         elif str(names[DISABLE_SHARED_STORE].get("value")) != "1":
             warnings.append(f"volcano-elastic: {DISABLE_SHARED_STORE} is set to "
                             f"{names[DISABLE_SHARED_STORE].get('value')!r} and kept; with torch 2.x a worker "
                             "added after the job started can make every torchrun agent exit (docs/checkpointing.md)")
+        kit = plan_podinfo(spec, i, container, names)
+        add += kit.env
+        warnings += kit.warnings
+        if add and container.get("env") is None:
+            ops.append({"op": "add", "path": f"/spec/containers/{i}/env", "value": add})
+        else:
+            ops += [{"op": "add", "path": f"/spec/containers/{i}/env/-", "value": var} for var in add]
+        ops += kit.ops
         break
     return ops
 

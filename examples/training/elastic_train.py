@@ -104,7 +104,7 @@ def main() -> None:
         if rank == 0:
             save(ckpt, step, model, opt)
         dist.barrier()
-        if kit.local_rank() == 0:
+        if rank == 0:  # one process records (global rank 0, as NoticeWatch.checkpoint does)
             kit.record_checkpoint()  # this pod's volcano-elastic.io/last-checkpoint-time
         if log:
             log.write(json.dumps({"event": "checkpoint", "step": step, "why": why, "t": time.time()}) + "\n")

@@ -30,7 +30,11 @@ BINARIES: dict[str, tuple[str, str]] = {
     "kwok": ("sigs.k8s.io/kwok", "KWOK_VERSION"),
     "training-operator": ("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION"),
     "helm": ("helm.sh/helm/v3", "HELM_VERSION"),
+    "helm4": ("helm.sh/helm/v4", "HELM4_VERSION"),
 }
+# Pins that are not part of the cache key (same list in build-binaries.sh, UNKEYED_RE): a tool beside
+# the box whose binary says its own version, rebuilt alone when its pin changes.
+UNKEYED = ("HELM4_VERSION",)
 
 
 # Pins the environment may override (same rule in build-binaries.sh): VOLCANO_VERSION=v1.14.1
@@ -75,8 +79,8 @@ def cache_root() -> Path:
 def cache_key() -> str:
     """Same rule as build-binaries.sh: "v-" + the first 12 hex digits of the sha256 of the
     KEY=value lines of versions.env (each with its newline; comments do not count), with the
-    environment's VOLCANO_VERSION in place of the file's."""
-    lines = version_lines()
+    environment's VOLCANO_VERSION in place of the file's, and without the UNKEYED pins."""
+    lines = [ln for ln in version_lines() if ln.split("=", 1)[0] not in UNKEYED]
     return "v-" + hashlib.sha256("".join(ln + "\n" for ln in lines).encode()).hexdigest()[:12]
 
 

@@ -8,6 +8,7 @@ grant (tried on a real API server in tests/integration/test_checkpoint_rbac.py).
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +52,8 @@ def kit_names(code: str) -> set[str]:
 
 def test_the_docs_training_loop_uses_the_kit_and_the_kits_names_are_the_contracts() -> None:
     loop, in_place = snippets("python")  # section 2's loop, section 7's in-place loop
-    assert {"record_checkpoint", "NoticeWatch"} <= kit_names(loop) <= set(kit.__all__)
+    assert {"NoticeWatch"} <= kit_names(loop) <= set(kit.__all__)
+    assert "watch.checkpoint(" in loop  # save, agree, record (kit.record_checkpoint), hold: one call
     assert {"InPlace"} <= kit_names(in_place) <= set(kit.__all__)
     assert (kit.LAST_CHECKPOINT_TIME, kit.EVICT_AFTER, kit.TARGET_WORKERS) == \
         (keys.LAST_CHECKPOINT_TIME, keys.EVICT_AFTER, keys.TARGET_WORKERS)
@@ -102,16 +104,34 @@ def test_the_example_writes_no_rbac_and_the_controller_grants_exactly_its_pods()
 
 
 def test_example_pods_know_their_name_and_see_their_annotations_live() -> None:
-    template = worker_template(example_job(EXAMPLE))
+    """The example names neither: its pods get them from the webhook, as the operator creates them."""
+    import jsonpatch
+
+    from webhook.mutate import plan_pod_patch
+
+    job = example_job(EXAMPLE)
+    template = copy.deepcopy(worker_template(job))
     (container,) = [c for c in template["containers"] if c["name"] == keys.PYTORCH_CONTAINER]
-    env = {e["name"]: e for e in container["env"]}
-    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    volumes = {v["name"]: v for v in template["volumes"]}
-    (mount,) = [m for m in container["volumeMounts"] if "downwardAPI" in volumes[m["name"]]]
-    assert "subPath" not in mount, "a subPath mount of a downward API volume never updates"
-    (item,) = volumes[mount["name"]]["downwardAPI"]["items"]
-    assert item["fieldRef"] == {"fieldPath": "metadata.annotations"}
-    assert f"{mount['mountPath']}/{item['path']}" == kit.ANNOTATIONS_FILE
+    assert "env" not in container and not any("downwardAPI" in v for v in template["volumes"])
+    policy = job["spec"]["elasticPolicy"]
+    container["env"] = [{"name": "PET_NNODES", "value": f"{policy['minReplicas']}:{policy['maxReplicas']}"}]
+    for index in (0, policy["maxReplicas"] - 1):  # worker-0 and an elastic worker
+        pod = {"metadata": {"name": f"{job['metadata']['name']}-worker-{index}", "labels": {
+            keys.OPERATOR_NAME_LABEL: keys.OPERATOR_NAME, keys.JOB_NAME_LABEL: job["metadata"]["name"],
+            "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": str(index)}},
+            "spec": copy.deepcopy(template)}
+        patch = plan_pod_patch(pod, ElasticConfig())
+        assert not patch.warnings
+        mutated = jsonpatch.apply_patch(pod, patch.ops)
+        (c,) = [c for c in mutated["spec"]["containers"] if c["name"] == keys.PYTORCH_CONTAINER]
+        env = {e["name"]: e for e in c["env"]}
+        assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+        volumes = {v["name"]: v for v in mutated["spec"]["volumes"]}
+        (mount,) = [m for m in c["volumeMounts"] if "downwardAPI" in volumes[m["name"]]]
+        assert "subPath" not in mount, "a subPath mount of a downward API volume never updates"
+        (item,) = volumes[mount["name"]]["downwardAPI"]["items"]
+        assert item["fieldRef"] == {"fieldPath": "metadata.annotations"}
+        assert f"{mount['mountPath']}/{item['path']}" == kit.ANNOTATIONS_FILE
 
 
 def test_example_checkpoints_to_a_shared_volume_and_runs_the_kits_launcher() -> None:

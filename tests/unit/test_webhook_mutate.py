@@ -69,10 +69,20 @@ def test_roles_annotations_gate(pod_: dict[str, Any], role: str, prio: str, pree
     assert "warnings" not in resp
     # An elastic job's torchrun gets its own store per round (webhook/mutate.py DISABLE_SHARED_STORE).
     stripped = copy.deepcopy(after)
-    env = next(c for c in stripped["spec"]["containers"] if c["name"] == "pytorch")["env"]
-    added = [e for e in env if e["name"] == "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]
-    assert added == ([{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}] if bounds[0] != bounds[1] else [])
+    container = next(c for c in stripped["spec"]["containers"] if c["name"] == "pytorch")
+    env = container["env"]
+    elastic = bounds[0] != bounds[1]
+    added = [e for e in env if e["name"] in ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "POD_NAME")]
+    assert added == ([{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"},
+                      {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+                     if elastic else [])
     env[:] = [e for e in env if e not in added]
+    # ... and the job kit's pod info (webhook/podinfo.py), on every pod of an elastic job.
+    assert (container.pop("volumeMounts", None), stripped["spec"].pop("volumes", None)) == (
+        ([{"name": "volcano-elastic-podinfo", "mountPath": "/etc/podinfo", "readOnly": True}],
+         [{"name": "volcano-elastic-podinfo", "downwardAPI": {"items": [
+             {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}])
+        if elastic else (None, None))
     # Nothing else changed.
     del stripped["metadata"]["annotations"]
     del stripped["spec"]["schedulerName"]

@@ -2,9 +2,10 @@
 
 - :func:`record_checkpoint` after each durable checkpoint (writes this pod's
   ``volcano-elastic.io/last-checkpoint-time``; logs, never raises, when it cannot);
-- :class:`NoticeWatch` in the training loop: ``if watch.checkpoint_now(step): save()`` -- True on
-  every rank at the same step when any rank's pod got an eviction notice (one collective every
-  ``every`` steps);
+- :class:`NoticeWatch` in the training loop: ``watch.checkpoint(step, save)`` on every rank -- when
+  any rank's pod got an eviction notice, every rank saves at the same step, global rank 0 records
+  it, the victim waits for its eviction (one collective every ``every`` steps, through
+  torch.distributed when a process group is up; :class:`NoticeWatchError` rather than a guess);
 
 - :class:`InPlace` (opt-in, ``volcano-elastic.io/resize: in-place``): the processes survive a
   planned scale event; the group re-forms at a step boundary and newcomers get the state;
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from .checkpoint import record_checkpoint
 from .inplace import InPlace, ResizeError, announce_left
-from .loop import NoticeWatch, torch_all_reduce_max
+from .loop import NoticeWatch, NoticeWatchError, torch_all_reduce_max
 from .podinfo import (
     ANNOTATIONS_FILE,
     EVICT_AFTER,
@@ -51,6 +52,7 @@ __all__ = [
     "TARGET_WORKERS",
     "InPlace",
     "NoticeWatch",
+    "NoticeWatchError",
     "ResizeError",
     "announce_left",
     "eviction_notice",

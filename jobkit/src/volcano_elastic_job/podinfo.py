@@ -40,18 +40,37 @@ def _unquote(quoted: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_said: set[str] = set()  # the files whose absence (or unreadability) this process already logged
+
+
+def _say_once(file: str, why: str) -> None:
+    """One warning per process and file: without the pod info the kit cannot see an eviction notice
+    (``NoticeWatch`` never says checkpoint) and its rendezvous cannot complete at the announced size."""
+    if file in _said:
+        return
+    _said.add(file)
+    log.warning("volcano-elastic: %s: this process sees no eviction notice and no announced worker count "
+                "(NoticeWatch never asks for a checkpoint, the rendezvous waits as plain c10d does). "
+                "volcano-elastic's webhook mounts the pod's annotations at %s on every pod of an elastic "
+                "PyTorchJob; elsewhere mount a downward-API volume of metadata.annotations and set %s to the "
+                "file (docs/checkpointing.md, section 3). Said once.", why, ANNOTATIONS_FILE, ANNOTATIONS_ENV)
+
+
 def read_annotations(path: str | None = None) -> dict[str, str]:
-    """This pod's annotations from the downward-API file; {} when there is no such file.
+    """This pod's annotations from the downward-API file; {} when there is no such file (logged
+    once per process: the kit then sees no notice and no announced size).
 
     A line that cannot be read is skipped (the kubelet writes the file atomically, so a reader
     never sees half of it)."""
+    file = annotations_path(path)
     try:
-        with open(annotations_path(path), encoding="utf-8") as f:
+        with open(file, encoding="utf-8") as f:
             text = f.read()
     except FileNotFoundError:
+        _say_once(file, f"no pod info at {file}")
         return {}
     except OSError as exc:
-        log.warning("volcano-elastic: cannot read the annotations file: %s", exc)
+        _say_once(file, f"cannot read the pod info at {file}: {exc}")
         return {}
     out: dict[str, str] = {}
     for line in text.splitlines():
