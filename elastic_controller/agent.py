@@ -28,6 +28,7 @@ from .execute.notices import act_on_notices
 from .execute.plan import execute_decision
 from .execute.resume import check_records, resume_interrupted
 from .execute.stamps import Preemptions, check_job_copies, repair_stamps
+from .execute.writers import WRITERS
 from .kube.api import KubeAPI
 from .kube.caches import Store
 from .kube.clock import SKEW_WARN_SECONDS, ServerClock
@@ -97,7 +98,7 @@ class Agent:
                  dry_run: bool | None = None, min_gap: float = 1.0,
                  may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None,
                  identity: str = "", server_clock: ServerClock | None = None,
-                 self_ref: dict[str, Any] | None = None) -> None:
+                 self_ref: dict[str, Any] | None = None, writers: int = WRITERS) -> None:
         self.store = store
         self.cfg = cfg
         # Ages, windows and stamps against the API server's clock (kube/clock.py) when it is known.
@@ -113,7 +114,8 @@ class Agent:
         self.notices = Notices(api, store, cfg, recorder, clock=self.clock)
         # Every write, fenced by ``may_write`` (the Lease), and the books the writes keep.
         self.executor = Executor(api, store, cfg, recorder, metrics=metrics or NoMetrics(), notices=self.notices,
-                                 dry_run=self.dry_run, may_write=may_write, faults=faults, identity=identity)
+                                 dry_run=self.dry_run, may_write=may_write, faults=faults, identity=identity,
+                                 writers=writers)
         self.notices.fault = self.executor.fault  # the notice path's fault points (FAULT_STEPS)
         self.views = ViewCache()
         self._was_stale = False
