@@ -174,6 +174,48 @@ def log_decisions(lines: Iterable[str]) -> dict[str, set[str]]:
     return out
 
 
+CYCLE_LINE = "agent cycle"  # the agent's last log line of each cycle (its ``now`` and its counts)
+
+
+def _cycle_now(line: str) -> str | None:
+    """The ``now`` of an ``agent cycle`` log line (None for any other line)."""
+    if f'"{CYCLE_LINE}"' not in line:
+        return None
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return str(rec["now"]) if rec.get("msg") == CYCLE_LINE and rec.get("now") else None
+
+
+def last_cycle_end(log: bytes) -> int:
+    """The offset just after the last whole cycle's ``agent cycle`` line in ``log`` (0 when none)."""
+    end = 0
+    pos = 0
+    for raw in log.splitlines(keepends=True):
+        pos += len(raw)
+        if _cycle_now(raw.decode(errors="replace")) is not None:
+            end = pos
+    return end
+
+
+def split_cycles(text: str) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """The whole cycles in a log read from a cycle's end: [(its now, its lines)], and the lines of
+    a cycle not ended yet."""
+    cycles: list[tuple[str, list[str]]] = []
+    lines: list[str] = []
+    for line in text.splitlines():
+        now = _cycle_now(line)
+        if now is None:
+            lines.append(line)
+        else:
+            cycles.append((now, lines))
+            lines = []
+    if text and not text.endswith("\n") and lines:
+        lines[-1:] = []  # a line being written
+    return cycles, lines
+
+
 def compare(a: dict[str, set[str]], b: dict[str, set[str]]) -> dict[str, Any]:
     diff = {k: {"onlyPlan": sorted(a[k] - b[k])[:10], "onlyLive": sorted(b[k] - a[k])[:10]} for k in a}
     return {"same": all(a[k] == b[k] for k in a), "counts": {k: len(a[k]) for k in a},

@@ -296,6 +296,14 @@ class Agent:
         self.metrics.starving(starving)
         report.seconds = time.perf_counter() - started
         self.metrics.cycle(report.seconds)
+        # One line per cycle, after its decisions' lines: the time it decided at (``plan --now``
+        # replays it on a dump: bench/scale_box.py) and what it took.
+        log.info("agent cycle", extra={"now": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                                       "seconds": round(report.seconds, 3),
+                                       "decide_seconds": round(report.plan_seconds, 3),
+                                       "starving": len(plan.starving), "evictions": len(plan.evictions),
+                                       "gate_releases": len(plan.gate_releases), "released": len(report.released),
+                                       "evicted": len(report.evicted), "not_leader": report.not_leader})
         self.last_report = report
         self.heartbeat = time.monotonic()
         return report
