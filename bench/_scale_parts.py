@@ -216,6 +216,25 @@ def split_cycles(text: str) -> tuple[list[tuple[str, list[str]]], list[str]]:
     return cycles, lines
 
 
+def cycle_log(text: str, window: list[str]) -> dict[str, Any]:
+    """The agent's ``agent cycle`` lines of a whole log: its cycles' seconds (exact p50/p99/max),
+    and the five longest with what they did; cycles that decided inside ``window`` ([start, end],
+    RFC 3339: the plan check, the controller stopped under them) are left out."""
+    cycles = []
+    for line in text.splitlines():
+        if _cycle_now(line) is None:
+            continue
+        rec = json.loads(line)
+        if len(window) == 2 and window[0] <= str(rec["now"]) <= window[1]:
+            continue
+        cycles.append(rec)
+    longest = sorted(cycles, key=lambda r: -float(r.get("seconds") or 0))[:5]
+    keep = ("now", "seconds", "decide_seconds", "starving", "evictions", "gate_releases", "released", "evicted",
+            "not_leader")
+    return {"cycleSecondsFromLog": summary([float(r.get("seconds") or 0) for r in cycles]),
+            "longestCycles": [{k: r.get(k) for k in keep} for r in longest]}
+
+
 def compare(a: dict[str, set[str]], b: dict[str, set[str]]) -> dict[str, Any]:
     diff = {k: {"onlyPlan": sorted(a[k] - b[k])[:10], "onlyLive": sorted(b[k] - a[k])[:10]} for k in a}
     return {"same": all(a[k] == b[k] for k in a), "counts": {k: len(a[k]) for k in a},

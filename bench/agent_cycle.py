@@ -1,7 +1,8 @@
 """Agent cycle time at N pods, API latency excluded (in-memory API, caches as plain lists).
 
     .venv/bin/python bench/agent_cycle.py [--pods 5000] [--cycles 30] [--churn 50]
-    .venv/bin/python bench/agent_cycle.py --from DUMP [--now T] [--latency-ms 100] [--writers 1,8]
+    .venv/bin/python bench/agent_cycle.py --from DUMP [--config FILE] [--now T] [--latency-ms 100]
+        [--writers 1,8]
 
 A cycle = snapshot from the caches (views re-parsed only for changed objects) + plan_cycle +
 executing its decisions against the in-memory API. Prints JSON: cold and warm cycle times.
@@ -99,9 +100,11 @@ class SlowKube(FakeKube):
 
 
 def from_dump(a: argparse.Namespace) -> int:
+    from elastic_controller.config import load_config_file
     from elastic_controller.kube.resources import NAMESPACES, PRIORITY_CLASSES, PYTORCHJOBS
 
     kinds = {**KINDS, "PyTorchJob": PYTORCHJOBS, "PriorityClass": PRIORITY_CLASSES}
+    cfg = load_config_file(a.config) if a.config else ElasticConfig()
     items = json.loads(Path(a.dump).read_text())["items"]
     now = datetime.fromisoformat(a.now.replace("Z", "+00:00")) if a.now else \
         datetime.fromtimestamp(Path(a.dump).stat().st_mtime, UTC)
@@ -116,7 +119,7 @@ def from_dump(a: argparse.Namespace) -> int:
         for ns in sorted({(o.get("metadata") or {}).get("namespace") for o in items} - {None, ""}):
             kube.add(NAMESPACES, {"metadata": {"name": ns}})
         store = ListStore(kube)
-        agent = Agent(kube, store, ElasticConfig(), EventRecorder(kube), clock=lambda: now, writers=writers)
+        agent = Agent(kube, store, cfg, EventRecorder(kube), clock=lambda: now, writers=writers)
         t = time.perf_counter()
         rep = agent.run_cycle()
         seconds = time.perf_counter() - t
@@ -139,6 +142,7 @@ def from_dump(a: argparse.Namespace) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="dump", help="one cycle on this dump (see the module doc)")
+    ap.add_argument("--config", help="--from: the agent's config file (bench/scale_box.py writes its own)")
     ap.add_argument("--now", help="the cycle's time (RFC 3339; default: the dump file's mtime)")
     ap.add_argument("--latency-ms", type=float, default=100.0, help="--from: each API request's latency")
     ap.add_argument("--writers", default="1,8", help="--from: the executor's write concurrency, comma-separated")

@@ -21,11 +21,14 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
   admission          our webhook as the API server saw it: apiserver_admission_webhook_admission_
                      duration_seconds (p50/p99 interpolated in its buckets) and its request counts by
                      code and rejections; and the webhook's own histogram.
-  podGroupSeconds    job POST -> its PodGroup seen by a watch (p50/p99/max; ours only)
+  podGroupSeconds    job POST -> its PodGroup seen by a watch (p50/p99/max; ours only);
+                     podGroupAfterJobCreatedSeconds: the same from the POST's answer (the API
+                     server's time for the POST itself left out)
   agent              cycles, cycle seconds p50/p99 (volcano_elastic_agent_cycle_seconds, bucket-
                      interpolated) and mean, the controller process's peak RSS (VmHWM), API requests
-                     per cycle (every request of the controller process, counted in it by a wrapper
-                     of KubeClient._send; the controller's PodGroup writes included)
+                     per cycle (requestsPerCycle: every request of the controller process, counted in
+                     it by a wrapper of KubeClient._send, the controller's PodGroup writes included;
+                     agentRequestsPerCycle: those of the agent's threads only, its loop and writers)
   volcano            per pod: schedulable (created ungated, or its gate lifted) -> bound, seen by a
                      watch; per job: POST -> min workers bound; vc-scheduler's own
                      volcano_e2e_scheduling_latency_milliseconds
@@ -34,10 +37,13 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
                      and kube-controller-manager SIGSTOPped (kwok still runs); right after an agent
                      cycle ends the controller is SIGSTOPped; the box is dumped (kubectl get nodes,
                      pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json);
-                     the controller is continued and the decisions its next 3 cycles log (gang
-                     decisions, evictions, gate releases) compared, set against set, with
-                     ``volcano-elastic plan --from dump --now T -o json``, T the time of the cycle's
-                     first log line (the dump's time when it logged nothing). A cycle that started
+                     the controller is continued and the decisions its next 3 whole cycles log
+                     (gang decisions, evictions, gate releases; a cycle is the log lines up to its
+                     ``agent cycle`` line, read from the end of the last whole cycle before the
+                     stop) compared, set against set, with ``volcano-elastic plan --from dump --now
+                     T -o json``, T the ``now`` the cycle decided at (its ``agent cycle`` line).
+                     ``startedAfterDump``: the cycle decided after the dump was taken (a cycle the
+                     stop cut in two decided on the world just before it). A cycle that started
                      before its informers had applied what changed while it was stopped plans on
                      the older world (or, its watches broken by the pause, refuses to plan on stale
                      caches: ``staleCaches``): the first cycles may differ for that reason alone;
@@ -68,6 +74,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _scale_parts import (  # noqa: E402
     JobSpec,
     compare,
+    cycle_log,
     hist_delta,
     hist_summary,
     histogram,
@@ -383,6 +390,10 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         result["wallSeconds"] = round(elapsed, 1)
         if ours and ctl is not None:
             result["agent"]["peakRssMiB"] = vm_hwm_mib(ctl.pid)
+            # every cycle's own line (exact percentiles, and what the longest ones did), the plan
+            # check's cycles (the controller stopped under them) left out
+            window = (plan_check or {}).get("window") or []
+            result["agent"].update(cycle_log(Path(ctl.log).read_text(errors="replace"), window))
             try:
                 reqs = json.loads(counts_file.read_text())
             except (OSError, ValueError):
@@ -504,6 +515,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
         quiet = False
     result: dict[str, Any] = {"settled": quiet, "settleSeconds": round(time.monotonic() - t, 1)}
     frozen = [box.procs[n].pid for n in FROZEN]
+    window = [datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")]
     logf = Path(ctl.log)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
@@ -537,6 +549,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
+        result["window"] = [*window, datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")]
     for i, (now, lines) in enumerate(cycles[:3], 1):
         t = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "elastic_controller", "plan", "--from", str(dump), "--config",

@@ -165,3 +165,18 @@ def test_the_log_is_cut_into_whole_cycles_at_their_agent_cycle_lines() -> None:
     cycles, rest = bench.split_cycles(text[offset:] + _line("agent cycle", now="x")[:20])  # a line being written
     assert rest == partial and len(cycles) == 1
     assert bench.last_cycle_end(b"no cycle yet\n") == 0
+
+
+def test_the_cycles_of_the_log_leave_out_the_plan_checks_window() -> None:
+    log = "\n".join([
+        _line("agent cycle", now="2026-11-29T03:00:01.000Z", seconds=0.5, released=0),
+        _line("gate lifted", pod="ns/a-worker-2"),
+        _line("agent cycle", now="2026-11-29T03:00:06.000Z", seconds=4.0, released=3),
+        _line("agent cycle", now="2026-11-29T03:01:00.000Z", seconds=30.0, released=0),  # stopped under it
+        _line("agent cycle", now="2026-11-29T03:02:00.000Z", seconds=1.0, released=1),
+    ])
+    got = bench.cycle_log(log, ["2026-11-29T03:00:50.000Z", "2026-11-29T03:01:30.000Z"])
+    assert got["cycleSecondsFromLog"] == {"n": 3, "p50": 1.0, "p99": 4.0, "max": 4.0}
+    assert [c["seconds"] for c in got["longestCycles"]] == [4.0, 1.0, 0.5]
+    assert got["longestCycles"][0]["released"] == 3
+    assert bench.cycle_log(log, [])["cycleSecondsFromLog"]["max"] == 30.0
