@@ -258,6 +258,8 @@ class Agent:
             log.info("caches fresh again; acting")
             self._was_stale = False
         snapshot = self.snapshot()
+        t_snap = time.perf_counter()
+        phases = {"snapshot": t_snap - started}  # where the cycle's time went (its log line)
         ex = self.executor
         try:
             repaired = repair_stamps(ex, snapshot, now) if not self.dry_run else 0
@@ -279,10 +281,13 @@ class Agent:
             decision = decide(snapshot, self.cfg, now, reviewed=notices.notices, cache=self.plan_cache,
                               pdb_refused=self._pdb_refused(now))
             report.plan_seconds = time.perf_counter() - t_plan
+            phases["before_decide"] = t_plan - t_snap
             plan = report.plan = decision.plan
             self._log_plan(plan)
             self._publish_state(plan, report)
+            t_write = time.perf_counter()
             execute_decision(ex, decision, now, report, snapshot)
+            phases["write"] = time.perf_counter() - t_write
             self.attained.cycle(ex, snapshot, now)  # issue 38: pods that left are counted in the stamp
         except NotLeaderError as exc:
             report.not_leader = True
@@ -303,7 +308,8 @@ class Agent:
                                        "decide_seconds": round(report.plan_seconds, 3),
                                        "starving": len(plan.starving), "evictions": len(plan.evictions),
                                        "gate_releases": len(plan.gate_releases), "released": len(report.released),
-                                       "evicted": len(report.evicted), "not_leader": report.not_leader})
+                                       "evicted": len(report.evicted), "not_leader": report.not_leader,
+                                       **{f"{k}_seconds": round(v, 3) for k, v in phases.items()}})
         self.last_report = report
         self.heartbeat = time.monotonic()
         return report
