@@ -174,6 +174,67 @@ def log_decisions(lines: Iterable[str]) -> dict[str, set[str]]:
     return out
 
 
+CYCLE_LINE = "agent cycle"  # the agent's last log line of each cycle (its ``now`` and its counts)
+
+
+def _cycle_now(line: str) -> str | None:
+    """The ``now`` of an ``agent cycle`` log line (None for any other line)."""
+    if f'"{CYCLE_LINE}"' not in line:
+        return None
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return str(rec["now"]) if rec.get("msg") == CYCLE_LINE and rec.get("now") else None
+
+
+def last_cycle_end(log: bytes) -> int:
+    """The offset just after the last whole cycle's ``agent cycle`` line in ``log`` (0 when none)."""
+    end = 0
+    pos = 0
+    for raw in log.splitlines(keepends=True):
+        pos += len(raw)
+        if _cycle_now(raw.decode(errors="replace")) is not None:
+            end = pos
+    return end
+
+
+def split_cycles(text: str) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """The whole cycles in a log read from a cycle's end: [(its now, its lines)], and the lines of
+    a cycle not ended yet."""
+    cycles: list[tuple[str, list[str]]] = []
+    lines: list[str] = []
+    for line in text.splitlines():
+        now = _cycle_now(line)
+        if now is None:
+            lines.append(line)
+        else:
+            cycles.append((now, lines))
+            lines = []
+    if text and not text.endswith("\n") and lines:
+        lines[-1:] = []  # a line being written
+    return cycles, lines
+
+
+def cycle_log(text: str, window: list[str]) -> dict[str, Any]:
+    """The agent's ``agent cycle`` lines of a whole log: its cycles' seconds (exact p50/p99/max),
+    and the five longest with what they did; cycles that decided inside ``window`` ([start, end],
+    RFC 3339: the plan check, the controller stopped under them) are left out."""
+    cycles = []
+    for line in text.splitlines():
+        if _cycle_now(line) is None:
+            continue
+        rec = json.loads(line)
+        if len(window) == 2 and window[0] <= str(rec["now"]) <= window[1]:
+            continue
+        cycles.append(rec)
+    longest = sorted(cycles, key=lambda r: -float(r.get("seconds") or 0))[:5]
+    keep = ("now", "seconds", "snapshot_seconds", "before_decide_seconds", "decide_seconds", "write_seconds",
+            "starving", "evictions", "gate_releases", "released", "evicted", "not_leader")
+    return {"cycleSecondsFromLog": summary([float(r.get("seconds") or 0) for r in cycles]),
+            "longestCycles": [{k: r.get(k) for k in keep} for r in longest]}
+
+
 def compare(a: dict[str, set[str]], b: dict[str, set[str]]) -> dict[str, Any]:
     diff = {k: {"onlyPlan": sorted(a[k] - b[k])[:10], "onlyLive": sorted(b[k] - a[k])[:10]} for k in a}
     return {"same": all(a[k] == b[k] for k in a), "counts": {k: len(a[k]) for k in a},

@@ -1,9 +1,17 @@
 """Agent cycle time at N pods, API latency excluded (in-memory API, caches as plain lists).
 
     .venv/bin/python bench/agent_cycle.py [--pods 5000] [--cycles 30] [--churn 50]
+    .venv/bin/python bench/agent_cycle.py --from DUMP [--config FILE] [--now T] [--latency-ms 100]
+        [--writers 1,8]
 
 A cycle = snapshot from the caches (views re-parsed only for changed objects) + plan_cycle +
 executing its decisions against the in-memory API. Prints JSON: cold and warm cycle times.
+
+``--from``: one cycle on a ``kubectl get nodes,pods,podgroups,queues,priorityclasses,pytorchjobs -A
+-o json`` dump (bench/scale_box.py keeps its dump), each API request answered after ``--latency-ms``
+(a loaded API server), once per ``--writers`` value (the executor's write concurrency), each on a
+fresh copy of the dump: the cycle's seconds split into decide and the rest (writes), its API requests
+by verb and kind, and whether every run decided the same plan.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ class ListStore:
     def has(self, res: Resource) -> bool:
         return True
 
+    def stale(self) -> list[str]:
+        return []
+
 
 def cluster(pods: int, gangs: int, gpus_per_node: int = 8) -> list[dict[str, Any]]:
     """Elastic jobs of 10 workers (min 4) fill the nodes; ``gangs`` gangs of 4 pods x 2 GPUs starve."""
@@ -71,13 +82,77 @@ def cluster(pods: int, gangs: int, gpus_per_node: int = 8) -> list[dict[str, Any
     return b.items(*objs)
 
 
+class SlowKube(FakeKube):
+    """The in-memory API with a fixed latency per request (sleeping: other threads run meanwhile),
+    every request counted by verb and kind."""
+
+    def __init__(self, latency: float) -> None:
+        super().__init__(terminate_on_evict=True)
+        self.latency = latency
+        self.requests: dict[str, int] = {}
+
+    def _call(self, verb: str, res: Resource, ns: str | None, name: str, dry_run: bool) -> None:
+        key = f"{verb} {res.plural}"
+        with self._lock:
+            self.requests[key] = self.requests.get(key, 0) + 1
+        time.sleep(self.latency)
+        super()._call(verb, res, ns, name, dry_run)
+
+
+def from_dump(a: argparse.Namespace) -> int:
+    from elastic_controller.config import load_config_file
+    from elastic_controller.kube.resources import NAMESPACES, PRIORITY_CLASSES, PYTORCHJOBS
+
+    kinds = {**KINDS, "PyTorchJob": PYTORCHJOBS, "PriorityClass": PRIORITY_CLASSES}
+    cfg = load_config_file(a.config) if a.config else ElasticConfig()
+    items = json.loads(Path(a.dump).read_text())["items"]
+    now = datetime.fromisoformat(a.now.replace("Z", "+00:00")) if a.now else \
+        datetime.fromtimestamp(Path(a.dump).stat().st_mtime, UTC)
+    runs = []
+    plans = set()
+    for writers in [int(w) for w in a.writers.split(",")]:
+        kube = SlowKube(a.latency_ms / 1000)
+        for obj in items:
+            res = kinds.get(obj.get("kind", ""))
+            if res is not None:
+                kube.add(res, obj)
+        for ns in sorted({(o.get("metadata") or {}).get("namespace") for o in items} - {None, ""}):
+            kube.add(NAMESPACES, {"metadata": {"name": ns}})
+        store = ListStore(kube)
+        agent = Agent(kube, store, cfg, EventRecorder(kube), clock=lambda: now, writers=writers)
+        t = time.perf_counter()
+        rep = agent.run_cycle()
+        seconds = time.perf_counter() - t
+        plan = rep.plan
+        plans.add((tuple(sorted(d.pod_group + "=" + d.decision for d in plan.starving)),
+                   tuple(sorted(e.pod for e in plan.evictions)), tuple(sorted(g.pod for g in plan.gate_releases))))
+        runs.append({"writers": writers, "cycleSeconds": round(seconds, 3), "decideSeconds": round(rep.plan_seconds, 3),
+                     "requests": sum(kube.requests.values()), "byVerb": dict(sorted(kube.requests.items())),
+                     "evicted": len(rep.evicted), "released": len(rep.released), "noticed": sum(
+                         len(v) for v in rep.noticed.values()),
+                     "starving": len(plan.starving), "gateReleases": len(plan.gate_releases),
+                     "holds": len(plan.notes)})
+    print(json.dumps({"dump": a.dump, "now": now.isoformat(), "latencyMs": a.latency_ms,
+                      "pods": sum(1 for o in items if o.get("kind") == "Pod"),
+                      "nodes": sum(1 for o in items if o.get("kind") == "Node"),
+                      "samePlan": len(plans) == 1, "runs": runs}, indent=2))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--from", dest="dump", help="one cycle on this dump (see the module doc)")
+    ap.add_argument("--config", help="--from: the agent's config file (bench/scale_box.py writes its own)")
+    ap.add_argument("--now", help="the cycle's time (RFC 3339; default: the dump file's mtime)")
+    ap.add_argument("--latency-ms", type=float, default=100.0, help="--from: each API request's latency")
+    ap.add_argument("--writers", default="1,8", help="--from: the executor's write concurrency, comma-separated")
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--cycles", type=int, default=30)
     ap.add_argument("--churn", type=int, default=50, help="pods changed between cycles")
     ap.add_argument("--gangs", type=int, default=5, help="starving gangs (4 pods x 2 GPUs each)")
     a = ap.parse_args()
+    if a.dump:
+        return from_dump(a)
     kube = FakeKube(terminate_on_evict=True)
     for obj in cluster(a.pods, a.gangs):
         kube.add(KINDS[obj["kind"]], obj)

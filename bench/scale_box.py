@@ -21,11 +21,14 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
   admission          our webhook as the API server saw it: apiserver_admission_webhook_admission_
                      duration_seconds (p50/p99 interpolated in its buckets) and its request counts by
                      code and rejections; and the webhook's own histogram.
-  podGroupSeconds    job POST -> its PodGroup seen by a watch (p50/p99/max; ours only)
+  podGroupSeconds    job POST -> its PodGroup seen by a watch (p50/p99/max; ours only);
+                     podGroupAfterJobCreatedSeconds: the same from the POST's answer (the API
+                     server's time for the POST itself left out)
   agent              cycles, cycle seconds p50/p99 (volcano_elastic_agent_cycle_seconds, bucket-
                      interpolated) and mean, the controller process's peak RSS (VmHWM), API requests
-                     per cycle (every request of the controller process, counted in it by a wrapper
-                     of KubeClient._send; the controller's PodGroup writes included)
+                     per cycle (requestsPerCycle: every request of the controller process, counted in
+                     it by a wrapper of KubeClient._send, the controller's PodGroup writes included;
+                     agentRequestsPerCycle: those of the agent's threads only, its loop and writers)
   volcano            per pod: schedulable (created ungated, or its gate lifted) -> bound, seen by a
                      watch; per job: POST -> min workers bound; vc-scheduler's own
                      volcano_e2e_scheduling_latency_milliseconds
@@ -34,10 +37,13 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
                      and kube-controller-manager SIGSTOPped (kwok still runs); right after an agent
                      cycle ends the controller is SIGSTOPped; the box is dumped (kubectl get nodes,
                      pods,podgroups,queues,priorityclasses,pytorchjobs -A -o json);
-                     the controller is continued and the decisions its next 3 cycles log (gang
-                     decisions, evictions, gate releases) compared, set against set, with
-                     ``volcano-elastic plan --from dump --now T -o json``, T the time of the cycle's
-                     first log line (the dump's time when it logged nothing). A cycle that started
+                     the controller is continued and the decisions its next 3 whole cycles log
+                     (gang decisions, evictions, gate releases; a cycle is the log lines up to its
+                     ``agent cycle`` line, read from the end of the last whole cycle before the
+                     stop) compared, set against set, with ``volcano-elastic plan --from dump --now
+                     T -o json``, T the ``now`` the cycle decided at (its ``agent cycle`` line).
+                     ``startedAfterDump``: the cycle decided after the dump was taken (a cycle the
+                     stop cut in two decided on the world just before it). A cycle that started
                      before its informers had applied what changed while it was stopped plans on
                      the older world (or, its watches broken by the pause, refuses to plan on stale
                      caches: ``staleCaches``): the first cycles may differ for that reason alone;
@@ -68,9 +74,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _scale_parts import (  # noqa: E402
     JobSpec,
     compare,
+    cycle_log,
     hist_delta,
     hist_summary,
     histogram,
+    last_cycle_end,
     log_decisions,
     manifest,
     minus_pauses,
@@ -78,6 +86,7 @@ from _scale_parts import (  # noqa: E402
     plan_decisions,
     run_histogram,
     select,
+    split_cycles,
     summary,
     vm_hwm_mib,
     workload,
@@ -108,8 +117,12 @@ def serve_controller(counts_file: str, argv: list[str]) -> int:
 
     def counted(self: Any, method: str, path: str, **kw: Any) -> Any:
         kind = "WATCH" if (kw.get("query") or {}).get("watch") else method
+        thread = threading.current_thread().name  # whose request: the agent's (its loop and writers) or not
+        who = "agent" if thread == "agent" or thread.startswith("agent-writer") else \
+            "controller" if thread.startswith("controller") else "other"
         with lock:
             tally[kind] += 1
+            tally[f"{who} {kind}"] += 1
         return send(self, method, path, **kw)
 
     KubeClient._send = counted  # type: ignore[method-assign]
@@ -134,6 +147,7 @@ class Observer:
 
     min_workers: dict[str, int]  # ns/job -> min
     posted: dict[str, float] = field(default_factory=dict)  # ns/job -> POST sent (monotonic)
+    created: dict[str, float] = field(default_factory=dict)  # ns/job -> the POST's answer received
     pg_seen: dict[str, float] = field(default_factory=dict)
     schedulable: dict[str, float] = field(default_factory=dict)  # pod uid
     bound: dict[str, float] = field(default_factory=dict)
@@ -315,6 +329,7 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
                         return
                     time.sleep(1)
             post_seconds.append(time.monotonic() - t)
+            obs.created[key] = time.monotonic()
             uids[key] = made["metadata"]["uid"]
             if not ours:
                 pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -367,14 +382,21 @@ def run_mode(mode: str, a: argparse.Namespace, jobs: list[JobSpec]) -> dict[str,
         result["wallSeconds"] = round(elapsed, 1)
         if ours and ctl is not None:
             result["agent"]["peakRssMiB"] = vm_hwm_mib(ctl.pid)
+            # every cycle's own line (exact percentiles, and what the longest ones did), the plan
+            # check's cycles (the controller stopped under them) left out
+            window = (plan_check or {}).get("window") or []
+            result["agent"].update(cycle_log(Path(ctl.log).read_text(errors="replace"), window))
             try:
                 reqs = json.loads(counts_file.read_text())
             except (OSError, ValueError):
                 reqs = {}
             cycles = result["agent"]["cycleSeconds"]["n"]
-            total = sum(v for k, v in reqs.items() if k != "WATCH")
+            total = sum(v for k, v in reqs.items() if " " not in k and k != "WATCH")
+            agent = sum(v for k, v in reqs.items() if k.startswith("agent ") and not k.endswith("WATCH"))
             result["agent"]["controllerRequests"] = reqs
+            # the whole process's (the controller's PodGroup writes included), and the agent's own
             result["agent"]["requestsPerCycle"] = round(total / cycles, 1) if cycles else None
+            result["agent"]["agentRequestsPerCycle"] = round(agent / cycles, 1) if cycles else None
             result["webhookSelf"] = webhook_self(box, port)
         result["planCheck"] = plan_check
         result["pods"] = len(obs.schedulable)
@@ -421,11 +443,10 @@ def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any,
     out: dict[str, Any] = {}
     adm = hist_delta(histogram(api1, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK_NAME),
                      histogram(api0, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK_NAME))
-    codes: Tally[str] = Tally()
-    for lab, v in select(api1, "apiserver_admission_webhook_request_total", name=WEBHOOK_NAME):
-        codes[lab.get("code", "?")] += v
-    for lab, v in select(api0, "apiserver_admission_webhook_request_total", name=WEBHOOK_NAME):
-        codes[lab.get("code", "?")] -= v
+    codes: dict[str, float] = {}
+    for sign, snap in ((1.0, api1), (-1.0, api0)):
+        for lab, v in select(snap, "apiserver_admission_webhook_request_total", name=WEBHOOK_NAME):
+            codes[lab.get("code", "?")] = codes.get(lab.get("code", "?"), 0.0) + sign * v
     rejected = sum(v for _, v in select(api1, "apiserver_admission_webhook_rejection_count", name=WEBHOOK_NAME)) - \
         sum(v for _, v in select(api0, "apiserver_admission_webhook_rejection_count", name=WEBHOOK_NAME))
     if mode == "ours":
@@ -433,6 +454,10 @@ def measure(mode: str, jobs: list[JobSpec], obs: Observer, api0: Any, api1: Any,
                             "errors": int(sum(v for k, v in codes.items() if k != "200") + rejected)}
         pg = [obs.pg_seen[k] - obs.posted[k] for k in obs.posted if k in obs.pg_seen]
         out["podGroupSeconds"] = {**summary(pg), "missing": len(obs.posted) - len(pg)}
+        # the same from the job's POST answered (the API server's own time for the POST left out;
+        # negative: the PodGroup was seen before the bench had the answer)
+        after = [obs.pg_seen[k] - obs.created[k] for k in obs.created if k in obs.pg_seen]
+        out["podGroupAfterJobCreatedSeconds"] = summary(after)
         cyc = run_histogram(ctl, "volcano_elastic_agent_cycle_seconds")
         out["agent"] = {"cycleSeconds": hist_summary(cyc)}
     pod_lat = [minus_pauses(obs.schedulable[u], obs.bound[u], obs.pauses) for u in obs.bound]
@@ -470,7 +495,7 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
                idle: Any) -> dict[str, Any]:
     """See the module doc: the plan of a dump against the agent's next cycles, the scheduler stopped,
     no job being created or deleted. Each live cycle is compared with the dump's plan at that cycle's
-    time (the time of its first decision logged), so that ages (starvation, cooldowns) agree."""
+    time (the ``now`` of its ``agent cycle`` log line), so that ages (starvation, cooldowns) agree."""
     from datetime import UTC, datetime
 
     t = time.monotonic()
@@ -482,6 +507,8 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
         quiet = False
     result: dict[str, Any] = {"settled": quiet, "settleSeconds": round(time.monotonic() - t, 1)}
     frozen = [box.procs[n].pid for n in FROZEN]
+    window = [datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")]
+    logf = Path(ctl.log)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     try:
@@ -493,35 +520,29 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
         os.kill(ctl.pid, signal.SIGSTOP)  # right after a cycle: none of its writes in flight
         try:
             time.sleep(3)  # what its last cycle wrote settles (kwok removes evicted pods)
+            # the log from the end of the last whole cycle: a cycle stopped midway is read whole
+            offset = last_cycle_end(logf.read_bytes())
             dump = tmp / "dump.json"
             t = time.monotonic()
             dumped_at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             dump.write_text(box.kubectl("get", DUMP_KINDS, "-A", "-o", "json", timeout=300).stdout)
-            result.update(dumpBytes=dump.stat().st_size, dumpSeconds=round(time.monotonic() - t, 1))
-            logf = Path(ctl.log)
-            offset = logf.stat().st_size
-            seen = cycles_safe(metrics)
+            result.update(dumpBytes=dump.stat().st_size, dumpSeconds=round(time.monotonic() - t, 1),
+                          dumpedAt=dumped_at)
         finally:
             os.kill(ctl.pid, signal.SIGCONT)
-        chunks: list[str] = []
-        deadline = time.monotonic() + 120
-        while len(chunks) < 3 and time.monotonic() < deadline:
-            c = cycles_safe(metrics)
-            if c > seen:
-                seen = c
-                with logf.open("rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read()
-                offset += len(data)
-                chunks.append(data.decode(errors="replace"))
-            time.sleep(0.02)
+        cycles: list[tuple[str, list[str]]] = []
+        deadline = time.monotonic() + 180
+        while len(cycles) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            with logf.open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+            cycles, _ = split_cycles(data.decode(errors="replace"))
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
-    for i, chunk in enumerate(chunks, 1):
-        lines = chunk.splitlines()
-        stamps = [json.loads(x)["ts"] for x in lines if x.startswith('{"ts"')]
-        now = stamps[0] if stamps else dumped_at
+        result["window"] = [*window, datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")]
+    for i, (now, lines) in enumerate(cycles[:3], 1):
         t = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "elastic_controller", "plan", "--from", str(dump), "--config",
                               str(cfg), "--now", now, "-o", "json"], capture_output=True, text=True, cwd=ROOT,
@@ -529,10 +550,12 @@ def check_plan(box: Any, kc: Any, ctl: Any, cfg: Path, tmp: Path, metrics: Metri
         if out.returncode != 0:
             result[f"cycle{i}"] = {"error": f"plan exited {out.returncode}: {out.stderr[-500:]}"}
             continue
-        result[f"cycle{i}"] = {"now": now, "planSeconds": round(time.monotonic() - t, 1),
-                               "staleCaches": "caches stale" in chunk,
+        result[f"cycle{i}"] = {"now": now, "startedAfterDump": now > dumped_at,
+                               "planSeconds": round(time.monotonic() - t, 1),
+                               "staleCaches": any("caches stale" in x for x in lines),
                                **compare(plan_decisions(json.loads(out.stdout)), log_decisions(lines))}
-    result["firstSameCycle"] = next((i for i in range(1, len(chunks) + 1) if result[f"cycle{i}"].get("same")), None)
+    result["firstSameCycle"] = next((i for i in range(1, len(cycles[:3]) + 1)
+                                     if result[f"cycle{i}"].get("same")), None)
     return result
 
 

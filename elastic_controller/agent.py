@@ -28,6 +28,7 @@ from .execute.notices import act_on_notices
 from .execute.plan import execute_decision
 from .execute.resume import check_records, resume_interrupted
 from .execute.stamps import Preemptions, check_job_copies, repair_stamps
+from .execute.writers import WRITERS
 from .kube.api import KubeAPI
 from .kube.caches import Store
 from .kube.clock import SKEW_WARN_SECONDS, ServerClock
@@ -97,7 +98,7 @@ class Agent:
                  dry_run: bool | None = None, min_gap: float = 1.0,
                  may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None,
                  identity: str = "", server_clock: ServerClock | None = None,
-                 self_ref: dict[str, Any] | None = None) -> None:
+                 self_ref: dict[str, Any] | None = None, writers: int = WRITERS) -> None:
         self.store = store
         self.cfg = cfg
         # Ages, windows and stamps against the API server's clock (kube/clock.py) when it is known.
@@ -113,7 +114,8 @@ class Agent:
         self.notices = Notices(api, store, cfg, recorder, clock=self.clock)
         # Every write, fenced by ``may_write`` (the Lease), and the books the writes keep.
         self.executor = Executor(api, store, cfg, recorder, metrics=metrics or NoMetrics(), notices=self.notices,
-                                 dry_run=self.dry_run, may_write=may_write, faults=faults, identity=identity)
+                                 dry_run=self.dry_run, may_write=may_write, faults=faults, identity=identity,
+                                 writers=writers)
         self.notices.fault = self.executor.fault  # the notice path's fault points (FAULT_STEPS)
         self.views = ViewCache()
         self._was_stale = False
@@ -256,6 +258,8 @@ class Agent:
             log.info("caches fresh again; acting")
             self._was_stale = False
         snapshot = self.snapshot()
+        t_snap = time.perf_counter()
+        phases = {"snapshot": t_snap - started}  # where the cycle's time went (its log line)
         ex = self.executor
         try:
             repaired = repair_stamps(ex, snapshot, now) if not self.dry_run else 0
@@ -277,10 +281,13 @@ class Agent:
             decision = decide(snapshot, self.cfg, now, reviewed=notices.notices, cache=self.plan_cache,
                               pdb_refused=self._pdb_refused(now))
             report.plan_seconds = time.perf_counter() - t_plan
+            phases["before_decide"] = t_plan - t_snap
             plan = report.plan = decision.plan
             self._log_plan(plan)
             self._publish_state(plan, report)
+            t_write = time.perf_counter()
             execute_decision(ex, decision, now, report, snapshot)
+            phases["write"] = time.perf_counter() - t_write
             self.attained.cycle(ex, snapshot, now)  # issue 38: pods that left are counted in the stamp
         except NotLeaderError as exc:
             report.not_leader = True
@@ -294,6 +301,15 @@ class Agent:
         self.metrics.starving(starving)
         report.seconds = time.perf_counter() - started
         self.metrics.cycle(report.seconds)
+        # One line per cycle, after its decisions' lines: the time it decided at (``plan --now``
+        # replays it on a dump: bench/scale_box.py) and what it took.
+        log.info("agent cycle", extra={"now": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                                       "seconds": round(report.seconds, 3),
+                                       "decide_seconds": round(report.plan_seconds, 3),
+                                       "starving": len(plan.starving), "evictions": len(plan.evictions),
+                                       "gate_releases": len(plan.gate_releases), "released": len(report.released),
+                                       "evicted": len(report.evicted), "not_leader": report.not_leader,
+                                       **{f"{k}_seconds": round(v, 3) for k, v in phases.items()}})
         self.last_report = report
         self.heartbeat = time.monotonic()
         return report

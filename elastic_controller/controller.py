@@ -169,7 +169,10 @@ class Controller:
         meta = obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if res is PYTORCHJOBS or res is PODGROUPS:
-            self.queue.add(f"{ns}/{name}")
+            # A new job (or a PodGroup gone) waits for its PodGroup: ahead of the re-reconciles that
+            # pods' changes queue (ARCHITECTURE.md: PodGroup latency at cluster size).
+            urgent = (res is PYTORCHJOBS and kind == "ADDED") or (res is PODGROUPS and kind == "DELETED")
+            self.queue.add(f"{ns}/{name}", urgent=urgent)
         elif res is NAMESPACES and kind != "DELETED":
             for job in self.store.items(PYTORCHJOBS):
                 if (job.get("metadata") or {}).get("namespace") == name:
@@ -273,9 +276,6 @@ class Controller:
         except JobSpecError as exc:
             self._warn(raw, "InvalidElasticPolicy", f"no PodGroup for this job: {exc}")
             return Outcome("invalid", str(exc))
-        if plan.bounds.elastic:
-            self._grant_checkpoint_access(raw)
-            self._announce_target(job)
         if self.store.has(QUEUES) and \
                 self.store.get(QUEUES, plan.queue) is None:
             self._warn(raw, "QueueNotFound",
@@ -292,11 +292,16 @@ class Controller:
             self._delete_podgroup(pg)
             pg = None
         if pg is None:
-            return self._create(want, job)
-        patch = podgroup_patch(pg, want)
-        if patch is None:
-            return Outcome("unchanged")
-        return self._patch(want, patch)
+            outcome = self._create(want, job)
+        else:
+            patch = podgroup_patch(pg, want)
+            outcome = Outcome("unchanged") if patch is None else self._patch(want, patch)
+        # The PodGroup first (Volcano waits on it; issue 36, item 3: its latency at 1,000 jobs), then
+        # the elastic job's checkpoint access and size (neither holds back the PodGroup).
+        if plan.bounds.elastic:
+            self._grant_checkpoint_access(raw)
+            self._announce_target(job)
+        return outcome
 
     def coming(self, pod: Mapping[str, Any]) -> bool:
         """Will this pod run torchrun after the decisions made so far (``policy.announce.coming``,

@@ -253,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
 
     metrics = PrometheusMetrics()
     caches = Caches(client, on_restart=metrics.watch_restart)
-    recorder = EventRecorder(client)  # a dry-run agent never reaches the point of emitting
+    # Events sent by a thread of their own: no write of the agent or the controller waits on one.
+    recorder = EventRecorder(client, background=True)  # a dry-run agent never reaches the point of emitting
     identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:6]}"
     elector = None if args.no_leader_elect else LeaderElector(client, identity, LeaseSettings(
         args.lease_name, args.lease_namespace, args.lease_duration, args.renew_deadline, args.retry_period))

@@ -11,6 +11,7 @@ agent cycle). While no pod leaves, nothing is written."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from ..kube.errors import KubeError
 from ..kube.resources import PODGROUPS
@@ -50,20 +51,26 @@ class AttainedStamps:
         for p in snapshot.pods:
             if p.group_key in missed and holds_node(p):
                 pods.setdefault(p.group_key, []).append(p)
-        written = 0
+        tasks = []
         for group in sorted(missed):
             pg = groups[group]
             if pg.labels.get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
                 continue
             value = format_stamp(attained_service(pg, pods.get(group, ()), now) + missed[group], now)
-            ns, name = split(group)
-            ex.fence(f"stamp attained service {group}")
-            try:
-                out = ex.api.patch(PODGROUPS, name, {"metadata": {"annotations": {keys.ATTAINED_SERVICE: value}}},
-                                   ns)
-            except KubeError as exc:
-                log.warning("attained-service stamp not written", extra={"job": group, "error": str(exc)})
-                continue
-            ex.store.put(PODGROUPS, out)
-            written += 1
+            tasks.append((group, partial(_write, ex, group, value)))
+        written = 0
+        for done in ex.pool.run(tasks):  # one PodGroup each, concurrently (Executor.pool)
+            if isinstance(done.error, KubeError):
+                log.warning("attained-service stamp not written", extra={"job": done.key, "error": str(done.error)})
+            elif done.error is not None:
+                raise done.error  # the Lease lost
+            else:
+                written += 1
         return written
+
+
+def _write(ex: Executor, group: str, value: str) -> None:
+    ns, name = split(group)
+    ex.fence(f"stamp attained service {group}")
+    out = ex.api.patch(PODGROUPS, name, {"metadata": {"annotations": {keys.ATTAINED_SERVICE: value}}}, ns)
+    ex.store.put(PODGROUPS, out)

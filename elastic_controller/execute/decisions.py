@@ -17,7 +17,9 @@ recognises its stamp by that text (``policy.resume.plan_stamp_for``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from ..kube.errors import KubeError
 from ..policy import contract, keys
@@ -84,17 +86,24 @@ def write_decisions(ex: Executor, decision: CycleDecision, report: CycleReport, 
     if ex.dry_run:
         return
     stamp = format_time(now)
+    tasks: list[tuple[str, Callable[[], None]]] = []
     for rec in decision.of(RecordGang):
         d = rec.decision
         said = _gang_decision(d, report, stamp)
         reason, event_type = GANG_EVENTS[said.kind]
-        _publish(ex, d.pod_group, said, now, reason, event_type, said.text)
+        tasks.append((d.pod_group, partial(_publish, ex, d.pod_group, said, now, reason, event_type, said.text)))
     holds = decision.of(Hold)
     busy = in_flight_jobs(snapshot, decision.plan) if holds else set()
     for hold in holds:
         if hold.job in busy:
             continue
-        _publish(ex, hold.job, hold_decision(stamp, hold.note), now, HELD, "Normal", str(hold.note))
+        tasks.append((hold.job, partial(_publish, ex, hold.job, hold_decision(stamp, hold.note), now, HELD, "Normal",
+                                        str(hold.note))))
+    # One PodGroup's records in order, different PodGroups' concurrently (Executor.pool); a failed
+    # write is logged in _publish and loses no other; a lost Lease stops the rest and is raised.
+    for done in ex.pool.run(tasks):
+        if done.error is not None:
+            raise done.error
 
 
 def _publish(ex: Executor, key: str, said: contract.Decision, now: datetime, reason: str, event_type: str,

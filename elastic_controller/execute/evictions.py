@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
 from ..kube.errors import KubeError, TooManyRequestsError
 from ..policy import keys
@@ -20,6 +21,7 @@ from ..policy.decisions import Eviction
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, down_decision, log, record_id
 from .pdb import remove
+from .writers import Done
 
 
 def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleReport) -> None:
@@ -34,28 +36,27 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
     stamped_pods: list[str] = []
     try:
         # 1. The plan's record: each victim names the gang. Recovery finds an interrupted plan here.
-        for e in evictions:
-            ex.patch_pod_annotations(e.pod, {keys.EVICTED_FOR: gang})
-            stamped_pods.append(e.pod)
-        refused: TooManyRequestsError | None = None
-        for e in evictions:
-            try:
-                remove(ex, e, dry_run=True)  # a victim past its PDB: a DELETE (pdb.py)
-            except TooManyRequestsError as exc:  # every victim a PDB holds is remembered, not just the first
+        # Each step's writes go out concurrently (Executor.pool), the step ends before the next.
+        marked = ex.pool.run([(e.pod, partial(ex.patch_pod_annotations, e.pod, {keys.EVICTED_FOR: gang}))
+                              for e in evictions])
+        stamped_pods.extend(e.pod for e, res in zip(evictions, marked, strict=True) if res.ok)
+        _raise_first(marked)
+        # a victim past its PDB is a DELETE (pdb.py); every victim a PDB holds is remembered, not just the first
+        tried = ex.pool.run([(e.pod, partial(remove, ex, e, dry_run=True)) for e in evictions])
+        for e, res in zip(evictions, tried, strict=True):
+            if isinstance(res.error, TooManyRequestsError):
                 ex.refused_by_pdb(e.pod, gang, now)
-                refused = refused or exc
-        if refused is not None:
-            raise refused
+        _raise_first(tried)
         ex.fault("victims-stamped")
         # 2. Cooldown state, before acting: a job is never scaled without its stamp.
         for j in jobs:
             n = sum(1 for e in evictions if e.job == j)
-            ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
-                    keys.LAST_DECISION: down_decision(stamp, n, gang),
-                    keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
-                                                     before[j], stamp)}
-            stamped_jobs[j] = ours  # (before the write: a write that fails after it landed is undone too)
-            ex.stamp(j, ours)
+            stamped_jobs[j] = {  # (before the write: a write that fails after it landed is undone too)
+                keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
+                keys.LAST_DECISION: down_decision(stamp, n, gang),
+                keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
+                                                 before[j], stamp)}
+        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j])) for j in jobs]))
         ex.fault("jobs-stamped")
     except KubeError as exc:
         why = "pdb" if isinstance(exc, TooManyRequestsError) else "conflict" if exc.status == 409 else "error"
@@ -89,3 +90,14 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
     # the record stamped above; a crash before leaves it to the next cycle's decision).
     spends = [replace(r, record=record_id(stamped_jobs[r.job])) for r in action.restarts if r.job in stamped_jobs]
     ex.scaled_down(gang, [(e.job, e.pod) for e in done], spends)
+
+
+def _raise_first(results: list[Done[None]]) -> None:
+    """A step's first failure, once all its writes have ended: a lost Lease (or a crash) before any
+    ``KubeError`` (the caller undoes what the step did on a ``KubeError``)."""
+    errors = [d.error for d in results if d.error is not None]
+    for err in errors:
+        if not isinstance(err, KubeError):
+            raise err
+    if errors:
+        raise errors[0]

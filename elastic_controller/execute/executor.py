@@ -37,6 +37,7 @@ from .metrics import AgentMetrics as AgentMetrics
 from .metrics import NoMetrics as NoMetrics
 from .report import CycleReport as CycleReport
 from .report import InFlight as InFlight
+from .writers import WRITERS, WritePool
 
 # One logger for the agent and its executor (the JSON log's ``logger`` field is what it was before
 # the executor had modules of its own).
@@ -99,7 +100,7 @@ class Executor:
     def __init__(self, api: KubeAPI, store: Store, cfg: ElasticConfig, recorder: EventRecorder, *,
                  metrics: AgentMetrics, notices: Notices, dry_run: bool,
                  may_write: Callable[[], bool] | None = None, faults: dict[str, str] | None = None,
-                 identity: str = "") -> None:
+                 identity: str = "", writers: int = WRITERS) -> None:
         self.api = api
         self.store = store
         self.cfg = cfg
@@ -116,6 +117,9 @@ class Executor:
         self.identity = identity or f"agent_{uuid.uuid4().hex[:8]}"
         self.started: datetime | None = None  # (server) time of this agent's first cycle
         self.other_writers: dict[str, datetime] = {}  # identity -> the newest record it wrote after we started
+        # Independent writes of one step (gates, records, stamps of different objects) go out
+        # concurrently, each object's in order, every one fenced (writers.py).
+        self.pool = WritePool(writers, stops=(NotLeaderError,))
 
     # ------------------------------------------------------------------ fencing and faults
     def fence(self, what: str) -> None:
@@ -306,12 +310,15 @@ class Executor:
         return False
 
     def count_restarts(self, spends: Iterable[SpendRestart]) -> None:
-        """``count_restart`` for each of ``spends``; a failure is left to the next cycle's decision."""
-        for spend in spends:
-            try:
-                self.count_restart(spend)
-            except KubeError as exc:  # the next cycle's decide counts it (restart_count.restarts_to_count)
-                log.warning("restart not counted this cycle", extra={"job": spend.job, "error": str(exc)})
+        """``count_restart`` for each of ``spends`` (one job's in order, different jobs' concurrently:
+        ``pool``); a failure is left to the next cycle's decision, a lost Lease is raised."""
+        spends = list(spends)
+        for spend, done in zip(spends, self.pool.run([(s.job, functools.partial(self.count_restart, s))
+                                                      for s in spends]), strict=True):
+            if isinstance(done.error, KubeError):  # the next cycle's decide counts it (restart_count)
+                log.warning("restart not counted this cycle", extra={"job": spend.job, "error": str(done.error)})
+            elif done.error is not None:
+                raise done.error
 
     def saw_writer(self, rec: ScaleRecord, where: str) -> bool:
         """A scale record by another identity, written after this agent's first cycle: a second

@@ -18,16 +18,41 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._delayed: list[tuple[float, str]] = []
         self._failures: dict[str, int] = {}
+        self._urgent: set[str] = set()  # waiting keys added urgent (kept at the head of the queue)
         self._closed = False
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, *, urgent: bool = False) -> None:
+        """Queue ``key`` (once: a key already waiting keeps its place). ``urgent``: ahead of the keys
+        not urgent (after the urgent ones already waiting, first come first served among them); a
+        key already waiting is moved up."""
         with self._cond:
-            if self._closed or key in self._dirty:
+            if self._closed:
+                return
+            if key in self._dirty:
+                if urgent and key not in self._urgent:
+                    if key in self._queue:
+                        self._queue.remove(key)
+                        self._queue.insert(self._urgent_waiting(), key)
+                    self._urgent.add(key)
                 return
             self._dirty.add(key)
             if key not in self._processing:
-                self._queue.append(key)
+                if urgent:
+                    self._queue.insert(self._urgent_waiting(), key)
+                else:
+                    self._queue.append(key)
                 self._cond.notify()
+            if urgent:
+                self._urgent.add(key)
+
+    def _urgent_waiting(self) -> int:
+        """How many keys at the head of the queue are urgent (the urgent ones are always first)."""
+        n = 0
+        for k in self._queue:
+            if k not in self._urgent:
+                break
+            n += 1
+        return n
 
     def add_after(self, key: str, delay: float) -> None:
         with self._cond:
@@ -65,6 +90,7 @@ class WorkQueue:
                 wait = self._promote()
                 if self._queue:
                     key = self._queue.pop(0)
+                    self._urgent.discard(key)
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
@@ -81,7 +107,10 @@ class WorkQueue:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                if key in self._urgent:
+                    self._queue.insert(self._urgent_waiting(), key)
+                else:
+                    self._queue.append(key)
                 self._cond.notify()
 
     def close(self) -> None:

@@ -144,3 +144,39 @@ def test_run_histogram_leaves_out_what_the_plan_check_added() -> None:
     assert bench.hist_quantile(h["buckets"], 0.99) <= 0.1
     no_check = bench.run_histogram((expo(0, 0), [], [], expo(20, 1)), "volcano_elastic_agent_cycle_seconds")
     assert no_check["count"] == 21 and bench.hist_quantile(no_check["buckets"], 0.99) > 0.1
+
+
+def _line(msg: str, **kw: object) -> str:
+    return json.dumps({"ts": "2026-11-29T03:00:00.000Z", "level": "info", "msg": msg, **kw})
+
+
+def test_the_log_is_cut_into_whole_cycles_at_their_agent_cycle_lines() -> None:
+    first = [_line("gate release planned", pod="ns/a-worker-2"), _line("agent cycle", now="2026-11-29T03:00:01.000Z")]
+    second = [_line("gang decision", podgroup="ns/g", decision="wait"),
+              _line("agent cycle", now="2026-11-29T03:00:06.500Z")]
+    partial = [_line("eviction planned", pod="ns/b-worker-1")]
+    text = "\n".join(first + second + partial) + "\n"
+    offset = bench.last_cycle_end("\n".join(first).encode() + b"\n" + b"\n".join(x.encode() for x in second[:1]))
+    assert offset == len("\n".join(first)) + 1  # the end of the last whole cycle (the second is not whole)
+    cycles, rest = bench.split_cycles(text[offset:])
+    assert [now for now, _ in cycles] == ["2026-11-29T03:00:06.500Z"]
+    assert bench.log_decisions(cycles[0][1])["starving"] == {"ns/g=wait"}
+    assert rest == partial
+    cycles, rest = bench.split_cycles(text[offset:] + _line("agent cycle", now="x")[:20])  # a line being written
+    assert rest == partial and len(cycles) == 1
+    assert bench.last_cycle_end(b"no cycle yet\n") == 0
+
+
+def test_the_cycles_of_the_log_leave_out_the_plan_checks_window() -> None:
+    log = "\n".join([
+        _line("agent cycle", now="2026-11-29T03:00:01.000Z", seconds=0.5, released=0),
+        _line("gate lifted", pod="ns/a-worker-2"),
+        _line("agent cycle", now="2026-11-29T03:00:06.000Z", seconds=4.0, released=3),
+        _line("agent cycle", now="2026-11-29T03:01:00.000Z", seconds=30.0, released=0),  # stopped under it
+        _line("agent cycle", now="2026-11-29T03:02:00.000Z", seconds=1.0, released=1),
+    ])
+    got = bench.cycle_log(log, ["2026-11-29T03:00:50.000Z", "2026-11-29T03:01:30.000Z"])
+    assert got["cycleSecondsFromLog"] == {"n": 3, "p50": 1.0, "p99": 4.0, "max": 4.0}
+    assert [c["seconds"] for c in got["longestCycles"]] == [4.0, 1.0, 0.5]
+    assert got["longestCycles"][0]["released"] == 3
+    assert bench.cycle_log(log, [])["cycleSecondsFromLog"]["max"] == 30.0
