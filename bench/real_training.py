@@ -36,8 +36,10 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -119,22 +121,59 @@ def install(b: Box, notice_seconds: int = NOTICE_SECONDS) -> None:
 IN_PLACE_MOMENTUM = 0.9  # in place: SGD with momentum, so a newcomer must get the optimizer state
 
 
+TORCH_MOUNT = "/opt/torch"  # where a host's torch directory (hack/install-torch2.sh) is mounted in the pods
+KIT_META_MOUNT = "/opt/volcano-elastic-kit-meta"  # the kit's dist-info (its torchrun.handlers entry point)
+LAUNCHERS = ("kit", "torchrun")
+
+
 def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: Path, baseline: bool,
-                 step_seconds: float, in_place: bool = False) -> dict[str, Any]:
+                 step_seconds: float, in_place: bool = False, torch_dir: Path | None = None,
+                 launcher: str = "kit") -> dict[str, Any]:
     """The PyTorchJob: the kit's launcher (torchrun with the kit's rendezvous), plain torchrun
     (`baseline`), or, `in_place`, one process per pod with the kit's InPlace and the job's
-    `volcano-elastic.io/resize: in-place` (no torchrun: the store is PET_RDZV_ENDPOINT's, worker 0)."""
+    `volcano-elastic.io/resize: in-place` (no torchrun: the store is PET_RDZV_ENDPOINT's, worker 0).
+    `torch_dir`: a host directory with another torch (hack/install-torch2.sh: torch 2.x from PyPI),
+    mounted read-only and put first on PYTHONPATH over the image's Debian torch 1.13. `launcher`
+    "torchrun": `torchrun --rdzv-backend=volcano-c10d` (torch >= 2.4 finds the kit's rendezvous by
+    its entry point: the kit's dist-info comes from the ConfigMap `kit_meta_config_map` makes)."""
     if baseline and in_place:
         raise ValueError("--baseline and --in-place are two different jobs: pick one")
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher {launcher!r}: one of {', '.join(LAUNCHERS)}")
+    if launcher == "torchrun" and (baseline or in_place or torch_dir is None):
+        raise ValueError("the torchrun launcher is the kit's rendezvous through torch 2.x's entry points: "
+                         "not with --baseline or --in-place, and only with a torch 2.x directory")
     env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     script = ["/scripts/elastic_train.py", "--steps", str(steps), "--dir", f"/shared/{name}",
               "--step-seconds", str(step_seconds)]
     command = ["python3", "-m", "volcano_elastic_job.run", *script]
     if in_place:
         command = ["python3", *script, "--in-place", "--momentum", str(IN_PLACE_MOMENTUM)]
+    if launcher == "torchrun":
+        command = ["python3", "-m", "torch.distributed.run", "--rdzv-backend=volcano-c10d", *script]
     if baseline:  # torchrun itself; Debian's torch 1.13 torchrun fails at --redirects/--tee 0 on Python 3.11
         env += [{"name": "VOLCANO_ELASTIC_RDZV", "value": "off"}, {"name": "PET_REDIRECTS", "value": "1"},
                 {"name": "PET_TEE", "value": "1"}]
+    mounts: list[dict[str, Any]] = [{"name": "scripts", "mountPath": "/scripts"},
+                                    {"name": "shared", "mountPath": "/shared"},
+                                    {"name": "podinfo", "mountPath": "/etc/podinfo", "readOnly": True}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "scripts", "configMap": {"name": f"{name}-script"}},
+        {"name": "shared", "hostPath": {"path": str(shared), "type": "Directory"}},
+        {"name": "podinfo", "downwardAPI": {"items": [
+            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}]
+    memory = "2Gi"
+    if torch_dir is not None:
+        paths = [TORCH_MOUNT]
+        mounts.append({"name": "torch", "mountPath": TORCH_MOUNT, "readOnly": True})
+        volumes.append({"name": "torch", "hostPath": {"path": str(torch_dir), "type": "Directory"}})
+        if launcher == "torchrun":
+            paths.append(KIT_META_MOUNT)
+            mounts.append({"name": "kit-meta", "mountPath": KIT_META_MOUNT, "readOnly": True})
+            volumes.append({"name": "kit-meta", "configMap": {"name": f"{name}-kit-meta", "items": [
+                {"key": key, "path": f"{KIT_DIST_INFO}/{key}"} for key in ("METADATA", "entry_points.txt")]}})
+        env.append({"name": "PYTHONPATH", "value": ":".join(paths)})
+        memory = "3Gi"  # torch 2.x maps its CUDA libraries even on a CPU
     template = {"spec": {
         "serviceAccountName": name,
         "terminationGracePeriodSeconds": 15,
@@ -143,14 +182,9 @@ def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: P
             "command": command,
             "env": env,
             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                          "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "memory": "2Gi"}},
-            "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"},
-                             {"name": "shared", "mountPath": "/shared"},
-                             {"name": "podinfo", "mountPath": "/etc/podinfo", "readOnly": True}]}],
-        "volumes": [{"name": "scripts", "configMap": {"name": f"{name}-script"}},
-                    {"name": "shared", "hostPath": {"path": str(shared), "type": "Directory"}},
-                    {"name": "podinfo", "downwardAPI": {"items": [
-                        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}],
+                          "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER), "memory": memory}},
+            "volumeMounts": mounts}],
+        "volumes": volumes,
     }}
     metadata: dict[str, Any] = {"name": name}
     if in_place:
@@ -161,6 +195,21 @@ def training_job(name: str, queue: str, steps: int, max_restarts: int, shared: P
         "runPolicy": {"schedulingPolicy": {"queue": queue}, "cleanPodPolicy": "None"},
         "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": template}},
     }}
+
+
+KIT_DIST_INFO = "volcano_elastic_job-0.dist-info"
+
+
+def kit_meta_config_map(name: str) -> dict[str, Any]:
+    """The kit's dist-info as a ConfigMap (METADATA, entry_points.txt from jobkit/pyproject.toml):
+    on PYTHONPATH, torch's registry finds `volcano-c10d` through the `torchrun.handlers` entry point,
+    as it would for the kit installed by pip (the training image copies the package only)."""
+    project = tomllib.loads((ROOT / "jobkit" / "pyproject.toml").read_text())["project"]
+    groups = project.get("entry-points", {})
+    entry_points = "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in items.items()) + "\n"
+                           for group, items in groups.items())
+    metadata = f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: 0\n"
+    return {"metadata": {"name": f"{name}-kit-meta"}, "data": {"METADATA": metadata, "entry_points.txt": entry_points}}
 
 
 def gang_job(name: str, queue: str) -> dict[str, Any]:
@@ -349,7 +398,8 @@ def container_restarts(core: Any, ns: str, job: str) -> dict[str, int]:
 
 def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: int, baseline: bool,
         shared_root: Path, evict_directly: bool = False, step_seconds: float = STEP_SECONDS,
-        in_place: bool = False, kill_at: int = 0) -> dict[str, Any]:
+        in_place: bool = False, kill_at: int = 0, torch_dir: Path | None = None,
+        launcher: str = "kit") -> dict[str, Any]:
     """The scenario: the job starts at min and takes its elastic workers, then `gangs` gangs come one
     after another (each waits until it runs, or until the job ends when the job may not be shrunk:
     its restart budget spent); the job grows back after each gang it gave way to. `notice_seconds`:
@@ -362,7 +412,8 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     and must outlast two cooldowns and a gang for the job to grow back (CI once ended it first).
     `in_place`: the job resizes in place (`training_job`). `kill_at`: once the job trains at 4
     and has done this many steps, this script SIGKILLs the training process of its highest worker
-    (nobody planned it: the job must recover through the restart path), before any gang."""
+    (nobody planned it: the job must recover through the restart path), before any gang.
+    `torch_dir`, `launcher`: see `training_job` (the result's `torch` is what the job imported)."""
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
     api = client.ApiClient(cfg)
@@ -378,12 +429,15 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     core.create_namespaced_service_account(ns, {"metadata": {"name": job}})
     core.create_namespaced_config_map(ns, {"metadata": {"name": f"{job}-script"},
                                            "data": {"elastic_train.py": SCRIPT.read_text()}})
+    if launcher == "torchrun":
+        core.create_namespaced_config_map(ns, kit_meta_config_map(job))
     try:
         t0 = time.monotonic()
         objs.create_namespaced_custom_object(*KF, ns, "pytorchjobs",
                                              training_job(job, qa, steps, max_restarts, shared, baseline, step_seconds,
-                                                          in_place))
-        mode = "plain torchrun (baseline)" if baseline else "the kit, in place" if in_place else "the kit"
+                                                          in_place, torch_dir, launcher))
+        mode = "plain torchrun (baseline)" if baseline else "the kit, in place" if in_place else \
+            "torchrun --rdzv-backend=volcano-c10d" if launcher == "torchrun" else "the kit's launcher"
         say(f"job {ns}/{job}: {steps} steps, 2..4 workers, maxRestarts {max_restarts}, queue {qa}, {mode}")
         wait_until("the job trains at 4 workers", lambda: current_world(progress(shared, job)) == 4, 300, interval=1)
         say(f"4 workers training after {time.monotonic() - t0:.0f}s")
@@ -470,7 +524,8 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
             "baseline": baseline, "inPlace": in_place, "gangs": gangs, "maxRestarts": max_restarts,
             "stepSeconds": step_seconds,
             "noticeSeconds": notice_seconds, "queue": qa,
-            "torch": "Debian bookworm python3-torch 1.13.1 (CPU)", "seconds": round(time.monotonic() - t0, 1),
+            "torch": torch_of(log, torch_dir), "launcher": "in place" if in_place else launcher,
+            "seconds": round(time.monotonic() - t0, 1),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{os.cpu_count()} CPUs, {_mem_gib()} GiB, two real nodes x 4 fake GPUs on one host",
             "events": scale_events(log), "gangRuns": gang_log, "gatedLeft": gated_left,
@@ -484,6 +539,16 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
         core.delete_namespace(ns)
         api.close()
     return result
+
+
+def torch2_dir() -> Path:
+    """hack/install-torch2.sh's directory (torch 2.x from PyPI), installed: else SystemExit, saying how."""
+    script = ROOT / "hack" / "install-torch2.sh"
+    where = subprocess.run(["bash", str(script), "--print-dir"], capture_output=True, text=True, check=True)
+    path = Path(where.stdout.strip())
+    if not (path / ".complete").exists():
+        raise SystemExit(f"no torch 2.x in {path}: run bash hack/install-torch2.sh (make node-packages does)")
+    return path
 
 
 def run_in_place(b: Box, **kw: Any) -> dict[str, Any]:
@@ -521,6 +586,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-at", type=int, default=0, metavar="STEP",
                     help="with --in-place: no gang and no restart path; SIGKILL the highest worker's training "
                          "process at this step (the job must recover through the restart path)")
+    ap.add_argument("--torch2", action="store_true",
+                    help="torch 2.x from PyPI for the training pods (hack/install-torch2.sh's directory, mounted "
+                         "from this host) instead of the image's Debian torch 1.13")
+    ap.add_argument("--launcher", choices=LAUNCHERS, default="kit",
+                    help="kit: python -m volcano_elastic_job.run; torchrun (needs --torch2): torchrun "
+                         "--rdzv-backend=volcano-c10d, the kit's rendezvous found by its entry point")
     ap.add_argument("--box", help="use this running box (with real nodes and our chart installed)")
     ap.add_argument("--keep-box", action="store_true")
     a = ap.parse_args(argv)
@@ -530,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--kill-at needs --in-place")
     if a.kill_at and not 0 < a.kill_at < a.steps:
         ap.error(f"--kill-at must be a step between 1 and --steps ({a.steps})")
+    if a.launcher == "torchrun" and (not a.torch2 or a.in_place or a.baseline):
+        ap.error("--launcher torchrun needs --torch2 (entry points: torch >= 2.4), not --in-place or --baseline")
+    torch_dir = torch2_dir() if a.torch2 else None
     b, started = bring_up(a.box)
     try:
         if started or helm(b, "status", RELEASE, "-n", NAMESPACE).returncode != 0:
@@ -539,7 +613,10 @@ def main(argv: list[str] | None = None) -> int:
         kw: dict[str, Any] = {"steps": a.steps, "gangs": 0 if a.evict_directly or a.kill_at else a.gangs,
                               "max_restarts": a.max_restarts, "notice_seconds": a.notice_seconds,
                               "baseline": a.baseline, "shared_root": b.dir / "shared",
-                              "evict_directly": a.evict_directly, "step_seconds": a.step_seconds}
+                              "evict_directly": a.evict_directly, "step_seconds": a.step_seconds,
+                              "torch_dir": torch_dir}
+        if a.launcher != "kit":
+            kw["launcher"] = a.launcher
         if a.kill_at:
             result = run(b, in_place=True, kill_at=a.kill_at, **kw)
         elif a.in_place:
@@ -556,6 +633,13 @@ def main(argv: list[str] | None = None) -> int:
     if "restartPath" in result:
         ok = ok and result["restartPath"]["succeeded"] and result["restartPath"]["stepsDone"] == a.steps
     return 0 if ok else 1
+
+
+def torch_of(log: list[dict[str, Any]], torch_dir: Path | None) -> str:
+    """The torch the job ran: the version its start records name, and where it came from."""
+    versions = sorted({str(r["torch"]) for r in log if r.get("event") == "start" and r.get("torch")})
+    where = f"PyPI, mounted from {torch_dir}" if torch_dir else "Debian bookworm python3-torch"
+    return f"{', '.join(versions) or 'unknown'} ({where}; CPU)"
 
 
 def _mem_gib() -> int:

@@ -237,7 +237,7 @@ def measure(job: Job, name: str) -> dict[str, Any]:
 
 
 def run_once(option: str, python: str, events: list[str], monitor_interval: float | None,
-             shared_store: bool = False) -> dict[str, Any]:
+             shared_store: bool = False, keep_logs: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"rdzv-{option}-") as tmp:
         job = Job(option, python, Path(tmp), monitor_interval, shared_store)
         job.live = {0, 1}
@@ -267,6 +267,12 @@ def run_once(option: str, python: str, events: list[str], monitor_interval: floa
             job.stop()
             out["agentLogTail"] = {i: (Path(tmp) / f"agent-{i}.log").read_text()[-1500:]
                                    for i in job.agents if "error" in out}
+            if keep_logs is not None:  # every agent's log and the step log, for a look at the timeline
+                where = keep_logs / f"{option}-{int(time.time())}"
+                where.mkdir(parents=True, exist_ok=True)
+                for f in [*Path(tmp).glob("agent-*.log"), Path(tmp) / "steps.jsonl"]:
+                    if f.exists():
+                        (where / f.name).write_bytes(f.read_bytes())
         return out
 
 
@@ -328,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="torchrun --monitor_interval for every option (default: torchrun's)")
     p.add_argument("--shared-store", action="store_true",
                    help="leave TORCH_DISABLE_SHARE_RDZV_TCP_STORE unset (torch's default; the webhook sets it)")
+    p.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each run's agent logs and step log here")
     p.add_argument("--table", metavar="FILE", help="print the markdown table of a FILE this script wrote, and exit")
     args = p.parse_args(argv)
     if args.table:
@@ -355,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch_version}, {os.cpu_count()} CPUs; options {options}, {args.reps} rep(s)", flush=True)
     for rep in range(args.reps):
         for option in options:
-            run = run_once(option, args.python, events, args.monitor_interval, args.shared_store)
+            run = run_once(option, args.python, events, args.monitor_interval, args.shared_store, args.keep_logs)
             run["rep"] = rep
             result["runs"].append(run)
             result["summary"] = summarize(result["runs"])

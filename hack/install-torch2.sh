@@ -34,10 +34,10 @@ rm -rf "$partial"
 mkdir -p "$partial"
 echo "install-torch2: installing torch $VERSION (PyPI, with its CUDA wheels) into $DEST"
 start=$(date +%s)
+platforms=(--platform manylinux2014_x86_64 --platform linux_x86_64)
+for minor in $(seq 5 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done  # bookworm: glibc 2.36
 "${PIP_CMD[@]}" install --quiet --disable-pip-version-check --no-input --target "$partial" \
-  --python-version 3.11 --implementation cp --abi cp311 --platform manylinux_2_28_x86_64 \
-  --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  --only-binary=:all: "torch==$VERSION"
+  --python-version 3.11 --implementation cp --abi cp311 "${platforms[@]}" --only-binary=:all: "torch==$VERSION"
 seconds=$(( $(date +%s) - start ))
 chmod -R a+rX "$partial"
 echo "$seconds" > "$partial/.install-seconds"
