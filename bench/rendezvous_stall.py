@@ -21,6 +21,9 @@ Before each event every node's downward-API annotations file (``VOLCANO_ELASTIC_
 - ``last-call-N``: the same with ``--rdzv_conf last_call_timeout=N`` (what a webhook could set);
 - ``kit``: ``python -m volcano_elastic_job.run`` (the kit's rendezvous: a round completes when the
   announced target has joined; a SIGTERMed agent leaves the rendezvous);
+- ``kit-no-departures``: ``kit`` with ``VOLCANO_ELASTIC_DEPARTURES=off``: the survivors restart only
+  once one of their workers has exited (the kit before issue 39: on torch 2.x a worker whose
+  collective failed takes 8-9 s to exit);
 - ``kit-entrypoint``: plain ``python -m torch.distributed.run --rdzv_backend=volcano-c10d`` (torch
   finds the kit's rendezvous through the ``torchrun.handlers`` entry point, torch >= 2.4; no leave
   on SIGTERM, no launcher).
@@ -98,6 +101,8 @@ while step < steps_target:
 dist.destroy_process_group()
 '''
 
+KIT_LAUNCHER = ("kit", "kit-no-departures")  # the options run by python -m volcano_elastic_job.run
+
 EVENTS = {  # name -> (kind, from, to)
     "up2": ("grow", 2, 3),
     "up3": ("grow", 3, 4),
@@ -138,7 +143,7 @@ class Job:
             os.replace(tmp, path)  # atomic, as the kubelet writes it
 
     def start_agent(self, i: int) -> None:
-        launcher = "volcano_elastic_job.run" if self.option == "kit" else "torch.distributed.run"
+        launcher = "volcano_elastic_job.run" if self.option in KIT_LAUNCHER else "torch.distributed.run"
         conf = [f"is_host={1 if i == 0 else 0}"]
         if self.option.startswith("last-call-"):
             conf.append(f"last_call_timeout={self.option.removeprefix('last-call-')}")
@@ -156,6 +161,9 @@ class Job:
                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         if not self.shared_store:
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # what the webhook sets on elastic pods
+        env.pop("VOLCANO_ELASTIC_DEPARTURES", None)
+        if self.option == "kit-no-departures":
+            env["VOLCANO_ELASTIC_DEPARTURES"] = "off"
         out = open(self.dir / f"agent-{i}.log", "ab")  # noqa: SIM115 (the agent keeps it)
         self.agents[i] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                           start_new_session=True)
@@ -342,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = [o for o in args.options.split(",") if o]
     for o in options:
-        if o not in ("baseline", "kit", "kit-entrypoint") and not (o.startswith("last-call-") and o[10:].isdigit()):
+        known = o in ("baseline", "kit-entrypoint", *KIT_LAUNCHER)
+        if not known and not (o.startswith("last-call-") and o[10:].isdigit()):
             p.error(f"unknown option {o!r}")
     if not args.out:
         p.error("--out is required")
