@@ -28,6 +28,7 @@ import real_training as rt
 
 STALL_LIMIT = 2.0  # seconds, an in-place event
 RATIO_LIMIT = 0.1  # of the restart path's stall for the same event
+CHECKPOINT_EVERY = 20  # examples/training/elastic_train.py's default
 WAIT_LIMIT = 5.0  # seconds: the restart path's stall less its restart part, on torch 2.x
 
 
@@ -71,7 +72,15 @@ def test_in_place_shrink_and_grow_stall_under_2_s_and_a_tenth_of_the_restart_pat
     for e in events:
         assert e["stepsRedone"] == 0, e
         assert e["stallSeconds"] <= STALL_LIMIT, e
+    # the restart path (the kit's launcher): shrunk for the gang by our agent (real eviction, SIGTERM,
+    # grace period), resumed at the smaller size from the checkpoint, grew back, succeeded
     assert all(not e["inPlace"] for e in restart["events"]), s
+    kinds = [e["kind"] for e in restart["events"]]
+    assert "shrink" in kinds and "grow" in kinds, s
+    assert next(e for e in restart["events"] if e["kind"] == "shrink")["toWorkers"] >= 2, s  # never below min
+    for e in restart["events"]:
+        assert e["stepsRedone"] <= CHECKPOINT_EVERY, e
+    assert not restart["gatedLeft"], s
     for kind in ("shrink", "grow"):
         c = result["compare"][kind]
         assert c["ratio"] is not None, (kind, c)  # the restart path had this event too
@@ -86,7 +95,7 @@ def test_a_sigkilled_worker_of_an_in_place_job_recovers_through_the_restart_path
     restarts = [e for e in result["events"] if not e["inPlace"]]
     assert restarts, s  # the job restarted (from its checkpoint): no in-place re-forming after a kill
     assert restarts[0]["toWorkers"] == 4 and restarts[0]["stallSeconds"] is not None, s
-    assert restarts[0]["stepsRedone"] <= 20, s  # at most the steps since the last checkpoint (every 20)
+    assert restarts[0]["stepsRedone"] <= CHECKPOINT_EVERY, s  # at most the steps since the last checkpoint (every 20)
     assert result["containerRestarts"][result["killed"]["pod"]] >= 1, s
 
 
@@ -110,5 +119,5 @@ def test_torch_2_shrinks_for_a_gang_grows_back_and_succeeds(installed: Any, torc
     kinds = [e["kind"] for e in result["events"]]
     assert "shrink" in kinds and "grow" in kinds, s
     shrink = next(e for e in result["events"] if e["kind"] == "shrink")
-    assert shrink["stepsRedone"] <= 20, s
+    assert shrink["stepsRedone"] <= CHECKPOINT_EVERY, s
     assert shrink["waitSeconds"] <= WAIT_LIMIT, shrink  # the restart part plus at most 5 s
