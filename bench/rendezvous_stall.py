@@ -21,6 +21,9 @@ Before each event every node's downward-API annotations file (``VOLCANO_ELASTIC_
 - ``last-call-N``: the same with ``--rdzv_conf last_call_timeout=N`` (what a webhook could set);
 - ``kit``: ``python -m volcano_elastic_job.run`` (the kit's rendezvous: a round completes when the
   announced target has joined; a SIGTERMed agent leaves the rendezvous);
+- ``kit-no-departures``: ``kit`` with ``VOLCANO_ELASTIC_DEPARTURES=off``: the survivors restart only
+  once one of their workers has exited (the kit before issue 39: on torch 2.x a worker whose
+  collective failed takes 8-9 s to exit);
 - ``kit-entrypoint``: plain ``python -m torch.distributed.run --rdzv_backend=volcano-c10d`` (torch
   finds the kit's rendezvous through the ``torchrun.handlers`` entry point, torch >= 2.4; no leave
   on SIGTERM, no launcher).
@@ -98,6 +101,8 @@ while step < steps_target:
 dist.destroy_process_group()
 '''
 
+KIT_LAUNCHER = ("kit", "kit-no-departures")  # the options run by python -m volcano_elastic_job.run
+
 EVENTS = {  # name -> (kind, from, to)
     "up2": ("grow", 2, 3),
     "up3": ("grow", 3, 4),
@@ -138,7 +143,7 @@ class Job:
             os.replace(tmp, path)  # atomic, as the kubelet writes it
 
     def start_agent(self, i: int) -> None:
-        launcher = "volcano_elastic_job.run" if self.option == "kit" else "torch.distributed.run"
+        launcher = "volcano_elastic_job.run" if self.option in KIT_LAUNCHER else "torch.distributed.run"
         conf = [f"is_host={1 if i == 0 else 0}"]
         if self.option.startswith("last-call-"):
             conf.append(f"last_call_timeout={self.option.removeprefix('last-call-')}")
@@ -156,6 +161,9 @@ class Job:
                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         if not self.shared_store:
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # what the webhook sets on elastic pods
+        env.pop("VOLCANO_ELASTIC_DEPARTURES", None)
+        if self.option == "kit-no-departures":
+            env["VOLCANO_ELASTIC_DEPARTURES"] = "off"
         out = open(self.dir / f"agent-{i}.log", "ab")  # noqa: SIM115 (the agent keeps it)
         self.agents[i] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                           start_new_session=True)
@@ -237,7 +245,7 @@ def measure(job: Job, name: str) -> dict[str, Any]:
 
 
 def run_once(option: str, python: str, events: list[str], monitor_interval: float | None,
-             shared_store: bool = False) -> dict[str, Any]:
+             shared_store: bool = False, keep_logs: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"rdzv-{option}-") as tmp:
         job = Job(option, python, Path(tmp), monitor_interval, shared_store)
         job.live = {0, 1}
@@ -267,6 +275,12 @@ def run_once(option: str, python: str, events: list[str], monitor_interval: floa
             job.stop()
             out["agentLogTail"] = {i: (Path(tmp) / f"agent-{i}.log").read_text()[-1500:]
                                    for i in job.agents if "error" in out}
+            if keep_logs is not None:  # every agent's log and the step log, for a look at the timeline
+                where = keep_logs / f"{option}-{int(time.time())}"
+                where.mkdir(parents=True, exist_ok=True)
+                for f in [*Path(tmp).glob("agent-*.log"), Path(tmp) / "steps.jsonl"]:
+                    if f.exists():
+                        (where / f.name).write_bytes(f.read_bytes())
         return out
 
 
@@ -328,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="torchrun --monitor_interval for every option (default: torchrun's)")
     p.add_argument("--shared-store", action="store_true",
                    help="leave TORCH_DISABLE_SHARE_RDZV_TCP_STORE unset (torch's default; the webhook sets it)")
+    p.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each run's agent logs and step log here")
     p.add_argument("--table", metavar="FILE", help="print the markdown table of a FILE this script wrote, and exit")
     args = p.parse_args(argv)
     if args.table:
@@ -335,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = [o for o in args.options.split(",") if o]
     for o in options:
-        if o not in ("baseline", "kit", "kit-entrypoint") and not (o.startswith("last-call-") and o[10:].isdigit()):
+        known = o in ("baseline", "kit-entrypoint", *KIT_LAUNCHER)
+        if not known and not (o.startswith("last-call-") and o[10:].isdigit()):
             p.error(f"unknown option {o!r}")
     if not args.out:
         p.error("--out is required")
@@ -355,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch_version}, {os.cpu_count()} CPUs; options {options}, {args.reps} rep(s)", flush=True)
     for rep in range(args.reps):
         for option in options:
-            run = run_once(option, args.python, events, args.monitor_interval, args.shared_store)
+            run = run_once(option, args.python, events, args.monitor_interval, args.shared_store, args.keep_logs)
             run["rep"] = rep
             result["runs"].append(run)
             result["summary"] = summarize(result["runs"])

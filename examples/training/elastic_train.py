@@ -18,6 +18,7 @@ stall of each scale event and the steps redone. The job ends 0 when every step i
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import time
@@ -49,6 +50,18 @@ def save(path: Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimiz
     tmp = path.with_suffix(".tmp")
     torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, tmp)
     os.replace(tmp, path)  # atomic: a SIGKILL mid-save never leaves a torn checkpoint
+
+
+def warm_up(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    """One training step on copies of the model and the optimizer: a process's first step pays for
+    lazy initialisations (autograd's threads, the optimizer's first step; torch 2.x imports more on
+    it), which a newcomer to a running group would otherwise pay at its first step in the group,
+    while every rank waits for it. On copies: the real state is not touched."""
+    twin = copy.deepcopy(model)
+    twin_opt = type(opt)(twin.parameters(), **opt.defaults)
+    x, y = batch(0, 0, 1)
+    torch.nn.functional.mse_loss(twin(x), y).backward()
+    twin_opt.step()
 
 
 def main() -> None:
@@ -83,6 +96,7 @@ def main() -> None:
 
     job: kit.InPlace | None = None
     if a.in_place:  # one process per pod, no torchrun: the group re-forms in place at a planned event
+        warm_up(model, opt)  # a newcomer: before it joins, while the others train
         job = kit.InPlace(model, opt, backend="gloo", every=a.notice_every, start_step=start,
                           timeout=a.timeout, on_resize=lambda j: rescale(j.world))
         steps: Iterator[int] = job.steps(a.steps)
@@ -93,12 +107,16 @@ def main() -> None:
         ddp = DistributedDataParallel(model)
         steps = iter(range(start, a.steps))
     rank, world = dist.get_rank(), dist.get_world_size()
-    watch = kit.NoticeWatch(every=a.notice_every, all_reduce_max=kit.torch_all_reduce_max())
+    # The eviction notice is the restart path's: in place, a pod that leaves is told by `leaving` and
+    # InPlace takes it out of the group (its pod also carries `evict-after`, the agent's deadline for
+    # the leave: holding that rank for the eviction would stall the group until the deadline).
+    watch = None if job is not None else kit.NoticeWatch(every=a.notice_every,
+                                                         all_reduce_max=kit.torch_all_reduce_max())
     log = open(d / "progress.jsonl", "a", buffering=1) if rank == 0 else None  # noqa: SIM115 - the run's log
     if log:
         log.write(json.dumps({"event": "start", "from": start if job is None else job.step, "world": world,
                               "t": time.time(), "spawned": SPAWNED, "restart": kit.restart_count(),
-                              "inPlace": job is not None}) + "\n")
+                              "inPlace": job is not None, "torch": torch.__version__}) + "\n")
 
     def checkpoint(step: int, why: str) -> None:
         if rank == 0:
@@ -123,7 +141,7 @@ def main() -> None:
             log.write(json.dumps({"step": done, "world": world, "loss": round(float(loss), 6),
                                   "t": time.time(), "restart": kit.restart_count(),
                                   "generation": job.generation if job else 0}) + "\n")
-        if watch.checkpoint_now(done):
+        if watch is not None and watch.checkpoint_now(done):
             checkpoint(done, "notice")
             if watch.victim:  # this rank's pod is evicted next: say so in the log (other ranks are quiet)
                 with open(d / "progress.jsonl", "a") as f:

@@ -8,8 +8,9 @@ event must be done in place within 2 s, with no step done twice and every step d
 quarter of the restart of the same event on the same machine. That restart is a lower bound (spawn,
 import torch, load; no pod, no torchrun): on a fast machine it is about 1.3 s for this tiny model
 (CI, 2026-11-29: in place 0.175 s against 1.27 s, 0.14x), so the issue's 0.1x is held against the
-real tier's restart path (pods, the kit's rendezvous), not against this bound; a SIGKILLed pod must end the others with an error
-(no hang) and the job must still complete from its checkpoint."""
+real tier's restart path (pods, the kit's rendezvous: tests/real/test_inplace_training.py), not
+against this bound; a SIGKILLed pod must end the others with an error (no hang) and the job must
+still complete from its checkpoint."""
 
 from __future__ import annotations
 

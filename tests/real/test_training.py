@@ -1,10 +1,10 @@
 """A real elastic torchrun job through volcano-elastic (issue targets as assertions), the scenarios of
 bench/real_training.py on the in-cluster install, and what the agent does when a real node is lost:
 
-- it starts at min and takes its elastic workers, is shrunk by our in-cluster agent for a gang (real
-  eviction, SIGTERM, grace period), resumes at the smaller world size from its shared checkpoint,
-  grows back after the gang, and its PyTorchJob ends Succeeded with every step done; steps redone at
-  most the steps since the last checkpoint;
+- (tests/real/test_training_inplace.py: the job starts at min and takes its elastic workers, is
+  shrunk by our in-cluster agent for a gang, resumes at the smaller world size from its shared
+  checkpoint, grows back after the gang and succeeds, on the restart path beside the same job
+  resized in place);
 - in a queue with an eviction notice, with `maxRestarts: 2` and three gangs: the notice's checkpoint
   leaves no step to redo, the job is shrunk once (one restart kept in reserve), the later gangs wait
   for it with the restart budget as their reason, and it finishes;
@@ -51,21 +51,6 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in result.items() if k != "log"}
     print("\n[real] training: " + json.dumps(out))
     return out
-
-
-def test_elastic_torchrun_job_shrinks_for_a_gang_grows_back_and_succeeds(installed: Any) -> None:
-    result = rt.run(installed, steps=500, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
-                    shared_root=installed.dir / "shared")
-    s = summary(result)
-    assert result["succeeded"], s
-    assert result["stepsDone"] == result["stepsTarget"], s
-    kinds = [e["kind"] for e in result["events"]]
-    assert "shrink" in kinds and "grow" in kinds, s
-    shrink = next(e for e in result["events"] if e["kind"] == "shrink")
-    assert shrink["toWorkers"] >= 2  # never below min
-    for e in result["events"]:
-        assert e["stepsRedone"] <= CHECKPOINT_EVERY, e
-    assert not result["gatedLeft"]
 
 
 def test_with_a_notice_nothing_is_redone_and_a_small_restart_budget_outlives_three_gangs(installed: Any) -> None:

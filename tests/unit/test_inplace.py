@@ -229,3 +229,31 @@ def test_a_store_wait_ends_at_its_timeout(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(inplace, "WAIT_CHUNK", 0.01)
     with pytest.raises(ResizeError, match="did not appear"):
         waiter(FakeStore(timeouts=10**6))._wait_key("gen1", 0.05)
+
+
+HOLD = r'''
+import sys, types
+from volcano_elastic_job.inplace import InPlace
+job = types.SimpleNamespace(leave_grace=60.0)
+print("holding", flush=True)
+InPlace._hold(job)
+print("the grace ran out", flush=True)
+'''
+
+
+def test_a_left_rank_ends_on_its_sigterm_even_as_a_containers_pid_1() -> None:
+    """A container's PID 1 gets no default action for SIGTERM from the kernel: a left rank that
+    relied on it would wait out the pod's grace period for its SIGKILL. `_hold` ends on SIGTERM by a
+    handler of its own (exit 143, as the default action would say), so it does not depend on it."""
+    import signal
+    import subprocess
+    import time
+
+    env = {"PYTHONPATH": str(Path(inplace.__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"}
+    p = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout is not None and p.stdout.readline().strip() == "holding"
+    time.sleep(0.3)
+    t = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 143  # by the handler: the default action would be -15
+    assert time.monotonic() - t < 5

@@ -119,6 +119,12 @@ def announce_left(generation: int, pod: str | None = None) -> bool:
     return annotate_pod({LEFT: str(generation)}, f"{LEFT}={generation}", pod=name)
 
 
+def _end_on_sigterm(signum: int, frame: Any) -> None:
+    """A left rank's SIGTERM (its pod's eviction): end now, as SIGTERM's default action would."""
+    logging.shutdown()
+    os._exit(128 + signum)
+
+
 def decide(vector: list[int], world: int, applied: int) -> tuple[int, int, list[int], int] | None:
     """What the agreed vector says (see :meth:`InPlace._check`): ``(generation, target, leaving ranks,
     joiners to admit)`` when every rank saw the same new event and it can be done now, else None."""
@@ -421,11 +427,17 @@ class InPlace:
         self._hold()
 
     def _hold(self) -> None:
-        """Wait for the eviction's SIGTERM (its default action ends the process) up to the grace."""
+        """Wait for the eviction's SIGTERM up to the grace. Where SIGTERM has its default action, a
+        handler ends the process with 143 as that action would: a container's PID 1 (``python
+        train.py`` as the pod's command) gets no default action from the kernel, and would
+        otherwise wait out the pod's termination grace period for its SIGKILL."""
         if threading.current_thread() is not threading.main_thread():
             return
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_IGN, None):
+        handler = signal.getsignal(signal.SIGTERM)
+        if handler in (signal.SIG_IGN, None):
             return
+        if handler == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _end_on_sigterm)
         deadline = time.monotonic() + self.leave_grace
         while time.monotonic() < deadline:
             time.sleep(0.1)

@@ -13,6 +13,13 @@ And one more thing on the way out: an agent stopped by a signal (an eviction's S
 rendezvous (:func:`leave`, called by ``python -m volcano_elastic_job.run``), so the survivors do not
 wait for its keep-alive to expire (3 x 5 s) before their next round.
 
+The survivors then restart as soon as they see that a member left (:func:`watch_departures`): torch's
+agent restarts its workers only once one of them has exited, and a worker whose collective failed
+on a dead peer takes 8-9 s to exit on torch 2.x (interpreter shutdown with a gloo group; the error
+itself comes in 0.1 s). The agent's look for waiting nodes (every monitor interval) also counts the
+members that left the round it joined, and torch's agent restarts its workers at once.
+``VOLCANO_ELASTIC_DEPARTURES=off`` turns this off.
+
 It wraps whatever handler torch's c10d creator returns and touches three private names of
 ``torch.distributed.elastic.rendezvous.dynamic_rendezvous`` (the handler's ``_state_holder``,
 ``_op_executor`` and ``_RendezvousExitOp``), the same in torch 1.13 and 2.x; where they are missing
@@ -21,8 +28,10 @@ it logs once and runs plain c10d.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -34,6 +43,7 @@ log = logging.getLogger("volcano_elastic_job")
 
 BACKEND = "volcano-c10d"
 _handlers: list[Any] = []  # the handlers this process made (for leave())
+_exit_hook: list[Any] = []  # the atexit hook, once registered
 
 
 def round_target(target: int | None, min_nodes: int, max_nodes: int) -> int | None:
@@ -82,12 +92,64 @@ def wrap(handler: Any, read_target: Callable[[], int | None] = target_workers) -
         return result
 
     holder.sync = sync_then_check
+    watch_departures(handler)
     _handlers.append(handler)
     return handler
 
 
+DEPARTURES_ENV = "VOLCANO_ELASTIC_DEPARTURES"  # "off": a survivor waits for its workers to fail, as torch does
+
+
+def departed(members: frozenset[Any], joined_round: int, state: Any) -> int:
+    """How many of the round's ``members`` (as this node joined it) have left it since: a member that
+    left a completed round (its agent stopped and left, or its keep-alive expired). 0 when the round
+    is no longer the one joined, not complete, or closed (the job is ending)."""
+    if not members or state.round != joined_round or not state.complete or state.closed:
+        return 0
+    return len(members - set(state.participants))
+
+
+def watch_departures(handler: Any) -> bool:
+    """Make ``handler.num_nodes_waiting()`` (which torch's agent calls every monitor interval while its
+    workers are healthy, and on a non-zero answer restarts them without spending a restart) also
+    count the members that left the round this node last joined. True when it did."""
+    if os.environ.get(DEPARTURES_ENV) == "off":
+        return False
+    holder = getattr(handler, "_state_holder", None)
+    next_rendezvous = getattr(handler, "next_rendezvous", None)
+    waiting = getattr(handler, "num_nodes_waiting", None)
+    if holder is None or next_rendezvous is None or waiting is None:
+        return False
+    joined: dict[str, Any] = {"round": -1, "members": frozenset()}
+    told: set[int] = set()
+
+    def next_and_remember(*args: Any, **kwargs: Any) -> Any:
+        result = next_rendezvous(*args, **kwargs)
+        state = holder.state
+        joined["round"], joined["members"] = state.round, frozenset(state.participants)
+        return result
+
+    def waiting_or_departed() -> int:
+        n = int(waiting())
+        if n:
+            return n
+        gone = departed(joined["members"], joined["round"], holder.state)
+        if gone and joined["round"] not in told:
+            told.add(joined["round"])
+            log.info("volcano-elastic: %d of the %d nodes of round %d left it: restarting the workers now",
+                     gone, len(joined["members"]), joined["round"])
+        return gone
+
+    handler.next_rendezvous = next_and_remember
+    handler.num_nodes_waiting = waiting_or_departed
+    return True
+
+
 def create_handler(params: Any) -> Any:
     """A rendezvous handler creator for torch's registry (``RendezvousParameters`` -> handler)."""
+    if not _exit_hook:
+        _exit_hook.append(_leave_at_exit)
+        atexit.register(_leave_at_exit)
     registry: Any = importlib.import_module("torch.distributed.elastic.rendezvous.registry")
     handler = registry._create_c10d_handler(params)
     name = str(getattr(params, "backend", "c10d"))
@@ -123,12 +185,16 @@ def register(replace_c10d: bool = True) -> None:
 
 def leave(timeout: float = 5.0) -> int:
     """Remove this process's nodes from their rendezvous (an agent stopped by a signal), so that
-    the others go on without waiting for its keep-alive to expire. Returns how many it left."""
+    the others go on without waiting for its keep-alive to expire. Returns how many it left. A
+    closed rendezvous (the job ended) is left alone; each handler is left once."""
     if not _handlers:
         return 0
     dyn: Any = importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
     left = 0
-    for handler in _handlers:
+    while _handlers:
+        handler = _handlers.pop()
+        if getattr(getattr(getattr(handler, "_state_holder", None), "state", None), "closed", False):
+            continue
         try:
             handler._stop_heartbeats()
             handler._op_executor.run(dyn._RendezvousExitOp(), time.monotonic() + timeout)
@@ -136,3 +202,11 @@ def leave(timeout: float = 5.0) -> int:
         except Exception as exc:  # the store host may be gone already: its keep-alive expires instead
             log.warning("volcano-elastic: could not leave the rendezvous: %r", exc)
     return left
+
+
+def _leave_at_exit() -> None:
+    """``torchrun --rdzv-backend=volcano-c10d`` (no launcher to catch the signal): an agent stopped by
+    an eviction's SIGTERM ends with torch's SignalException; on the way out, leave as the launcher
+    would (a job that ended has closed its rendezvous: nothing to leave then)."""
+    if leave():
+        log.warning("volcano-elastic: the agent is ending; left the rendezvous")

@@ -1,0 +1,123 @@
+"""In-place resizing and torch 2.x on the real tier (issue 39): the scenarios of
+bench/real_training.py on two real nodes, our image, our chart installed by Helm.
+
+- A job that resizes in place (`volcano-elastic.io/resize: in-place`, the kit's InPlace, one process
+  per pod) is shrunk for a gang by our agent and grows back: each event is done in place (no process
+  of rank 0 restarted), stalls at most 2 s, redoes no step, and stalls at most a tenth of the same
+  event of the same job on the restart path (the kit's launcher), run right after it on the same
+  box. A job that silently fell back to restarting cannot pass.
+- A worker of an in-place job SIGKILLed (nobody planned it): the job recovers through the restart
+  path and succeeds with every step done.
+- torch 2.x from PyPI (hack/install-torch2.sh, mounted from the host): the kit's launcher and
+  `torchrun --rdzv-backend=volcano-c10d` shrink for a gang, grow back and succeed, and the kit's
+  own wait after the scale-down (the stall less the restart part) is at most 5 s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import real_training as rt
+
+STALL_LIMIT = 2.0  # seconds, an in-place event
+RATIO_LIMIT = 0.1  # of the restart path's stall for the same event
+CHECKPOINT_EVERY = 20  # examples/training/elastic_train.py's default
+WAIT_LIMIT = 5.0  # seconds: the restart path's stall less its restart part, on torch 2.x
+
+
+@pytest.fixture(scope="module")
+def installed(box: Any, kube: Any) -> Iterator[Any]:
+    from kubernetes import client
+
+    box.kubectl("create", "namespace", rt.NAMESPACE, check=False)
+    rt.helm(box, "uninstall", rt.RELEASE, "--namespace", rt.NAMESPACE, "--wait", "--timeout", "180s")  # a kept box's
+    rt.install(box)
+    try:
+        rt.wait_installed(box, kube(client.CoreV1Api))
+        yield box
+    finally:
+        rt.helm(box, "uninstall", rt.RELEASE, "--namespace", rt.NAMESPACE, "--wait", "--timeout", "180s")
+
+
+def summary(name: str, result: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in result.items() if k != "log"}
+    print(f"\n[real] {name}: " + json.dumps(out))
+    return out
+
+
+def succeeded(result: dict[str, Any], s: dict[str, Any]) -> None:
+    assert result["succeeded"], s
+    assert result["stepsDone"] == result["stepsTarget"], s
+    assert not result["gatedLeft"], s
+
+
+def test_in_place_shrink_and_grow_stall_under_2_s_and_a_tenth_of_the_restart_path(installed: Any) -> None:
+    result = rt.run_in_place(installed, steps=500, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
+                             shared_root=installed.dir / "shared")
+    s = summary("in place", result)
+    succeeded(result, s)
+    restart = result["restartPath"]
+    assert restart["succeeded"] and restart["stepsDone"] == restart["stepsTarget"], s
+    events = result["events"]
+    assert [(e["kind"], e["inPlace"]) for e in events] == [("shrink", True), ("grow", True)], s  # no restart
+    assert (events[0]["fromWorkers"], events[0]["toWorkers"]) == (4, 2), s
+    assert (events[1]["fromWorkers"], events[1]["toWorkers"]) == (2, 4), s
+    for e in events:
+        assert e["stepsRedone"] == 0, e
+        assert e["stallSeconds"] <= STALL_LIMIT, e
+    # the restart path (the kit's launcher): shrunk for the gang by our agent (real eviction, SIGTERM,
+    # grace period), resumed at the smaller size from the checkpoint, grew back, succeeded
+    assert all(not e["inPlace"] for e in restart["events"]), s
+    kinds = [e["kind"] for e in restart["events"]]
+    assert "shrink" in kinds and "grow" in kinds, s
+    assert next(e for e in restart["events"] if e["kind"] == "shrink")["toWorkers"] >= 2, s  # never below min
+    for e in restart["events"]:
+        assert e["stepsRedone"] <= CHECKPOINT_EVERY, e
+    assert not restart["gatedLeft"], s
+    for kind in ("shrink", "grow"):
+        c = result["compare"][kind]
+        assert c["ratio"] is not None, (kind, c)  # the restart path had this event too
+        assert c["ratio"] <= RATIO_LIMIT, (kind, c)
+
+
+def test_a_sigkilled_worker_of_an_in_place_job_recovers_through_the_restart_path(installed: Any) -> None:
+    result = rt.run(installed, steps=300, gangs=0, max_restarts=10, notice_seconds=0, baseline=False,
+                    shared_root=installed.dir / "shared", in_place=True, kill_at=40)
+    s = summary("in place, SIGKILL", result)
+    succeeded(result, s)
+    restarts = [e for e in result["events"] if not e["inPlace"]]
+    assert restarts, s  # the job restarted (from its checkpoint): no in-place re-forming after a kill
+    assert restarts[0]["toWorkers"] == 4 and restarts[0]["stallSeconds"] is not None, s
+    assert restarts[0]["stepsRedone"] <= CHECKPOINT_EVERY, s  # at most the steps since the last checkpoint (every 20)
+    assert result["containerRestarts"][result["killed"]["pod"]] >= 1, s
+
+
+@pytest.fixture(scope="module")
+def torch2() -> Path:
+    import subprocess
+
+    script = rt.ROOT / "hack" / "install-torch2.sh"
+    if subprocess.run(["bash", str(script), "--check"], capture_output=True).returncode != 0:
+        pytest.fail("no torch 2.x for the real tier: run bash hack/install-torch2.sh (make node-packages does)")
+    return rt.torch2_dir()
+
+
+@pytest.mark.parametrize("launcher", ["kit", "torchrun"])
+def test_torch_2_shrinks_for_a_gang_grows_back_and_succeeds(installed: Any, torch2: Path, launcher: str) -> None:
+    result = rt.run(installed, steps=500, gangs=1, max_restarts=10, notice_seconds=0, baseline=False,
+                    shared_root=installed.dir / "shared", torch_dir=torch2, launcher=launcher)
+    s = summary(f"torch 2.x, {launcher}", result)
+    succeeded(result, s)
+    assert result["torch"].startswith("2."), s  # what the job imported
+    kinds = [e["kind"] for e in result["events"]]
+    assert "shrink" in kinds and "grow" in kinds, s
+    shrink = next(e for e in result["events"] if e["kind"] == "shrink")
+    assert shrink["stepsRedone"] <= CHECKPOINT_EVERY, s
+    assert shrink["waitSeconds"] <= WAIT_LIMIT, shrink  # the restart part plus at most 5 s
