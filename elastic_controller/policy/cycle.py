@@ -88,7 +88,7 @@ def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCach
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
     # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
-    evictions.extend(plan_fairness(world, releases, evictions, pdb_refused))
+    evictions.extend(plan_fairness(world, releases, evictions, pdb_refused, decisions))
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from ..policy import keys
 from ..policy.actions import CycleDecision, Evict, GiveNotice
+from ..policy.admission import gang_workers
 from ..policy.cycle import decide
 from ..policy.decisions import Eviction
 from ..policy.keys import Role
@@ -212,8 +213,10 @@ class Simulator(SnapshotViews):
             replicas, lo, hi = spec.max_workers, spec.max_workers, spec.max_workers
         elif self.policy == "static-min":
             replicas, lo, hi = spec.min_workers, spec.min_workers, spec.min_workers
-        else:
-            replicas, lo, hi = spec.max_workers, spec.min_workers, spec.max_workers
+        else:  # elastic: a small job may be admitted whole (the queue's wholeGangUpTo)
+            lo = (gang_workers(spec.min_workers, spec.max_workers, self.cfg.queue_policy(spec.queue).wholeGangUpTo)
+                  if self.policy == "elastic" else spec.min_workers)
+            replicas, hi = spec.max_workers, spec.max_workers
         job = SimJob(len(self.jobs), spec, NAMESPACE, replicas, lo, hi)
         self.jobs.append(job)
         self.active[job.id] = job
