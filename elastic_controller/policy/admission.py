@@ -36,6 +36,15 @@ ADMISSION_RESERVE = "reserve"
 ADMISSION = (ADMISSION_VOLCANO, ADMISSION_HOLD_ELASTIC, ADMISSION_RESERVE)
 
 
+def gang_workers(min_workers: int, max_workers: int, whole_up_to: int) -> int:
+    """The workers a job's gang (its PodGroup's ``minMember``) asks for: its min, or its max when its max
+    is at most ``whole_up_to`` (the queue's ``wholeGangUpTo``): such a small job starts whole or not at
+    all, as under static-max, instead of running at its min in the room the big jobs leave."""
+    if min_workers < 1 or max_workers < min_workers:
+        raise ValueError(f"workers must satisfy 1 <= min <= max, got min {min_workers}, max {max_workers}")
+    return max_workers if max_workers <= whole_up_to else min_workers
+
+
 @dataclass(frozen=True, slots=True)
 class Gang:
     """One job of a queue as admission sees it."""

@@ -99,7 +99,7 @@ def _plan_once(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pla
             evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
     # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
-    evictions.extend(plan_fairness(world, releases, evictions, fairness_refused))
+    evictions.extend(plan_fairness(world, releases, evictions, fairness_refused, decisions))
     return CyclePlan(
         starving=tuple(decisions),
         evictions=tuple(evictions),

@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 
 from .cooldowns import old_enough
-from .decisions import Eviction, GateRelease
+from .decisions import Eviction, GangDecision, GateRelease
 from .fit import Capacity, pod_demand
 from .gates import checkpoint_age, held_by_job, snoozed
 from .model import PodView
@@ -56,11 +56,15 @@ def _gh(seconds: float) -> str:
 
 
 def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: Sequence[Eviction] = (),
-                  pdb_refused: frozenset[str] = frozenset()) -> list[Eviction]:
+                  pdb_refused: frozenset[str] = frozenset(), gangs: Sequence[GangDecision] = ()) -> list[Eviction]:
     """The fairness scale-down's evictions this cycle (see the module's docstring). ``releases`` and
     ``planned``: the gates the cycle lifts and the victims it chose for starving gangs; ``pdb_refused``:
-    pods whose eviction a PodDisruptionBudget refused lately, never taken (as for the gangs' plans)."""
-    busy = {g.queue for g in world.waiting} | {r.queue for r in releases}
+    pods whose eviction a PodDisruptionBudget refused lately, never taken (as for the gangs' plans);
+    ``gangs``: the eviction planner's decisions this cycle (a queue with ``fairnessWhileGangsWait``
+    is not stopped by its gangs that were decided ``wait``)."""
+    waits = {d.pod_group for d in gangs if d.decision == "wait"}
+    busy = {r.queue for r in releases} | {g.queue for g in world.waiting
+                                          if not (g.key in waits and world.policy(g.queue).fairnessWhileGangsWait)}
     chosen = {e.pod for e in planned}
     losing = {e.job for e in planned}
     gated, group_of = held_by_job(world)
@@ -102,6 +106,10 @@ def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: S
                       f"{policy.fairnessRatio:g} times as much): it gives {len(victims)} of its "
                       f"{giver.current_workers()} workers (min {giver.bounds.min_replicas}), the fewest that "
                       f"make room for the growth the taker waits for")
+            behind = sorted(g.key for g in world.waiting if g.queue == queue)
+            if behind:  # only gangs decided "wait" reach here (fairnessWhileGangsWait)
+                reason += (f"; the queue's waiting gang(s) {', '.join(behind)} have no victims this cycle "
+                           "(fairnessWhileGangsWait)")
             for pod in victims:
                 out.append(Eviction(pod.key, pod.node_name, giver.key, queue, taker.key, reason, pod.uid))
             giver.taken += len(victims)

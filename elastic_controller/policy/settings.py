@@ -50,10 +50,18 @@ class QueuePolicy:
     fairnessScaleDown: bool = True
     fairnessRatio: float = 2.0
     fairnessMinGpuSeconds: int = 3600
+    # The fairness scale-down also in a queue whose waiting gangs the eviction planner cannot serve this
+    # cycle (each of them decided "wait"): moving elastic workers between its running jobs leaves the
+    # queue's allocation as it was, so it takes nothing a waiting gang could have had. False: any
+    # waiting gang of the queue stops it (the behaviour before).
+    fairnessWhileGangsWait: bool = False
     # Admission (admission.py, issue 38): which new jobs wait behind the oldest waiting gang of the
     # queue (ADMISSION: volcano holds none, holdElastic holds new elastic jobs, reserve every new job),
     # unless their gang fits beside it.
     admission: str = ADMISSION_VOLCANO
+    # A job of at most this many workers (its max) is admitted whole: its gang is its max, not its min
+    # (admission.gang_workers; issue 38). 0: every job's gang is its min (the behaviour before).
+    wholeGangUpTo: int = 0
 
     def snooze_seconds(self, in_place: bool = False) -> int:
         """scaleUpSnoozeSeconds; unset, the job's cooldown (``cooldown_seconds``: a job resized in

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from ..policy import keys
 from ..policy.actions import CycleDecision, Evict, GiveNotice, ShrinkInPlace
+from ..policy.admission import gang_workers
 from ..policy.cycle import decide
 from ..policy.decisions import Eviction
 from ..policy.keys import Role
@@ -212,8 +213,10 @@ class Simulator(SnapshotViews):
             replicas, lo, hi = spec.max_workers, spec.max_workers, spec.max_workers
         elif self.policy == "static-min":
             replicas, lo, hi = spec.min_workers, spec.min_workers, spec.min_workers
-        else:
-            replicas, lo, hi = spec.max_workers, spec.min_workers, spec.max_workers
+        else:  # elastic: a small job may be admitted whole (the queue's wholeGangUpTo)
+            lo = (gang_workers(spec.min_workers, spec.max_workers, self.cfg.queue_policy(spec.queue).wholeGangUpTo)
+                  if self.policy == "elastic" else spec.min_workers)
+            replicas, hi = spec.max_workers, spec.max_workers
         # Each job its own tenant (namespace): minWorkersToShrink counts a tenant's workers in the
         # queue (issue 36, T14), and a simulated workload says nothing of who submitted what.
         job = SimJob(len(self.jobs), spec, f"{NAMESPACE}-{spec.name}", replicas, lo, hi)

@@ -17,8 +17,8 @@ import pytest
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODS, PYTORCHJOBS, Resource
-from tests.kubeflow import pytorchjob_manifest
-from tests.waiting import wait_until
+from tests.harness.kubeflow import pytorchjob_manifest
+from tests.harness.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",

@@ -137,6 +137,7 @@ def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = 
         preemptDuringCooldown=draw(st.integers(0, 3)) == 0,
         minScaleUpGain=draw(st.sampled_from([0.0, 0.5, 1.0])),
         minWorkersToShrink=draw(st.sampled_from([0, 0, 3, 4])),  # mostly 0: small jobs give too
+        fairnessWhileGangsWait=draw(st.booleans()),  # issue 38: gangs decided "wait" do not stop it
     )
     return objs, ElasticConfig(defaults=defaults)
 

@@ -3,6 +3,7 @@ scheduler, no kubelet: an evicted pod stays Terminating until the test removes i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from elastic_controller.policy import keys
 from elastic_controller.policy.attained import parse_stamp
 from elastic_controller.policy.cycle import plan_cycle
 from tests.harness import agentbox as support
-from tests.harness.agentbox import FAST, Cluster, elastic_job, ts
+from tests.harness.agentbox import FAST, Cluster, elastic_job, gang, ts
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
@@ -69,3 +70,32 @@ def test_the_most_served_job_gives_and_the_stamp_keeps_its_service(cluster: Clus
     assert "least served job first" in cluster.pg("poor")["metadata"]["annotations"][keys.LAST_DECISION]
     stamp = parse_stamp(cluster.pg("rich")["metadata"]["annotations"].get(keys.ATTAINED_SERVICE))
     assert stamp is not None and stamp.gpu_seconds >= 6 * 3600
+
+
+def test_a_gang_the_planner_cannot_serve_does_not_stop_the_scale_down(cluster: Cluster, harness: Any) -> None:
+    """``fairnessWhileGangsWait``: as above, plus a gang of the same queue that no node can hold (16
+    GPUs on one pod): the planner decides it waits. Off (the behaviour before), the agent takes nothing;
+    on, rich gives poor its two workers, and the reason (in the pod's Event) names the waiting gang."""
+    n = cluster.node(gpus=8)
+    cluster.add(elastic_job(cluster.ns, "rich", n, min_r=1, max_r=8, running=6),
+                _recent(elastic_job(cluster.ns, "poor", n, min_r=1, max_r=4, running=2), 300),
+                gang(cluster.ns, "huge", n, members=1, gpus=16))
+    off = harness()
+    off.settle(PODS, cluster.ns, "poor-worker-3", lambda o: True)
+    off.settle(PODS, cluster.ns, "rich-worker-7", lambda o: True)
+    off.settle(PODS, cluster.ns, "huge-0", lambda o: True)
+    report = off.agent.run_cycle()
+    assert not report.evicted, report
+    assert "wait" in cluster.pg("huge")["metadata"]["annotations"][keys.LAST_DECISION]
+    on_cfg = replace(FAST, defaults=replace(FAST.defaults, fairnessWhileGangsWait=True))
+    on = harness(cfg=on_cfg)
+    on.settle(PODS, cluster.ns, "huge-0", lambda o: True)
+    plan = plan_cycle(on.agent.snapshot(), on_cfg, datetime.now(UTC))
+    assert [d.decision for d in plan.starving] == ["wait"]
+    assert [(e.pod, e.for_gang) for e in plan.evictions] == [
+        (f"{cluster.ns}/rich-worker-5", f"{cluster.ns}/poor"), (f"{cluster.ns}/rich-worker-4", f"{cluster.ns}/poor")]
+    assert f"waiting gang(s) {cluster.ns}/huge have no victims" in plan.evictions[0].reason
+    report = on.agent.run_cycle()
+    assert sorted(report.evicted) == [f"{cluster.ns}/rich-worker-4", f"{cluster.ns}/rich-worker-5"], report
+    messages = [e.get("message", "") for e in cluster.events() if e["reason"] == "EvictedForGang"]
+    assert any("fairnessWhileGangsWait" in m for m in messages), messages

@@ -25,7 +25,7 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import EVENTS, NODES, PDBS, PODGROUPS, PODS, PYTORCHJOBS, Resource
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
+from tests.harness import builders as b
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

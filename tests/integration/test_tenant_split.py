@@ -22,7 +22,7 @@ from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
+from tests.harness import builders as b
 
 pytestmark = pytest.mark.integration
 FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))

@@ -23,7 +23,7 @@ from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOB
 from elastic_controller.policy import keys
 from elastic_controller.policy.contract import ScaleRecord
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
+from tests.harness import builders as b
 
 pytestmark = pytest.mark.integration
 KINDS = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}

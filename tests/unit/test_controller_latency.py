@@ -11,8 +11,8 @@ from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, ROLEBINDINGS, ROLES
 from elastic_controller.kube.workqueue import WorkQueue
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import load
+from tests.harness import builders as b
+from tests.harness.fakecluster import load
 
 
 def controller(*groups: object) -> tuple[FakeKube, Controller]:

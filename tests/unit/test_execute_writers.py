@@ -21,8 +21,8 @@ from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, Resource
 from elastic_controller.policy import contract, keys
 from elastic_controller.policy.settings import ElasticConfig
-from tests import builders as b
-from tests.fakecluster import Clock
+from tests.harness import builders as b
+from tests.harness.fakecluster import Clock
 
 # ----------------------------------------------------------------------------- the pool
 

@@ -20,7 +20,7 @@ from elastic_controller.policy.actions import CycleDecision, LiftGates, ShrinkIn
 from elastic_controller.policy.cycle import decide
 from elastic_controller.policy.decisions import HoldNote, HoldReason
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.builders import NOW, ago, elastic_job, gang, node, pytorchjob, snapshot_of, ts
+from tests.harness.builders import NOW, ago, elastic_job, gang, node, pytorchjob, snapshot_of, ts
 
 IN_PLACE = "ns/b-inplace"
 RESTART = "ns/a-restart"  # (first in the scale-up order: the room it is denied goes to the other)
@@ -152,7 +152,7 @@ def test_the_keys_are_checked_and_null_means_the_rule_for_every_job() -> None:
 
 
 def test_status_shows_the_in_place_reason_and_cooldown() -> None:
-    from tests.builders import items
+    from tests.harness.builders import items
 
     objs = _pair(running=4, node_gpus=5, last_scale_ago=100)
     rows = {r["job"]: r for r in build_rows(items(*objs), ElasticConfig(), NOW)["default"]}
@@ -167,7 +167,7 @@ def test_plan_shows_the_in_place_reason(tmp_path: Any, capsys: pytest.CaptureFix
     import json
 
     from elastic_controller.cli import main
-    from tests.builders import dump
+    from tests.harness.builders import dump
 
     path = tmp_path / "dump.json"
     path.write_text(json.dumps(dump(*_pair(running=4, node_gpus=5))))

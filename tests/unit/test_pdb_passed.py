@@ -15,8 +15,8 @@ from elastic_controller.policy import keys
 from elastic_controller.policy.actions import Evict, GiveNotice
 from elastic_controller.policy.cycle import decide, plan_cycle
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
-from tests.fakecluster import Clock, fake_kube
+from tests.harness import builders as b
+from tests.harness.fakecluster import Clock, fake_kube
 
 A_WORKERS = [f"team-a/a-worker-{i}" for i in range(6)]
 

@@ -12,7 +12,7 @@ from elastic_controller.policy.actions import Evict
 from elastic_controller.policy.cycle import decide
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.world import TOO_SMALL, build_world
-from tests import builders as b
+from tests.harness import builders as b
 
 
 def split(namespaces: list[str], running: int = 2) -> list[Any]:

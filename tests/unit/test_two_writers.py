@@ -23,8 +23,8 @@ from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.contract import ScaleRecord
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests import builders as b
-from tests.fakecluster import fake_kube
+from tests.harness import builders as b
+from tests.harness.fakecluster import fake_kube
 
 SLOW = ElasticConfig(defaults=QueuePolicy(starvationSeconds=3600))  # the loser's view: b has not starved
 
