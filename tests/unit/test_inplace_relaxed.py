@@ -22,8 +22,8 @@ from elastic_controller.policy.decisions import HoldNote, HoldReason
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from tests.harness.builders import NOW, ago, elastic_job, gang, node, pytorchjob, snapshot_of, ts
 
-IN_PLACE = "ns/b-inplace"
-RESTART = "ns/a-restart"  # (first in the scale-up order: the room it is denied goes to the other)
+IN_PLACE = "tb/b-inplace"
+RESTART = "ta/a-restart"  # (first in the scale-up order: the room it is denied goes to the other)
 # The rules as for every job: what each relaxation is compared against.
 STRICT = {"inPlaceMinScaleUpGain": None, "inPlaceMinWorkersToShrink": None, "inPlaceCooldownSeconds": None,
           "inPlaceWaitsForCheckpoint": True}
@@ -38,16 +38,17 @@ def _pair(*, running: int, node_gpus: int, checkpoint_ago: float | None = None,
     """Two jobs alike (min 2, max 6, 1 GPU a worker), each alone on its node of ``node_gpus`` GPUs;
     ``b-inplace``'s PyTorchJob opts in to in-place resizing, ``a-restart``'s does not."""
     objs: list[Any] = []
-    for name, host in (("a-restart", "n0"), ("b-inplace", "n1")):
+    # each job its own tenant (namespace): minWorkersToShrink counts a tenant's workers (issue 36, T14)
+    for ns, name, host in (("ta", "a-restart", "n0"), ("tb", "b-inplace", "n1")):
         objs.append(node(host, gpus=node_gpus))
-        job = elastic_job("ns", name, min_r=2, max_r=6, running=running, nodes=[host],
+        job = elastic_job(ns, name, min_r=2, max_r=6, running=running, nodes=[host],
                           last_scale=ago(last_scale_ago) if last_scale_ago is not None else None)
         pg_ann = job[0]["metadata"].setdefault("annotations", {})
         if last_scale_ago is not None:
             pg_ann[keys.LAST_SCALE_DIRECTION] = direction
         if checkpoint_ago is not None:
             pg_ann[keys.LAST_CHECKPOINT_TIME] = ts(ago(checkpoint_ago))
-        tj = pytorchjob("ns", name, workers=6, min_r=2, max_r=6)
+        tj = pytorchjob(ns, name, workers=6, min_r=2, max_r=6)
         if name == "b-inplace":
             tj["metadata"]["annotations"] = {keys.RESIZE: keys.RESIZE_IN_PLACE}
         objs += [tj, *job]

@@ -12,7 +12,7 @@ import volcano_elastic_job.checkpoint as kit_checkpoint
 import volcano_elastic_job.podinfo as kit_podinfo
 
 from elastic_controller.policy.settings import ElasticConfig
-from tests.unit.webhook_objects import apply, decode_patch, pod, review
+from tests.harness.webhook_objects import apply, decode_patch, pod, review
 from webhook import podinfo
 from webhook.envelope import BadReviewError
 from webhook.review import review_pod
