@@ -3,11 +3,19 @@ benchmark, lives here and nowhere else.
 
 Rules (checked by tests/unit/test_import_cycles.py):
 - a ``test_*`` module is never imported by another module: what two tests share moves here;
-- this package imports no ``test_*`` module;
+- this package imports no test tier (tests/unit, integration, e2e, real);
 - ``bench/`` may import this package (object builders, our stack on a box), never a test module.
 
-Modules: ``builders`` (Kubernetes JSON objects), ``fakecluster`` (the in-memory API server as unit
-tests use it), ``boxfixtures`` (pytest fixtures of the box tiers), ``waiting``, ``kubeflow``,
-``helmbox``, ``oracles``, ``webhook_objects``, and one module per shared world or stack named after
-what it sets up.
+By what a module sets up:
+- objects and inputs: ``builders`` (Kubernetes JSON), ``kubeflow`` (PyTorchJob manifests),
+  ``webhook_objects`` (AdmissionReviews), ``examples`` (the bundled plan examples), ``strategies``
+  (hypothesis clusters), ``oracles`` (brute-force optima), ``validator_parity``, ``dockerfile``;
+- the in-memory API server (unit tier): ``fakecluster``, ``agentworld``, ``noticeworld``,
+  ``executeworld``, ``controllerworld``, ``statuscli``; the webhook served for real:
+  ``webhookserver``;
+- the rendered manifests and chart: ``manifests`` (and the checks every rendering passes), ``chart``;
+- a box (integration, e2e, real): ``boxfixtures`` (the tiers' fixtures), ``required`` (a tier that
+  cannot run fails or skips), ``waiting``, ``helmbox``, ``appliedbox``, ``agentbox``,
+  ``controllerbox``, ``stack`` and ``capacity_scenarios`` (our stack and its stories, e2e),
+  ``realstack`` (the chart installed on real nodes).
 """
