@@ -33,6 +33,7 @@ from .executor import (
 # stamp). Finishing it stays immediate (evictions by uid: the second is a no-op). A predecessor that
 # really died has its plan dropped once it is this old (the Lease moves after 15 s by default).
 PLAN_GRACE_SECONDS = 30.0
+LIVE_WRITER = "another writer"  # how stamp_owner says a live writer's plan
 
 
 def stamp_owner(ex: Executor, pg: PodGroupView | None, gang: str, victims: list[PodView],
@@ -59,8 +60,6 @@ def stamp_owner(ex: Executor, pg: PodGroupView | None, gang: str, victims: list[
         return f"{LIVE_WRITER} ({rec.by}) stamped this plan at {rec.at}: it may still be running it"
     return ""
 
-
-LIVE_WRITER = "another writer"
 
 
 def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: CycleReport) -> None:
@@ -177,7 +176,8 @@ def forget(ex: Executor, gang: str, victims: list[PodView], own: list[str], snap
         if not_ours:  # a stamp this plan did not write, or one its live writer may still act on
             log.info("cooldown stamp not taken back", extra={"job": j, "podgroup": gang, "reason": not_ours})
             continue
-        ours = ex.pg_annotations(j)
+        pg = groups.get(j)
+        ours = dict(pg.annotations) if pg is not None else {}  # the stamp judged above: the CAS compares it
         at = format_time(now)
         text = contract.forgotten(at, f"plan to evict for {gang} dropped after an interruption: {why}", gang).encode()
         try:

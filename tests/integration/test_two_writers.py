@@ -146,7 +146,7 @@ def test_the_losers_drop_leaves_the_winners_stamp(kc: KubeClient, namespace: str
             c.stop()
         for p in kc.list(PODS, ns)[0]:
             try:
-                kc.patch(PODS, p["metadata"]["name"], {"metadata": {"finalizers": None}}, ns)
+                kc.delete(PODS, p["metadata"]["name"], ns)
             except NotFoundError:
                 pass
         try:

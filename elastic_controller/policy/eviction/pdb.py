@@ -19,6 +19,9 @@ makes room):
    refused), with a Warning Event ``DisruptionBudgetPassed`` and the eviction metric's reason
    ``pdb-passed``.
 
+The second plan is the whole cycle's: another gang starving in the same cycle may then take such a
+pod although it had other victims (marked too; rare, a known gap).
+
 What a PDB still holds: every pod the planner never takes (masters, a job's min workers, rigid
 jobs, non-PyTorchJob pods), and every elastic worker whenever another victim makes room. The
 fairness scale-down never passes a PDB (no gang starves there). The controller may DELETE only a
