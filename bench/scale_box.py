@@ -28,7 +28,9 @@ completion: the garbage collector removes its pods). Measured (JSON ``modes.<mod
                      interpolated) and mean, the controller process's peak RSS (VmHWM), API requests
                      per cycle (requestsPerCycle: every request of the controller process, counted in
                      it by a wrapper of KubeClient._send, the controller's PodGroup writes included;
-                     agentRequestsPerCycle: those of the agent's threads only, its loop and writers)
+                     agentRequestsPerCycle: those of the agent's threads only, its loop and writers;
+                     the Events of the agent and the controller are sent by a thread of their own
+                     since 0f97d6c: "events POST" in controllerRequests)
   volcano            per pod: schedulable (created ungated, or its gate lifted) -> bound, seen by a
                      watch; per job: POST -> min workers bound; vc-scheduler's own
                      volcano_e2e_scheduling_latency_milliseconds
@@ -119,7 +121,8 @@ def serve_controller(counts_file: str, argv: list[str]) -> int:
         kind = "WATCH" if (kw.get("query") or {}).get("watch") else method
         thread = threading.current_thread().name  # whose request: the agent's (its loop and writers) or not
         who = "agent" if thread == "agent" or thread.startswith("agent-writer") else \
-            "controller" if thread.startswith("controller") else "other"
+            "controller" if thread.startswith("controller") else \
+            "events" if thread == "event-sender" else "other"  # (Events of both, sent in the background)
         with lock:
             tally[kind] += 1
             tally[f"{who} {kind}"] += 1

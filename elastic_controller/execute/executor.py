@@ -273,18 +273,31 @@ class Executor:
         cycle's decision counts again. True when counted now."""
         ns, name = split(spend.job)
         want = str(spend.used)
-        for _ in range(3):
-            try:
-                live = self.api.get(PODGROUPS, name, ns)
-            except NotFoundError:
-                return False
+        # The first try compares against the cached PodGroup (our own stamp's answer is in the cache:
+        # no GET on the eviction path, one round less); a cache that is behind fails the premise or
+        # the resourceVersion precondition, and every later try reads the live object.
+        cached = self.store.get(PODGROUPS, name, ns)
+        for attempt in range(4):
+            if attempt == 0:
+                if cached is None:
+                    continue
+                live = cached
+            else:
+                try:
+                    live = self.api.get(PODGROUPS, name, ns)
+                except NotFoundError:
+                    return False
             meta = live.get("metadata") or {}
             ann = meta.get("annotations") or {}
             now_rec = parse_record(ann.get(keys.SCALE_RECORD))
             if not spend.record or now_rec is None or now_rec.id != spend.record or \
                     ann.get(keys.RESTART_COUNTED) == spend.record:
+                if attempt == 0:
+                    continue  # (the cache may be behind: the live object decides)
                 return False
             if next_count(ann) != want:
+                if attempt == 0:
+                    continue
                 log.info("restart not counted: the count changed since the decision; next cycle decides again",
                          extra={"job": spend.job, "restartsUsed": ann.get(keys.RESTARTS_USED), "decided": want})
                 return False
@@ -295,6 +308,8 @@ class Executor:
                     "annotations": {keys.RESTARTS_USED: want, keys.RESTART_COUNTED: spend.record}}}, ns)
             except ConflictError:
                 continue
+            except NotFoundError:
+                return False
             self.store.put(PODGROUPS, out)
             log.info("restart counted", extra={"job": spend.job, "restartsUsed": want, "record": spend.record})
             if self.store.get(PYTORCHJOBS, name, ns) is not None:

@@ -245,3 +245,77 @@ def test_one_writer_is_the_old_order_exactly() -> None:
     kube = Recording(delay=0.0)
     report = agent_on(kube, writers=1).run_cycle()
     assert kube.most == 1 and len(report.released) == 3 * JOBS
+
+
+# ----------------------------------------------------------------------------- the restart count's CAS
+
+
+class BehindStore(FakeStore):
+    """The cache as it was when made (``freeze``): behind the API server from then on."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        super().__init__(kube)
+        self.frozen: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+
+    def freeze(self, res: Resource, name: str, namespace: str) -> None:
+        self.frozen[(res.plural, name, namespace)] = kube_copy(self.kube.get_cached(res, name, namespace))
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        hit = self.frozen.get((res.plural, name, namespace))
+        return hit if hit is not None else super().get(res, name, namespace)
+
+
+def kube_copy(obj: dict[str, Any] | None) -> dict[str, Any]:
+    import copy
+
+    assert obj is not None
+    return copy.deepcopy(obj)
+
+
+def counted_world(record: str = "r1") -> tuple[FakeKube, BehindStore, Any]:
+    from elastic_controller.execute.executor import Executor, ScaleRecord
+    from elastic_controller.execute.metrics import NoMetrics
+    from elastic_controller.notice import Notices
+
+    kube = FakeKube()
+    rec = ScaleRecord(record, "agent", "2026-01-01T00:00:00Z", "evict", "ns/g", {"ns/j-worker-3": "u"}, {}).encode()
+    kube.add(PODGROUPS, {"metadata": {"name": "j", "namespace": "ns", "annotations": {
+        keys.SCALE_RECORD: rec, keys.RESTARTS_USED: "1"}}, "spec": {"minMember": 2}})
+    store = BehindStore(kube)
+    cfg = ElasticConfig()
+    recorder = EventRecorder(kube)
+    ex = Executor(kube, store, cfg, recorder, metrics=NoMetrics(), notices=Notices(kube, store, cfg, recorder),
+                  dry_run=False)
+    return kube, store, ex
+
+
+def test_the_restart_count_on_a_fresh_cache_reads_nothing() -> None:
+    from elastic_controller.policy.actions import SpendRestart
+
+    kube, _, ex = counted_world()
+    assert ex.count_restart(SpendRestart("ns/j", 2, "r1"))
+    assert [c[0] for c in kube.calls] == ["patch-merge"]  # no GET: one round less on the eviction path
+    ann = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
+    assert (ann[keys.RESTARTS_USED], ann[keys.RESTART_COUNTED]) == ("2", "r1")
+
+
+def test_a_cache_behind_is_caught_by_the_precondition_and_the_live_object_decides() -> None:
+    from elastic_controller.policy.actions import SpendRestart
+
+    kube, store, ex = counted_world()
+    store.freeze(PODGROUPS, "j", "ns")
+    kube.patch(PODGROUPS, "j", {"metadata": {"annotations": {"other": "write"}}}, "ns")  # the cache is behind
+    assert ex.count_restart(SpendRestart("ns/j", 2, "r1"))
+    assert [c[0] for c in kube.calls][-3:] == ["patch-merge", "get", "patch-merge"]  # 409, read, counted
+    assert kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.RESTARTS_USED] == "2"
+
+
+def test_a_count_changed_since_is_never_overwritten_whatever_the_cache_says() -> None:
+    from elastic_controller.policy.actions import SpendRestart
+
+    kube, store, ex = counted_world()
+    store.freeze(PODGROUPS, "j", "ns")  # says restarts-used 1
+    kube.patch(PODGROUPS, "j", {"metadata": {"annotations": {keys.RESTARTS_USED: "5"}}}, "ns")
+    assert not ex.count_restart(SpendRestart("ns/j", 2, "r1"))
+    assert kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.RESTARTS_USED] == "5"
+    assert keys.RESTART_COUNTED not in kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"]
