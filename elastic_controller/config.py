@@ -48,7 +48,7 @@ _INT_FIELDS_MIN = {
     "firstRendezvousSeconds": 0,
 }
 # Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
-_OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds"}
+_OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds", "fairnessMinWorkersToShrink"}
 _CHOICES = {"orderBy": ORDER_BY, "admission": ADMISSION}  # string keys with a fixed set of values
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage

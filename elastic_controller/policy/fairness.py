@@ -40,7 +40,7 @@ from .fit import Capacity, pod_demand
 from .gates import checkpoint_age, held_by_job, snoozed
 from .model import PodView
 from .ordering import scale_up_pod_rank
-from .world import JobState, World
+from .world import ALLOWED_COUNTS, TOO_SMALL, JobState, World, allowed_of, no_smaller_count
 
 __all__ = ["plan_fairness"]
 
@@ -131,7 +131,7 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
     """The fewest of ``giver``'s elastic workers (highest index first) whose leaving makes room for
     ``taker``'s growth by minScaleUpGain, or None (giver may not give, or no count of them does)."""
     policy = world.policy(giver.queue)
-    if giver.bounds is None or giver.cooling or world.never_victim(giver.key) is not None:
+    if giver.bounds is None or giver.cooling or _never_gives(world, giver) is not None:
         return None
     group = giver.pg.key if giver.pg is not None else giver.key
     if not _within_window(world, giver, group):
@@ -159,6 +159,22 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
         if _fits(cap.copy(), grow):
             return candidates[:n]
     return None
+
+
+def _never_gives(world: World, giver: JobState) -> str | None:
+    """Why ``giver`` gives nothing (``World.never_victim``), except that its queue's
+    ``fairnessMinWorkersToShrink`` (when set) stands for ``minWorkersToShrink``: a job far more served
+    than the taker may give at a smaller size than it would to a gang."""
+    why = world.never_victim(giver.key)
+    floor = world.policy(giver.queue).fairnessMinWorkersToShrink
+    if why != TOO_SMALL or floor is None:
+        return why
+    n = giver.running_workers
+    if n < floor:
+        return TOO_SMALL
+    if no_smaller_count(allowed_of(giver), n):
+        return ALLOWED_COUNTS
+    return giver.budget.reason() if giver.budget is not None and giver.budget.spent else None
 
 
 def _fits(cap: Capacity, pods: Sequence[PodView]) -> bool:
