@@ -5,7 +5,9 @@ that has had far more of the cluster.
 Growth alone never takes back what a job got when the room was free: the first job to grow keeps
 its workers until it ends, however long it has held them. So, for each queue with
 ``fairnessScaleDown`` where nothing else moves this cycle (**no gang of the queue waits**, starving
-or not: gangs are served first, by the eviction planner; **no gate of the queue was lifted**: there
+or not: gangs are served first, by the eviction planner; with ``fairnessWhileGangsWait``, a gang the
+planner decided ``wait`` for does not count: no victims serve it, and moving elastic workers between
+the queue's running jobs leaves its allocation as it was; **no gate of the queue was lifted**: there
 was room), one scale-down per queue per cycle:
 
 - the **taker** is the least served (``JobState.served``, ``attained.py``) of the queue's running
@@ -13,10 +15,11 @@ was room), one scale-down per queue per cycle:
   snoozed, and, when it publishes checkpoints, within ``scaleUpAfterCheckpointSeconds`` of its last
   one (the growth it waits for would happen);
 - the **giver** is the most served job of the same queue that may lose workers: not the taker, out
-  of cooldown, no ``World.never_victim`` reason (``minWorkersToShrink``, allowed counts, its restart
-  budget), elastic workers past ``minRuntimeSeconds``, its own checkpoint within the same window (the
-  restart costs it little work), and **far from even**: its service at least ``fairnessRatio`` times
-  the taker's and ``fairnessMinGpuSeconds`` more;
+  of cooldown, no ``World.never_victim`` reason (``minWorkersToShrink``, or the queue's
+  ``fairnessMinWorkersToShrink`` when set; allowed counts; its restart budget), elastic workers past
+  ``minRuntimeSeconds``, its own checkpoint within the same window (the restart costs it little
+  work), and **far from even**: its service at least ``fairnessRatio`` times the taker's and
+  ``fairnessMinGpuSeconds`` more;
 - the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, and
   no job that already loses one), as few as make room, with every terminating pod gone and the
   cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers,
