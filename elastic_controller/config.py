@@ -49,7 +49,7 @@ _INT_FIELDS_MIN = {
 }
 # Keys whose default is null ("not set: derived from another key") but that take an integer >= 0.
 _OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds", "inPlaceMinWorkersToShrink",
-                  "inPlaceCooldownSeconds"}
+                  "inPlaceCooldownSeconds", "fairnessMinWorkersToShrink"}
 # Keys whose default may be null ("not set: the rule as for any job") but that take a number >= 0.
 _OPTIONAL_NUMBERS = {"inPlaceMinScaleUpGain"}
 _CHOICES = {"orderBy": ORDER_BY, "admission": ADMISSION}  # string keys with a fixed set of values

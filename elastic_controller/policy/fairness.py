@@ -5,7 +5,9 @@ that has had far more of the cluster.
 Growth alone never takes back what a job got when the room was free: the first job to grow keeps
 its workers until it ends, however long it has held them. So, for each queue with
 ``fairnessScaleDown`` where nothing else moves this cycle (**no gang of the queue waits**, starving
-or not: gangs are served first, by the eviction planner; **no gate of the queue was lifted**: there
+or not: gangs are served first, by the eviction planner; with ``fairnessWhileGangsWait``, a gang the
+planner decided ``wait`` for does not count: no victims serve it, and moving elastic workers between
+the queue's running jobs leaves its allocation as it was; **no gate of the queue was lifted**: there
 was room), one scale-down per queue per cycle:
 
 - the **taker** is the least served (``JobState.served``, ``attained.py``) of the queue's running
@@ -13,10 +15,11 @@ was room), one scale-down per queue per cycle:
   snoozed, and, when it publishes checkpoints, within ``scaleUpAfterCheckpointSeconds`` of its last
   one (the growth it waits for would happen);
 - the **giver** is the most served job of the same queue that may lose workers: not the taker, out
-  of cooldown, no ``World.never_victim`` reason (``minWorkersToShrink``, allowed counts, its restart
-  budget), elastic workers past ``minRuntimeSeconds``, its own checkpoint within the same window (the
-  restart costs it little work), and **far from even**: its service at least ``fairnessRatio`` times
-  the taker's and ``fairnessMinGpuSeconds`` more;
+  of cooldown, no ``World.never_victim`` reason (``minWorkersToShrink``, or the queue's
+  ``fairnessMinWorkersToShrink`` when set; allowed counts; its restart budget), elastic workers past
+  ``minRuntimeSeconds``, its own checkpoint within the same window (the restart costs it little
+  work), and **far from even**: its service at least ``fairnessRatio`` times the taker's and
+  ``fairnessMinGpuSeconds`` more;
 - the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, and
   no job that already loses one), as few as make room, with every terminating pod gone and the
   cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers,
@@ -40,7 +43,7 @@ from .fit import Capacity, pod_demand
 from .gates import checkpoint_age, held_by_job, snoozed
 from .model import PodView
 from .ordering import scale_up_pod_rank
-from .world import JobState, World
+from .world import ALLOWED_COUNTS, TOO_SMALL, JobState, World, allowed_of, no_smaller_count
 
 __all__ = ["plan_fairness"]
 
@@ -131,7 +134,7 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
     """The fewest of ``giver``'s elastic workers (highest index first) whose leaving makes room for
     ``taker``'s growth by minScaleUpGain, or None (giver may not give, or no count of them does)."""
     policy = world.policy(giver.queue)
-    if giver.bounds is None or giver.cooling or world.never_victim(giver.key) is not None:
+    if giver.bounds is None or giver.cooling or _never_gives(world, giver) is not None:
         return None
     group = giver.pg.key if giver.pg is not None else giver.key
     if not _within_window(world, giver, group):
@@ -159,6 +162,22 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
         if _fits(cap.copy(), grow):
             return candidates[:n]
     return None
+
+
+def _never_gives(world: World, giver: JobState) -> str | None:
+    """Why ``giver`` gives nothing (``World.never_victim``), except that its queue's
+    ``fairnessMinWorkersToShrink`` (when set) stands for ``minWorkersToShrink``: a job far more served
+    than the taker may give at a smaller size than it would to a gang."""
+    why = world.never_victim(giver.key)
+    floor = world.policy(giver.queue).fairnessMinWorkersToShrink
+    if why != TOO_SMALL or floor is None:
+        return why
+    n = giver.running_workers
+    if n < floor:
+        return TOO_SMALL
+    if no_smaller_count(allowed_of(giver), n):
+        return ALLOWED_COUNTS
+    return giver.budget.reason() if giver.budget is not None and giver.budget.spent else None
 
 
 def _fits(cap: Capacity, pods: Sequence[PodView]) -> bool:

@@ -55,6 +55,9 @@ class QueuePolicy:
     # queue's allocation as it was, so it takes nothing a waiting gang could have had. False: any
     # waiting gang of the queue stops it (the behaviour before).
     fairnessWhileGangsWait: bool = False
+    # The giver of the fairness scale-down needs this many running workers (None: minWorkersToShrink,
+    # as a gang's victim): it has had at least fairnessRatio times the taker's service already.
+    fairnessMinWorkersToShrink: int | None = None
     # Admission (admission.py, issue 38): which new jobs wait behind the oldest waiting gang of the
     # queue (ADMISSION: volcano holds none, holdElastic holds new elastic jobs, reserve every new job),
     # unless their gang fits beside it.

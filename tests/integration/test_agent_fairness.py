@@ -75,7 +75,7 @@ def test_the_most_served_job_gives_and_the_stamp_keeps_its_service(cluster: Clus
 def test_a_gang_the_planner_cannot_serve_does_not_stop_the_scale_down(cluster: Cluster, harness: Any) -> None:
     """``fairnessWhileGangsWait``: as above, plus a gang of the same queue that no node can hold (16
     GPUs on one pod): the planner decides it waits. Off (the behaviour before), the agent takes nothing;
-    on, rich gives poor its two workers, and the reason (in the pod's Event) names the waiting gang."""
+    on, rich gives poor its two workers (Events, evicted-for), and the plan's reason names the waiting gang."""
     n = cluster.node(gpus=8)
     cluster.add(elastic_job(cluster.ns, "rich", n, min_r=1, max_r=8, running=6),
                 _recent(elastic_job(cluster.ns, "poor", n, min_r=1, max_r=4, running=2), 300),
@@ -97,5 +97,5 @@ def test_a_gang_the_planner_cannot_serve_does_not_stop_the_scale_down(cluster: C
     assert f"waiting gang(s) {cluster.ns}/huge have no victims" in plan.evictions[0].reason
     report = on.agent.run_cycle()
     assert sorted(report.evicted) == [f"{cluster.ns}/rich-worker-4", f"{cluster.ns}/rich-worker-5"], report
-    messages = [e.get("message", "") for e in cluster.events() if e["reason"] == "EvictedForGang"]
-    assert any("fairnessWhileGangsWait" in m for m in messages), messages
+    assert ("Pod", "EvictedForGang") in {(e["involvedObject"]["kind"], e["reason"]) for e in cluster.events()}
+    assert cluster.pod("rich-worker-5")["metadata"]["annotations"][keys.EVICTED_FOR] == f"{cluster.ns}/poor"

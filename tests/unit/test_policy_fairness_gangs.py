@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
+from elastic_controller.config import ConfigError, parse_config
 from elastic_controller.policy.actions import Evict, RecordGang
 from elastic_controller.policy.cycle import decide
 from elastic_controller.policy.settings import ElasticConfig
@@ -60,3 +63,29 @@ def test_the_reason_names_the_rule_and_decide_is_pure() -> None:
     reasons = [v.reason for a in first.actions if isinstance(a, Evict) for v in a.victims]
     assert reasons and all(r.startswith("fairness: job ns/poor waits to grow") for r in reasons)
     assert all("ns/huge" in r and "no victims" in r for r in reasons)
+
+
+def test_fairness_min_workers_to_shrink_lets_a_smaller_giver_give() -> None:
+    """``fairnessMinWorkersToShrink``: the giver's floor for the fairness scale-down alone. rich runs 3
+    workers (below minWorkersToShrink 4: no gang may take from it, nor, by default, the scale-down)."""
+    objs = [node("n0", gpus=3), node("n1", gpus=2),
+            *elastic_job("ns", "rich", min_r=1, max_r=8, running=3, nodes=["n0"], scheduled_at=ago(36_000)),
+            *elastic_job("ns", "poor", min_r=1, max_r=4, running=2, nodes=["n1"], scheduled_at=ago(600))]
+
+    def evicted(cfg: ElasticConfig) -> list[str]:
+        d = decide(snapshot_of(*objs, cfg=cfg), cfg, NOW)
+        return [v.pod for a in d.actions if isinstance(a, Evict) for v in a.victims]
+
+    assert evicted(_cfg()) == []
+    assert evicted(_cfg(fairnessMinWorkersToShrink=3)) == ["ns/rich-worker-2", "ns/rich-worker-1"]
+    assert evicted(_cfg(fairnessMinWorkersToShrink=4)) == []
+    assert evicted(_cfg(fairnessMinWorkersToShrink=3, minScaleUpGain=0.5)) == ["ns/rich-worker-2"]
+
+
+def test_the_keys_are_validated() -> None:
+    cfg = parse_config({"defaults": {"fairnessWhileGangsWait": True, "fairnessMinWorkersToShrink": 2}})
+    assert cfg.defaults.fairnessWhileGangsWait and cfg.defaults.fairnessMinWorkersToShrink == 2
+    assert parse_config({"defaults": {"fairnessMinWorkersToShrink": None}}).defaults.fairnessMinWorkersToShrink is None
+    for bad in ({"fairnessWhileGangsWait": "yes"}, {"fairnessMinWorkersToShrink": -1}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            parse_config({"defaults": bad})
