@@ -8,6 +8,13 @@ the queue's ``inPlaceLeaveSeconds``, ran out). Such a shrink spends no torchrun 
 record's path is ``in-place``, ``restart_count.DOWN_PATHS`` leaves it out; ``budget.budget_of`` sets
 no budget for the job). Every other job is decided as before: nothing here runs unless a PyTorchJob
 opts in.
+
+The rules that exist because a scale event restarts a job are relaxed for such a job by its queue's
+``inPlace*`` keys (issue 39 item 3; ``settings.QueuePolicy``: ``min_scale_up_gain``,
+``checkpoint_window``, ``min_workers_to_shrink``, ``cooldown_seconds`` and ``snooze_seconds`` take
+``in_place``), applied where each rule is (``gates``, ``fairness``, ``World.never_victim``, the
+cooldown ``world`` gives the job: ``JobState.in_place``), so that the agent, ``plan``, ``status`` and
+the simulator decide alike.
 """
 
 from __future__ import annotations
