@@ -70,7 +70,8 @@ def test_fairness_min_workers_to_shrink_lets_a_smaller_giver_give() -> None:
     workers (below minWorkersToShrink 4: no gang may take from it, nor, by default, the scale-down)."""
     objs = [node("n0", gpus=3), node("n1", gpus=2),
             *elastic_job("ns", "rich", min_r=1, max_r=8, running=3, nodes=["n0"], scheduled_at=ago(36_000)),
-            *elastic_job("ns", "poor", min_r=1, max_r=4, running=2, nodes=["n1"], scheduled_at=ago(600))]
+            # another tenant (namespace): minWorkersToShrink counts a tenant's workers (issue 36, T14)
+            *elastic_job("ns2", "poor", min_r=1, max_r=4, running=2, nodes=["n1"], scheduled_at=ago(600))]
 
     def evicted(cfg: ElasticConfig) -> list[str]:
         d = decide(snapshot_of(*objs, cfg=cfg), cfg, NOW)
