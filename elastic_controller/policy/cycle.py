@@ -216,7 +216,9 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, evictions: Se
     PyTorchJob's copy is its owner's to write and never read). A notice spends no restart: its
     victims' leaving does, in a later cycle (``restart_count.restarts_to_count``). The victims of
     jobs resized in place (``resized``, issue 39) are one ``ShrinkInPlace`` per gang, first, each with
-    the deadline of its bounded wait (its queue's ``inPlaceLeaveSeconds``); they spend no restart."""
+    the deadline of its bounded wait (its queue's ``inPlaceLeaveSeconds``); they spend no restart.
+    Victims past a PodDisruptionBudget (issue 36, T13) are in the gang's ``Evict`` whatever the rest
+    of its victims take."""
     by_gang: dict[str, list[Eviction]] = {}
     for ev in evictions:
         by_gang.setdefault(ev.for_gang, []).append(ev)
@@ -225,18 +227,22 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, evictions: Se
     pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
     used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
     out: list[Evict | GiveNotice | ShrinkInPlace] = []
-    for gang, victims in by_gang.items():
-        past_pdb = any(e.past_pdb for e in victims)  # no notice, no leave: a PDB refused them (T13)
-        if resized and not past_pdb and any(e.job in resized for e in victims):
+    for gang, planned in by_gang.items():
+        # Victims past a PDB (T13) are evicted now, no notice, no leave: a PDB refused them; the others
+        # of the same gang take the usual path.
+        past = [e for e in planned if e.past_pdb]
+        victims = [e for e in planned if not e.past_pdb]
+        if resized and any(e.job in resized for e in victims):
             out.append(ShrinkInPlace(gang, tuple(
                 Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).inPlaceLeaveSeconds))
                 for e in victims if e.job in resized)))
             victims = [e for e in victims if e.job not in resized]
-            if not victims:
-                continue
-        if not past_pdb and any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
+        if any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
             out.append(GiveNotice(gang, tuple(Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).noticeSeconds))
                                               for e in victims)))
+            victims = []
+        victims = past + victims
+        if not victims:
             continue
         restarts = []
         for job in sorted({e.job for e in victims}):

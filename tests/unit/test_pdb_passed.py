@@ -131,3 +131,23 @@ def test_the_replan_past_a_pdb_serves_only_the_gangs_a_pdb_kept_waiting() -> Non
     # the gang planned first keeps the first plan's victims (c's); only the one a PDB kept waiting
     # takes a's, past the PDB, after every other victim left
     assert len({e.for_gang for e in past}) == 1
+
+
+def test_only_the_victims_past_a_pdb_lose_their_notice() -> None:
+    # review B2: a (4..6, its PDB) on n1, c (4..6, no PDB) on n2, gang b needs 4: b takes c's two
+    # spare workers and two of a's past the PDB. c relies on its notice to checkpoint: it keeps it;
+    # only a's go now (their notice's eviction would be refused again)
+    objs = b.items(b.node("n1", gpus=6), b.node("n2", gpus=6), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=4, max_r=6),
+                   b.elastic_job("team-a", "a", min_r=4, max_r=6, nodes=["n1"]),
+                   b.pytorchjob("team-c", "c", workers=6, min_r=4, max_r=6),
+                   b.elastic_job("team-c", "c", min_r=4, max_r=6, nodes=["n2"]),
+                   b.gang("team-b", "b", members=4, gpus=1))
+    cfg = ElasticConfig(defaults=QueuePolicy(noticeSeconds=300))
+    out = decide(b.snapshot_of(objs), cfg, b.NOW, pdb_refused=frozenset(f"team-a/a-worker-{i}" for i in range(6)))
+    evicts, notices = out.of(Evict), out.of(GiveNotice)
+    assert len(evicts) == 1 and len(notices) == 1, out.actions
+    assert sorted(e.job for e in evicts[0].victims) == ["team-a/a", "team-a/a"]
+    assert all(e.past_pdb for e in evicts[0].victims)
+    assert [r.job for r in evicts[0].restarts] == ["team-a/a"]  # c spends its restart when it leaves
+    assert sorted(n.victim.job for n in notices[0].victims) == ["team-c/c", "team-c/c"]
