@@ -77,7 +77,7 @@ def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, cache: 
 def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
           search: SearchMode, pdb_refused: frozenset[str] = frozenset()) -> CyclePlan:
     plan = _plan_once(snapshot, cfg, now, cache, search, pdb_refused, pdb_refused)
-    if past_pdb_needed(plan.starving, pdb_refused):  # issue 36, T13: policy/eviction/pdb.py
+    if cfg.agent.passPdb and past_pdb_needed(plan.starving, pdb_refused):  # issue 36, T13: eviction/pdb.py
         plan = _plan_once(snapshot, cfg, now, None, search, frozenset(), pdb_refused, first=plan)
     return plan
 
