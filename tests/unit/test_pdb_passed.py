@@ -151,3 +151,14 @@ def test_only_the_victims_past_a_pdb_lose_their_notice() -> None:
     assert all(e.past_pdb for e in evicts[0].victims)
     assert [r.job for r in evicts[0].restarts] == ["team-a/a"]  # c spends its restart when it leaves
     assert sorted(n.victim.job for n in notices[0].victims) == ["team-c/c", "team-c/c"]
+
+
+def test_pass_pdb_off_never_passes_one() -> None:
+    # agent.passPdb: false (the chart renders it so without the admission policy bounding `delete pods`)
+    from elastic_controller.policy.settings import AgentConfig
+
+    cfg = ElasticConfig(agent=AgentConfig(passPdb=False))
+    plan = plan_cycle(b.snapshot_of(world()), cfg, b.NOW, pdb_refused=frozenset(A_WORKERS))
+    assert plan.evictions == () and plan.starving[0].decision == "wait"
+    assert "PDB refused eviction" in plan.starving[0].reason
+    assert plan_cycle(b.snapshot_of(world()), ElasticConfig(), b.NOW, pdb_refused=frozenset(A_WORKERS)).evictions
