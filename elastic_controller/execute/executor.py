@@ -113,6 +113,7 @@ class Executor:
         self.ledger: dict[str, InFlight] = {}  # pod uid -> eviction in flight
         self.pdb_refused: dict[str, datetime] = {}  # pod ns/name -> when a PDB last refused its eviction
         self.pdb_refused_uid: dict[str, str] = {}  # pod ns/name -> the uid of the pod it refused
+        self.records_seen: dict[str, datetime] = {}  # another writer's scale record id -> first seen (resume.py)
         # Who writes: in every scale record; a record by another identity newer than our first cycle
         # is a second active writer (``saw_writer``).
         self.identity = identity or f"agent_{uuid.uuid4().hex[:8]}"
