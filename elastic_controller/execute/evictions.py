@@ -84,7 +84,7 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
             ex.undo(gang, before, {j: stamped_jobs[j] for j in untouched}, rest)
             break
         done.append(e)
-        ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False)
+        ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False, past_pdb=e.past_pdb)
         ex.fault("evicted-one")
     # The restart each job evicted from uses, now that it happened (the action's SpendRestart, on
     # the record stamped above; a crash before leaves it to the next cycle's decision).

@@ -112,6 +112,8 @@ class Executor:
         self.faults = parse_faults(os.environ.get(FAULT_ENV)) if faults is None else faults
         self.ledger: dict[str, InFlight] = {}  # pod uid -> eviction in flight
         self.pdb_refused: dict[str, datetime] = {}  # pod ns/name -> when a PDB last refused its eviction
+        self.pdb_refused_uid: dict[str, str] = {}  # pod ns/name -> the uid of the pod it refused
+        self.records_seen: dict[str, datetime] = {}  # another writer's scale record id -> first seen (resume.py)
         # Who writes: in every scale record; a record by another identity newer than our first cycle
         # is a second active writer (``saw_writer``).
         self.identity = identity or f"agent_{uuid.uuid4().hex[:8]}"
@@ -405,23 +407,33 @@ class Executor:
 
     # ------------------------------------------------------------------ the books
     def recent_pdb_refusals(self, now: datetime) -> frozenset[str]:
-        """Pods a PDB refused to evict within the last PDB_REFUSAL_SECONDS (older refusals forgotten)."""
+        """Pods a PDB refused to evict within the last PDB_REFUSAL_SECONDS (older refusals forgotten),
+        each only while it is the pod refused (its uid): one recreated under the same name is tried
+        with the Eviction API again, never deleted past a PDB that never refused it."""
         for key in [k for k, t in self.pdb_refused.items()
                     if not 0 <= (now - t).total_seconds() < PDB_REFUSAL_SECONDS]:
             del self.pdb_refused[key]
-        return frozenset(self.pdb_refused)
+            self.pdb_refused_uid.pop(key, None)
+        return frozenset(k for k in self.pdb_refused if self.pdb_refused_uid.get(k, "") == self._uid(k))
+
+    def _uid(self, key: str) -> str:
+        ns, name = split(key)
+        pod = self.store.get(PODS, name, ns) or {}
+        return str((pod.get("metadata") or {}).get("uid") or "")
 
     def refused_by_pdb(self, pod: str, gang: str, now: datetime) -> None:
         self.pdb_refused[pod] = now
+        self.pdb_refused_uid[pod] = self._uid(pod)  # (the pod just refused: the store's)
         log.info("PDB refused eviction; pod is no victim for a while",
                  extra={"pod": pod, "podgroup": gang, "seconds": PDB_REFUSAL_SECONDS})
 
     def evicted(self, pod: str, uid: str | None, job: str, queue: str, gang: str, reason: str,
-                report: CycleReport, *, resumed: bool) -> None:
-        """Book one completed eviction: ledger, report, metric, log line and the pod's Event."""
+                report: CycleReport, *, resumed: bool, past_pdb: bool = False) -> None:
+        """Book one completed eviction: ledger, report, metric, log line and the pod's Event
+        (``past_pdb``: removed past its PDB, ``pdb.remove``: counted with that reason alone)."""
         self.ledger[uid or pod] = InFlight(pod, gang, time.monotonic())
         (report.resumed if resumed else report.evicted).append(pod)
-        self.metrics.eviction(queue, "resumed" if resumed else "starving-gang")
+        self.metrics.eviction(queue, "resumed" if resumed else "pdb-passed" if past_pdb else "starving-gang")
         log.info("evicted (resumed interrupted plan)" if resumed else "evicted",
                  extra={"pod": pod, "job": job, "queue": queue, "for": gang, "reason": reason})
         ref = evicted_pod_ref(*split(pod), uid) if uid else self.pod_ref(pod)

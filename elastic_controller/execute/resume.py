@@ -42,7 +42,8 @@ def stamp_owner(ex: Executor, pg: PodGroupView | None, gang: str, victims: list[
     (of its job) for ``gang``; "" when it may. It may when it carries no scale record (a stamp
     written before records, or by hand), or when its record is this plan's (for ``gang``, naming
     every victim) and was written by this agent, or by another writer at least
-    ``PLAN_GRACE_SECONDS`` ago (that writer is not running it any more)."""
+    ``PLAN_GRACE_SECONDS`` ago (that writer is not running it any more; a record with no time, or a
+    time in this agent's future, counts from when this agent first saw it)."""
     if pg is None:
         return "no PodGroup"
     rec = parse_record(pg.annotations.get(keys.SCALE_RECORD))
@@ -55,7 +56,10 @@ def stamp_owner(ex: Executor, pg: PodGroupView | None, gang: str, victims: list[
     if rec.by == ex.identity:
         return ""
     at = rec.time
-    if at is None or (now - at).total_seconds() < PLAN_GRACE_SECONDS:
+    seen = ex.records_seen.setdefault(rec.id, now)
+    if at is None or at > now:  # unreadable, or in our future (clock skew): from when this agent first saw it
+        at = seen
+    if (now - at).total_seconds() < PLAN_GRACE_SECONDS:
         ex.saw_writer(rec, pg.key)
         return f"{LIVE_WRITER} ({rec.by}) stamped this plan at {rec.at}: it may still be running it"
     return ""

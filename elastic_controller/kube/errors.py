@@ -33,7 +33,9 @@ class GoneError(KubeError):
 
 
 class TooManyRequestsError(KubeError):
-    """429: for an eviction, a PodDisruptionBudget refuses it."""
+    """429 from the Eviction API for a PodDisruptionBudget: it refuses the eviction (its cause
+    ``DisruptionBudget``, or its message names the disruption budget). Any other 429 (the API
+    server's throttling, API Priority and Fairness) is a ``ThrottledError``."""
 
 
 class InvalidError(KubeError):
@@ -46,6 +48,22 @@ class ForbiddenError(KubeError):
 
 class UnavailableError(KubeError):
     """No answer, a timeout or a 5xx: worth retrying later."""
+
+
+class ThrottledError(UnavailableError):
+    """429 that is no PodDisruptionBudget's refusal: the API server throttled the request (API
+    Priority and Fairness, max-requests-inflight); worth retrying later, never a PDB refusal."""
+
+
+def is_pdb_refusal(body: Any, message: str) -> bool:
+    """Whether a 429's Status (``body``, ``message``) is the Eviction API refusing for a
+    PodDisruptionBudget: a cause ``DisruptionBudget`` (Kubernetes 1.26+), or the message it has
+    always given ("... would violate the pod's disruption budget")."""
+    details = body.get("details") if isinstance(body, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if isinstance(causes, list) and any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes):
+        return True
+    return "disruption budget" in message.lower()
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {
@@ -76,4 +94,6 @@ def error_for(status: int, body: bytes | str | None, what: str) -> KubeError:
         cls = UnavailableError if status == 0 or status >= 500 else KubeError
     if cls is ConflictError and reason == "AlreadyExists":
         cls = AlreadyExistsError
+    if cls is TooManyRequestsError and not is_pdb_refusal(parsed, message):
+        cls = ThrottledError
     return cls(f"{what}: {status} {reason}: {message}".strip(), status, reason, parsed)

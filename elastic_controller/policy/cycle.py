@@ -37,7 +37,7 @@ from .model import PodView, Snapshot
 from .notices import NoticeReview, in_flight, notice_deadline, review_notices, with_notices
 from .restart_count import restarts_to_count, spend_for, with_counts
 from .settings import ElasticConfig
-from .world import PlanCache, World, build_world, ghosts_of
+from .world import Gang, PlanCache, World, build_world, ghosts_of
 
 __all__ = ["CycleDecision", "PlanCache", "SearchMode", "decide", "plan_cycle", "records", "shrinks"]
 
@@ -77,14 +77,17 @@ def plan_cycle(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, cache: 
 def _plan(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
           search: SearchMode, pdb_refused: frozenset[str] = frozenset()) -> CyclePlan:
     plan = _plan_once(snapshot, cfg, now, cache, search, pdb_refused, pdb_refused)
-    if past_pdb_needed(plan.starving, pdb_refused):  # issue 36, T13: policy/eviction/pdb.py
-        again = _plan_once(snapshot, cfg, now, None, search, frozenset(), pdb_refused)
-        plan = replace(again, evictions=tuple(mark_past_pdb(again.evictions, pdb_refused)))
+    if cfg.agent.passPdb and past_pdb_needed(plan.starving, pdb_refused):  # issue 36, T13: eviction/pdb.py
+        plan = _plan_once(snapshot, cfg, now, None, search, frozenset(), pdb_refused, first=plan)
     return plan
 
 
 def _plan_once(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: PlanCache | None,
-               search: SearchMode, pdb_refused: frozenset[str], fairness_refused: frozenset[str]) -> CyclePlan:
+               search: SearchMode, pdb_refused: frozenset[str], fairness_refused: frozenset[str],
+               first: CyclePlan | None = None) -> CyclePlan:
+    """``first``: the plan made with ``fairness_refused`` excluded, when this one is made again past
+    the PDBs (``pdb_refused`` empty): it keeps ``first``'s outcome of every gang that did not wait on a
+    PDB refusal, and plans only those that did, on what the others leave (``_past_pdb``)."""
     world = build_world(snapshot, cfg, now, cache)
     if cache is not None:
         cache.world = world
@@ -93,10 +96,13 @@ def _plan_once(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pla
     starving = starving_gangs(world)
     if starving:  # the planner's search index is only worth building when some gang starves
         planner = Planner(world, search, pdb_refused)
-        for gang in starving:
-            result = planner.plan_gang(gang)
-            decisions.append(result.decision)
-            evictions.extend(result.evictions)
+        if first is not None:
+            decisions, evictions = _past_pdb(planner, starving, first, fairness_refused)
+        else:
+            for gang in starving:
+                result = planner.plan_gang(gang)
+                decisions.append(result.decision)
+                evictions.extend(result.evictions)
     releases, blockers, notes = plan_gate_releases(world, evicted_for={d.pod_group for d in decisions if d.victims})
     # issue 38: the fairness scale-down (fairness.py), in the queues where nothing else moves
     evictions.extend(plan_fairness(world, releases, evictions, fairness_refused, decisions))
@@ -108,6 +114,26 @@ def _plan_once(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, cache: Pla
         waiting=tuple(g.key for g in world.waiting),
         notes=tuple(notes),
     )
+
+
+def _past_pdb(planner: Planner, starving: Sequence[Gang], first: CyclePlan,
+              refused: frozenset[str]) -> tuple[list[GangDecision], list[Eviction]]:
+    """Each gang's outcome (decision, evictions), in ``starving`` order: ``first``'s for every gang that
+    did not wait on a PDB refusal (replayed first, so their victims are taken), then each gang that did
+    planned with the refused pods as candidates, its victims among them past the PDB (``mark_past_pdb``)."""
+    kept = {d.pod_group: d for d in first.starving if not past_pdb_needed((d,), refused)}
+    out: dict[str, tuple[GangDecision, list[Eviction]]] = {}
+    for gang in starving:
+        d = kept.get(gang.key)
+        if d is not None:
+            planner.replay(gang, d)
+            out[gang.key] = (d, [e for e in first.evictions if e.for_gang == gang.key and e.pod in d.victims])
+    for gang in starving:
+        if gang.key not in kept:
+            result = planner.plan_gang(gang)
+            out[gang.key] = (result.decision, mark_past_pdb(result.evictions, refused))
+    decisions = [out[g.key][0] for g in starving]
+    return decisions, [e for g in starving for e in out[g.key][1]]
 
 
 def decide(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, *, given: Mapping[str, datetime] | None = None,
@@ -190,7 +216,9 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, evictions: Se
     PyTorchJob's copy is its owner's to write and never read). A notice spends no restart: its
     victims' leaving does, in a later cycle (``restart_count.restarts_to_count``). The victims of
     jobs resized in place (``resized``, issue 39) are one ``ShrinkInPlace`` per gang, first, each with
-    the deadline of its bounded wait (its queue's ``inPlaceLeaveSeconds``); they spend no restart."""
+    the deadline of its bounded wait (its queue's ``inPlaceLeaveSeconds``); they spend no restart.
+    Victims past a PodDisruptionBudget (issue 36, T13) are in the gang's ``Evict`` whatever the rest
+    of its victims take."""
     by_gang: dict[str, list[Eviction]] = {}
     for ev in evictions:
         by_gang.setdefault(ev.for_gang, []).append(ev)
@@ -199,18 +227,22 @@ def shrinks(snapshot: Snapshot, cfg: ElasticConfig, now: datetime, evictions: Se
     pgs = {pg.key: pg.annotations for pg in snapshot.podgroups}
     used: dict[str, int] = {}  # job -> restarts counted so far, this cycle's shrinks included
     out: list[Evict | GiveNotice | ShrinkInPlace] = []
-    for gang, victims in by_gang.items():
-        past_pdb = any(e.past_pdb for e in victims)  # no notice, no leave: a PDB refused them (T13)
-        if resized and not past_pdb and any(e.job in resized for e in victims):
+    for gang, planned in by_gang.items():
+        # Victims past a PDB (T13) are evicted now, no notice, no leave: a PDB refused them; the others
+        # of the same gang take the usual path.
+        past = [e for e in planned if e.past_pdb]
+        victims = [e for e in planned if not e.past_pdb]
+        if resized and any(e.job in resized for e in victims):
             out.append(ShrinkInPlace(gang, tuple(
                 Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).inPlaceLeaveSeconds))
                 for e in victims if e.job in resized)))
             victims = [e for e in victims if e.job not in resized]
-            if not victims:
-                continue
-        if not past_pdb and any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
+        if any(cfg.queue_policy(e.queue).noticeSeconds > 0 for e in victims):
             out.append(GiveNotice(gang, tuple(Noticed(e, notice_deadline(now, cfg.queue_policy(e.queue).noticeSeconds))
                                               for e in victims)))
+            victims = []
+        victims = past + victims
+        if not victims:
             continue
         restarts = []
         for job in sorted({e.job for e in victims}):

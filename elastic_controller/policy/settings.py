@@ -143,6 +143,10 @@ class PrioritiesConfig:
 class AgentConfig:
     intervalSeconds: float = 5.0
     dryRun: bool = False
+    # issue 36, T13: a starving gang with no other victim takes elastic workers a PodDisruptionBudget
+    # holds (a DELETE: the controller's `delete pods` grant, bounded by an admission policy). False:
+    # PDBs are never passed (where that grant or its policy is absent)
+    passPdb: bool = True
 
 
 SHARE_PLUGINS = ("proportion", "capacity")

@@ -169,20 +169,27 @@ class World:
 
     def tenant_workers(self, job_key: str, workers: int | None = None) -> int:
         """The elastic workers the job's tenant (its namespace) runs in the job's queue at the cycle's
-        start, every elastic job of it counted, this one at ``workers`` when given. ``minWorkersToShrink``
-        protects a small tenant, not a small job: one job split into several small ones (issue 36,
-        T14) is as shrinkable as the job was."""
+        start in its small jobs (each below its own ``minWorkersToShrink``), this one counted whatever
+        its size, at ``workers`` when given. ``minWorkersToShrink`` protects a small tenant, not a
+        small job: one job split into several small ones (issue 36, T14) is as shrinkable as the job
+        was; a big job of the same namespace (shrinkable anyway) does not count, so a small neighbour
+        in a shared team namespace keeps its protection."""
         if self._tenants is None:
             self._tenants = {}
             for j in self.jobs.values():
-                if j.bounds is not None:
+                if j.bounds is not None and self._small(j.key, j.running_workers):
                     at = (j.key.partition("/")[0], j.queue)
                     self._tenants[at] = self._tenants.get(at, 0) + j.running_workers
         job = self.jobs[job_key]
         total = self._tenants.get((job_key.partition("/")[0], job.queue), 0)
-        if workers is not None and job.bounds is not None:
-            total += workers - job.running_workers
+        if job.bounds is not None:
+            counted = job.running_workers if self._small(job_key, job.running_workers) else 0
+            total += (job.running_workers if workers is None else workers) - counted
         return total
+
+    def _small(self, job_key: str, workers: int) -> bool:
+        job = self.jobs[job_key]
+        return workers < self.policy(job.queue).min_workers_to_shrink(job.in_place)
 
     def never_victim(self, job_key: str, workers: int | None = None) -> str | None:
         """Why none of the job's workers can be a victim this cycle, for any gang (``TOO_SMALL``,

@@ -439,6 +439,24 @@ def check_controller_pod_writes_are_bounded_by_an_admission_policy(rendered: Ren
     assert "'volcano-elastic.io/evicted-for' in variables.ann" in text and "PyTorchJob" in text
 
 
+def check_controller_policies_match_its_account(rendered: Rendering) -> None:
+    """Review B3: each admission policy bounding the controller (its pod and job writes, PodGroup
+    deletes, pod deletes) matches the username of the controller's ServiceAccount as rendered, its
+    namespace included: a namespace changed on the objects alone would leave the policy matching
+    nobody and the controller's grants (`delete pods` among them) unbounded."""
+    name, objs = rendered
+    sa = next((o for o in of_kind(objs, "ServiceAccount") if o["metadata"]["name"] == SA_CONTROLLER), None)
+    if sa is None:
+        return  # a rendering without the controller (none today)
+    user = f"system:serviceaccount:{sa['metadata'].get('namespace')}:{SA_CONTROLLER}"
+    policies = [p for p in of_kind(objs, "ValidatingAdmissionPolicy")
+                if p["metadata"]["name"].startswith("volcano-elastic-controller-")]
+    for pol in policies:
+        who = " ".join(c["expression"] for c in pol["spec"].get("matchConditions") or [])
+        assert user in who, (f"{name}: {ident(pol)} matches nobody: it names another account than the "
+                             f"controller's {user}: {who}")
+
+
 # ---------------------------------------------------------------------- workloads
 def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [*(spec.get("initContainers") or []), *spec["containers"]]
@@ -609,6 +627,7 @@ CHECKS: tuple[Callable[[Rendering], None], ...] = (
     check_webhook_configurations,
     check_webhooks_reach_the_webhook,
     check_controller_pod_writes_are_bounded_by_an_admission_policy,
+    check_controller_policies_match_its_account,
     check_pods_are_locked_down,
     check_deployments_are_highly_available,
     check_controller_flags_match_its_command_line,

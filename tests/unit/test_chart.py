@@ -405,3 +405,34 @@ def test_bad_values_fail_with_a_reason(sets: tuple[str, ...], needle: str) -> No
         args += ["--set", s]
     proc = helm(*args, check=False)
     assert proc.returncode != 0 and needle in proc.stderr, proc.stderr
+
+
+def _deletes_pods(objs: list[dict[str, Any]]) -> bool:
+    role = named(objs, "ClusterRole", "volcano-elastic-controller")
+    assert role is not None
+    return ("", "pods", "delete", None) in _rules(role)
+
+
+def _passes_pdbs(objs: list[dict[str, Any]]) -> bool:
+    cm = named(objs, "ConfigMap", "volcano-elastic-config")
+    assert cm is not None
+    return load_config(cm["data"]["config.yaml"]).agent.passPdb
+
+
+@pytest.mark.parametrize("sets", [(), ("admissionPolicy.enabled=false",), ("config.agent.passPdb=false",),
+                                  ("admissionPolicy.enabled=false", "config.agent.passPdb=true")],
+                         ids=["defaults", "no-policy", "no-pass", "no-policy-pass-asked"])
+def test_pod_deletes_only_with_their_bounding_policy(sets: tuple[str, ...]) -> None:
+    """Issue 36, T13 (review B3): the controller's `delete pods` is granted only where the admission
+    policy volcano-elastic-controller-pod-deletes bounds it, and the agent passes a PDB (config
+    agent.passPdb) only where it holds the grant: without the policy, neither."""
+    objs, _ = split_hooks(template(*sets))
+    bounded = named(objs, "ValidatingAdmissionPolicy", "volcano-elastic-controller-pod-deletes") is not None
+    policy_on = "admissionPolicy.enabled=false" not in sets
+    asked = "config.agent.passPdb=false" not in sets
+    assert bounded == policy_on
+    assert _deletes_pods(objs) == (policy_on and asked)
+    assert _passes_pdbs(objs) == _deletes_pods(objs)
+    if _deletes_pods(objs):
+        assert bounded
+    manifests.check_no_role_grants_pod_delete_or_wildcards(("chart " + " ".join(sets), objs))

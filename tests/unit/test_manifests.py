@@ -8,6 +8,7 @@ the reason, loudly.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ from tests.harness.manifests import (
     _granted,
     _render,
     _webhooks,
+    check_controller_policies_match_its_account,
     example_job,
     kustomize_command,
     named,
@@ -311,3 +313,18 @@ def test_kind_e2e_scenario_is_what_the_planner_decides() -> None:
     assert "job nlp-fixed team-nlp 1 1 master" in text and "job vision-a team-vision 2 4" in text
 
 
+
+
+def test_a_namespace_change_that_leaves_a_policy_unmatched_fails() -> None:
+    """Review B3: the admission policies bounding the controller's writes and `delete pods` match its
+    ServiceAccount by username, namespace included; a namespace changed on the objects only
+    (`kustomize edit set namespace`) leaves them matching nobody: the controller unbounded. The check
+    sees it."""
+    objs = render("base")
+    check_controller_policies_match_its_account(("base", objs))
+    moved = copy.deepcopy(objs)
+    for o in moved:
+        if o["metadata"].get("namespace") == NAMESPACE:
+            o["metadata"]["namespace"] = "ml-platform"
+    with pytest.raises(AssertionError, match="matches nobody"):
+        check_controller_policies_match_its_account(("moved", moved))

@@ -105,3 +105,60 @@ def test_a_victim_past_its_pdb_is_evicted_now_not_noticed() -> None:
     assert all(e.to_json()["pastPdb"] is True for e in evicts[0].victims)
     plain = decide(snap, cfg, b.NOW)  # no PDB refusal: the notice as before
     assert plain.of(GiveNotice) and not plain.of(Evict)
+
+
+def two_gangs() -> list[Any]:
+    """n1: job a (8 workers, min 2, all refused by its PDB); n2: job c (6 workers, min 2, no PDB);
+    gang b needs 2 GPUs, gang d 4: c's 4 spare workers cover d, only b needs a's workers."""
+    return b.items(b.node("n1"), b.node("n2", gpus=6), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=8, min_r=2, max_r=8),
+                   b.elastic_job("team-a", "a", min_r=2, max_r=8, nodes=["n1"]),
+                   b.pytorchjob("team-c", "c", workers=6, min_r=2, max_r=6),
+                   b.elastic_job("team-c", "c", min_r=2, max_r=6, nodes=["n2"]),
+                   b.gang("team-b", "b", members=2, gpus=1), b.gang("team-d", "d", members=4, gpus=1))
+
+
+def test_the_replan_past_a_pdb_serves_only_the_gangs_a_pdb_kept_waiting() -> None:
+    # review B1: the whole cycle planned again with a's pods as candidates gave 6 a-pods past the PDB
+    # (for b and d) and left c untouched; c's spare workers make room for one gang without the PDB
+    refused = frozenset(f"team-a/a-worker-{i}" for i in range(8))
+    plan = plan_cycle(b.snapshot_of(two_gangs()), ElasticConfig(), b.NOW, pdb_refused=refused)
+    past = [e for e in plan.evictions if e.past_pdb]
+    assert len(past) == 2 and all(e.job == "team-a/a" for e in past), plan.evictions
+    rest = [e for e in plan.evictions if not e.past_pdb]
+    assert len(rest) == 4 and all(e.job == "team-c/c" for e in rest), plan.evictions
+    assert {d.pod_group: d.decision for d in plan.starving} == {"team-b/b": "evict", "team-d/d": "evict"}
+    # the gang planned first keeps the first plan's victims (c's); only the one a PDB kept waiting
+    # takes a's, past the PDB, after every other victim left
+    assert len({e.for_gang for e in past}) == 1
+
+
+def test_only_the_victims_past_a_pdb_lose_their_notice() -> None:
+    # review B2: a (4..6, its PDB) on n1, c (4..6, no PDB) on n2, gang b needs 4: b takes c's two
+    # spare workers and two of a's past the PDB. c relies on its notice to checkpoint: it keeps it;
+    # only a's go now (their notice's eviction would be refused again)
+    objs = b.items(b.node("n1", gpus=6), b.node("n2", gpus=6), b.queue("default"),
+                   b.pytorchjob("team-a", "a", workers=6, min_r=4, max_r=6),
+                   b.elastic_job("team-a", "a", min_r=4, max_r=6, nodes=["n1"]),
+                   b.pytorchjob("team-c", "c", workers=6, min_r=4, max_r=6),
+                   b.elastic_job("team-c", "c", min_r=4, max_r=6, nodes=["n2"]),
+                   b.gang("team-b", "b", members=4, gpus=1))
+    cfg = ElasticConfig(defaults=QueuePolicy(noticeSeconds=300))
+    out = decide(b.snapshot_of(objs), cfg, b.NOW, pdb_refused=frozenset(f"team-a/a-worker-{i}" for i in range(6)))
+    evicts, notices = out.of(Evict), out.of(GiveNotice)
+    assert len(evicts) == 1 and len(notices) == 1, out.actions
+    assert sorted(e.job for e in evicts[0].victims) == ["team-a/a", "team-a/a"]
+    assert all(e.past_pdb for e in evicts[0].victims)
+    assert [r.job for r in evicts[0].restarts] == ["team-a/a"]  # c spends its restart when it leaves
+    assert sorted(n.victim.job for n in notices[0].victims) == ["team-c/c", "team-c/c"]
+
+
+def test_pass_pdb_off_never_passes_one() -> None:
+    # agent.passPdb: false (the chart renders it so without the admission policy bounding `delete pods`)
+    from elastic_controller.policy.settings import AgentConfig
+
+    cfg = ElasticConfig(agent=AgentConfig(passPdb=False))
+    plan = plan_cycle(b.snapshot_of(world()), cfg, b.NOW, pdb_refused=frozenset(A_WORKERS))
+    assert plan.evictions == () and plan.starving[0].decision == "wait"
+    assert "PDB refused eviction" in plan.starving[0].reason
+    assert plan_cycle(b.snapshot_of(world()), ElasticConfig(), b.NOW, pdb_refused=frozenset(A_WORKERS)).evictions

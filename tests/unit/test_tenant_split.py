@@ -76,3 +76,21 @@ def test_growth_counts_the_tenant_at_its_new_size() -> None:
     assert world.tenant_workers("tenant/part0") == 1
     assert world.tenant_workers("tenant/part0", 3) == 3
     assert world.never_victim("tenant/part0") == TOO_SMALL and world.never_victim("tenant/part0", 4) is None
+
+
+def test_a_big_job_does_not_strip_a_small_neighbours_protection() -> None:
+    # review S2: team-a/big (8 workers) and team-a/small (2 workers, min 1) share a namespace (a team
+    # namespace, different researchers): big is shrinkable anyway; only the tenant's jobs that are
+    # themselves below minWorkersToShrink (the pieces of a split) are counted together
+    objs = b.items(b.node("n0", gpus=10), b.queue("default"),
+                   b.pytorchjob("team-a", "big", workers=8, min_r=2, max_r=8),
+                   *b.elastic_job("team-a", "big", min_r=2, max_r=8, nodes=["n0"]),
+                   b.pytorchjob("team-a", "small", workers=2, min_r=1, max_r=4),
+                   *b.elastic_job("team-a", "small", min_r=1, max_r=4, running=2, nodes=["n0"]),
+                   b.gang("other", "g", members=1, gpus=1))
+    world = build_world(b.snapshot_of(objs), ElasticConfig(), b.NOW)
+    assert world.never_victim("team-a/small") == TOO_SMALL  # old code: None (tenant 10)
+    assert world.tenant_workers("team-a/small") == 2
+    assert world.never_victim("team-a/big") is None
+    got = victims(objs)
+    assert got and all(v.startswith("team-a/big-") for v in got), got

@@ -72,7 +72,19 @@ securityContext:
 
 {{/* The ElasticConfig file both Deployments mount. */}}
 {{- define "ve.config" -}}
-{{- toYaml .Values.config -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if not (include "ve.podDeletes" .) -}}
+{{- $_ := set $config "agent" (merge (dict "passPdb" false) (omit $config.agent "passPdb")) -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* "true" when the controller may delete pods (issue 36, T13): config.agent.passPdb asks for it and
+the admission policy that bounds the grant (volcano-elastic-controller-pod-deletes) is rendered. */}}
+{{- define "ve.podDeletes" -}}
+{{- if and .Values.admissionPolicy.enabled (ne (toString (dig "agent" "passPdb" true .Values.config)) "false") -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{- define "ve.validate" -}}

@@ -12,15 +12,16 @@ makes room):
 1. A pod whose eviction a PDB refused lately is no victim (``Planner(refused=...)``, counted as
    "PDB refused eviction"): every other victim is preferred, and a PDB that allows the eviction
    (``maxUnavailable: 1``) is honoured, as the Eviction API is always tried first.
-2. When a starving gang would still wait with such pods among its excluded candidates, the cycle is
-   planned again with them as candidates (``past_pdb_needed``); the victims among them become
+2. When a starving gang would still wait with such pods among its excluded candidates, that gang
+   (and only the gangs that waited so) is planned again with them as candidates, on what every other
+   gang's plan leaves (``past_pdb_needed``, ``cycle._past_pdb``); the victims among them become
    ``PastPdbEviction``: the writer removes them by a DELETE with the pod's uid as precondition (the
    Eviction API would refuse again), immediately (no notice: the notice's own eviction would be
    refused), with a Warning Event ``DisruptionBudgetPassed`` and the eviction metric's reason
    ``pdb-passed``.
 
-The second plan is the whole cycle's: another gang starving in the same cycle may then take such a
-pod although it had other victims (marked too; rare, a known gap).
+Every other gang keeps its first plan (its victims taken first), so a gang that had other victims
+never takes a pod a PDB protects.
 
 What a PDB still holds: every pod the planner never takes (masters, a job's min workers, rigid
 jobs, non-PyTorchJob pods), and every elastic worker whenever another victim makes room. The

@@ -189,6 +189,40 @@ class Planner(VictimSearch, ShareVictims):
         return GangPlan(decision, evictions)
 
 
+    def replay(self, gang: Gang, decision: GangDecision) -> None:
+        """Commit ``decision``, ``gang``'s outcome in another plan of the same cycle (issue 36, T13: the
+        plan past a PDB keeps every other gang's), as ``plan_gang`` commits it: its victims taken and
+        their room given to it, or, for a wait whose min set fits, that room promised to it. Gangs are
+        replayed in the order they were planned, so the room is there."""
+        w = self.w
+        if decision.decision != "evict":
+            if len(gang.needed) >= gang.pg.min_member - gang.placed:
+                trial = self.capacity.copy()
+                if place_all(gang.needed, trial) is not None and not w.share_excess(gang, self._dom(gang.queue)):
+                    self.capacity = trial
+            return
+        pods = {p.key: p for p in w.elastic_holding}
+        victims = [pods[key] for key in decision.victims]
+        cap = self.capacity.copy()
+        for v in victims:
+            cap.give(v.node_name, pod_demand(v))
+        place_all(gang.needed, cap)
+        self.capacity = cap
+        self.version += 1
+        left = self.evictions_left.setdefault(gang.queue, w.policy(gang.queue).maxEvictionsPerCycle)
+        self.evictions_left[gang.queue] = left - len(victims)
+        for queue in {w.jobs[job_id(v)].queue for v in victims}:
+            self.queue_versions[queue] = self.queue_versions.get(queue, 0) + 1
+        for v in victims:
+            self.disrupted_for.setdefault(job_id(v), gang.key)
+            self._take(v, 1)
+            self.taken.add(v.key)
+            queue = w.jobs[job_id(v)].queue
+            self.alloc[queue] = sub(self.alloc.get(queue, {}), v.requests)
+        self.alloc[gang.queue] = add(self.alloc.get(gang.queue, {}), _sum_requests(gang.needed))
+        self._retag(sorted({v.node_name for v in victims}))
+        self._reset_gang_caches()
+
     def _victims(self, gang: Gang, on_nodes: bool, excess: int,
                  unless: frozenset[str] | None = None) -> tuple[list[PodView] | None, bool]:
         """The victims that let ``gang`` fit (``on_nodes``: its needed pods do not fit on free capacity)
