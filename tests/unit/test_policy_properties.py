@@ -222,7 +222,10 @@ def test_allowed_counts_are_never_violated(cluster: tuple[list[dict[str, Any]], 
         running = running_workers(snap, group)
         assert running - n in allowed, (group, running, n, allowed.describe())
         assert allowed.counts, "an unusable contract is never resized"
-        why = [e.reason for e in plan.evictions if pods[e.pod].group_key == group]
+        # a starving gang's victims say the counts; the fairness scale-down (issue 38) gives its own
+        # reason, and the count it leaves is held by the assertion above
+        why = [e.reason for e in plan.evictions
+               if pods[e.pod].group_key == group and not e.reason.startswith("fairness:")]
         assert all(f"job {group} gives {n} worker" in r and f"allowed counts {allowed.describe()}" in r
                    for r in why), why
 
