@@ -18,6 +18,7 @@ import yaml
 
 from tests.harness import manifests
 from tests.harness.manifests import NAMESPACE, ROOT, build_tool
+from tests.harness.required import cannot_run
 
 CHART = ROOT / "charts" / "volcano-elastic"
 RELEASE = "volcano-elastic"
@@ -81,7 +82,7 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if binary is None:
         msg = f"no helm: {source}"
         warnings.warn(msg, stacklevel=2)
-        pytest.skip(msg)
+        cannot_run("chart", msg)
     env = {**os.environ, "HELM_CACHE_HOME": "/tmp/helm-cache", "HELM_CONFIG_HOME": "/tmp/helm-config",
            "HELM_DATA_HOME": "/tmp/helm-data"}
     proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)

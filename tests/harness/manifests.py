@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from elastic_controller.config import load_config
+from tests.harness.required import cannot_run
 
 Rendering = tuple[str, list[dict[str, Any]]]  # (what was rendered, its objects)
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,7 +156,7 @@ def _render(kustomization: str) -> tuple[dict[str, Any], ...]:
     if argv is None:
         msg = f"cannot render manifests: no kustomize available ({source})"
         warnings.warn(msg, stacklevel=2)
-        pytest.skip(msg)
+        cannot_run("manifests", msg)
     proc = subprocess.run([*argv, str(MANIFESTS / kustomization)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         pytest.fail(f"{' '.join(argv)} manifests/{kustomization} failed ({source}):\n{proc.stderr}")

@@ -34,6 +34,7 @@ from elastic_controller.config import load_config
 from tests.harness import manifests
 from tests.harness.chart import CHART, HOOK, RELEASE, helm, helm_command, split_hooks, template
 from tests.harness.manifests import NAMESPACE, ROOT, ident, named, of_kind, pod_specs, render
+from tests.harness.required import cannot_run
 
 # What the chart adds to manifests/base: the post-delete hook lifting our gates on uninstall.
 UNINSTALL_HOOK = {
@@ -69,7 +70,7 @@ def test_helm_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     binary, source = helm_command()
     if binary is None:
         warnings.warn(f"no helm: {source}", stacklevel=1)
-        pytest.skip(f"no helm: {source}")
+        cannot_run("chart", f"no helm: {source}")
     version = helm("version", "--short").stdout.strip()
     pinned = re.search(r"^HELM_VERSION=(\S+)$", (ROOT / "hack" / "versions.env").read_text(), re.M)
     assert pinned is not None and version.startswith(pinned.group(1)), (version, pinned)

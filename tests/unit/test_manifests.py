@@ -42,6 +42,7 @@ from tests.harness.manifests import (
     pod_specs,
     render,
 )
+from tests.harness.required import cannot_run
 
 
 @pytest.fixture(scope="module", params=KUSTOMIZATIONS)
@@ -62,7 +63,7 @@ def render_yaml(kustomization: str) -> str:
 def test_renderer_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     argv, source = kustomize_command()
     if argv is None:
-        pytest.skip(f"no kustomize: {source}")
+        cannot_run("manifests", f"no kustomize: {source}")
     with capsys.disabled():
         print(f"\n[manifests] rendering with {source}")
 
