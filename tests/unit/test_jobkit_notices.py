@@ -95,8 +95,9 @@ def test_a_group_of_one_needs_no_collective(monkeypatch: pytest.MonkeyPatch) -> 
 # ------------------------------------------------------------------ one call, in order
 def test_checkpoint_saves_agrees_records_on_rank_0_then_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    notice = datetime.now(UTC) + timedelta(minutes=5)
+    notice = datetime.now(UTC)
     seen: list[datetime | None] = [notice]
+    gone_after = [0]  # the eviction "comes": the notice is gone at this read after the record
 
     def reduce(flag: int) -> int:
         calls.append(f"reduce({flag})")
@@ -106,23 +107,36 @@ def test_checkpoint_saves_agrees_records_on_rank_0_then_holds(monkeypatch: pytes
         calls.append("record")
         return True
 
-    def read() -> datetime | None:  # once recorded, the eviction "comes": the held victim sees it go
-        if calls and calls[-1] == "record":
-            calls.append("hold")
-            seen[0] = None
+    def read() -> datetime | None:
+        if "record" in calls:
+            gone_after[0] -= 1
+            if gone_after[0] <= 0:
+                seen[0] = None
         return seen[0]
 
     monkeypatch.setattr(loop, "record_checkpoint", record)
     watch = kit.NoticeWatch(every=1, all_reduce_max=reduce, read=read)
-    assert watch.checkpoint(3, lambda: calls.append("save"))
-    assert calls == ["reduce(1)", "save", "reduce(0)", "record", "hold"]
+    gone_after[0] = 2  # hold()'s first read still sees the notice, waits 0.5 s, then it is gone
+    assert watch.checkpoint(3, lambda: calls.append("save"), grace=30)
+    assert calls == ["reduce(1)", "save", "reduce(0)", "record"] and watch.held == 0.5
 
     calls.clear()  # an interval checkpoint: no notice, so no hold
     assert watch.checkpoint(4, lambda: calls.append("save"), also=True)
-    assert calls == ["reduce(0)", "save", "reduce(0)", "record"]
+    assert calls == ["reduce(0)", "save", "reduce(0)", "record"] and watch.held == 0.0
     calls.clear()
     assert not watch.checkpoint(5, lambda: calls.append("save"))
     assert calls == ["reduce(0)"]
+
+    # A notice that came between two looks (every=3) is answered by the interval checkpoint: the
+    # victim holds after it (the recorded checkpoint ends the notice) instead of training on.
+    second = notice + timedelta(seconds=1)
+    seen[0] = second
+    calls.clear()
+    between = kit.NoticeWatch(every=3, all_reduce_max=reduce, read=read)
+    gone_after[0] = 3  # the victim's own look, hold()'s first read, then gone
+    assert between.checkpoint(4, lambda: calls.append("save"), also=True, grace=30)
+    assert calls == ["save", "reduce(0)", "record"] and between.held == 0.5
+    assert between.answered == second
 
     monkeypatch.setenv("RANK", "1")  # another rank saves and agrees, but does not record
     calls.clear()

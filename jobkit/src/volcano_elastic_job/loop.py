@@ -85,6 +85,7 @@ class NoticeWatch:
         self._torch_reduce: tuple[str, AllReduceMax] | None = None  # (backend, reduce) built once
         self.answered: datetime | None = None  # the notice a checkpoint was already made for
         self.collectives = 0  # how many all-reduces this watch made (one per `every` steps)
+        self.held = 0.0  # the seconds the last hold() waited
         self._hold_for: datetime | None = None  # this pod's notice that the last True answered
 
     def pending(self) -> datetime | None:
@@ -161,8 +162,14 @@ class NoticeWatch:
             self.collectives += 1
         if record and global_rank() == 0:
             record_checkpoint()
-        if noticed:
-            self.hold(grace)
+        if not noticed and self._hold_for is None:
+            # A checkpoint that no look at the notice asked for (``also`` between two looks) answers
+            # this pod's notice all the same: the recorded checkpoint ends it, so hold here too
+            # instead of training steps that the restart would do again.
+            mine = self.pending()
+            if mine is not None:
+                self.answered = self._hold_for = mine
+        self.hold(grace)
         return True
 
     @property
@@ -181,17 +188,17 @@ class NoticeWatch:
         notice's time if no eviction came. The other ranks return at once and wait in their next
         collective. Returns the seconds waited."""
         notice, self._hold_for = self._hold_for, None
+        self.held = 0.0
         if notice is None:
             return 0.0
-        waited = 0.0
         while True:
             current = self.read()
             if current is None or current != notice:  # withdrawn (or replaced by a new notice)
-                return waited
+                return self.held
             if (now() - notice).total_seconds() > grace:
-                return waited
+                return self.held
             sleep(poll)
-            waited += poll
+            self.held += poll
 
 
 def torch_all_reduce_max(device: Any = None) -> AllReduceMax:
