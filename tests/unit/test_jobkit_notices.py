@@ -67,10 +67,15 @@ def _fake_dist(monkeypatch: pytest.MonkeyPatch, world: int, rank: int, backend: 
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
 
 
-@pytest.mark.parametrize(("backend", "device"), [("gloo", None), ("nccl", "cuda")])
+@pytest.mark.parametrize(("backend", "device"), [("gloo", None), ("nccl", "cuda:1")])
 def test_an_up_group_is_used_on_its_backends_device(monkeypatch: pytest.MonkeyPatch, backend: str,
                                                      device: str | None) -> None:
     monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")  # NCCL: this rank's GPU, though the current device is still 0
+    fake_torch = types.ModuleType("torch")
+    fake_torch.device = lambda kind, index: f"{kind}:{index}"  # type: ignore[attr-defined]
+    fake_torch.cuda = types.SimpleNamespace(current_device=lambda: 0, device_count=lambda: 2)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
     _fake_dist(monkeypatch, world=2, rank=1, backend=backend)
     built: list[Any] = []
     flags: list[int] = []

@@ -39,6 +39,7 @@ from datetime import timedelta
 from typing import Any
 
 from .checkpoint import annotate_pod, pod_name
+from .devices import collective_device
 from .podinfo import LEFT, resize_request, target_workers
 
 log = logging.getLogger("volcano_elastic_job")
@@ -381,7 +382,7 @@ class InPlace:
     def _collective_device(self) -> Any:
         if self.device is not None:
             return self.device
-        return "cuda" if self.backend == "nccl" else "cpu"
+        return collective_device(self.torch, self.backend) or "cpu"  # devices.py
 
     def _resize(self, event: int, target: int, leaving: list[int], newcomers: int) -> None:
         started = time.monotonic()

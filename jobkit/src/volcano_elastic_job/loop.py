@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .checkpoint import record_checkpoint
+from .devices import collective_device
 from .podinfo import eviction_notice
 
 AllReduceMax = Callable[[int], int]
@@ -128,7 +129,8 @@ class NoticeWatch:
             if world <= 1:
                 return None
             if self._torch_reduce is None or self._torch_reduce[0] != backend:
-                device = "cuda" if backend.lower() == "nccl" else None  # NCCL reduces CUDA tensors only
+                nccl = backend.lower() == "nccl"  # NCCL reduces CUDA tensors only: this rank's (devices.py)
+                device = collective_device(importlib.import_module("torch"), backend) if nccl else None
                 self._torch_reduce = (backend, torch_all_reduce_max(device))
                 log.info("volcano-elastic: NoticeWatch agrees through torch.distributed (%s, %d ranks)",
                          backend, world)
