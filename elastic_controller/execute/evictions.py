@@ -56,7 +56,7 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
                 keys.LAST_DECISION: down_decision(stamp, n, gang),
                 keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
                                                  before[j], stamp)}
-        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j])) for j in jobs]))
+        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j], over=before[j])) for j in jobs]))
         ex.fault("jobs-stamped")
     except KubeError as exc:
         why = "pdb" if isinstance(exc, TooManyRequestsError) else "conflict" if exc.status == 409 else "error"
