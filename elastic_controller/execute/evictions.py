@@ -58,7 +58,8 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
                 keys.LAST_DECISION: down_decision(stamp, n, gang),
                 keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
                                                  before[j], stamp)}
-        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j], over=before[j])) for j in jobs]))
+        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j], over=before[j], copy=False))
+                                  for j in jobs]))
         ex.fault("jobs-stamped")
     except KubeError as exc:
         why = "pdb" if isinstance(exc, TooManyRequestsError) else "conflict" if exc.status == 409 else "error"
@@ -78,15 +79,25 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
     done: list[Eviction] = []
     failures: list[tuple[Eviction, KubeError]] = []
     stop: Exception | None = None
+    # The jobs' copies of their stamps (ex.copy_stamp: for people, never read by a decision) go out
+    # alongside the first eviction, one round less; an undo takes them back with the stamps.
+    copies = [(j, partial(ex.copy_stamp, j, stamped_jobs[j])) for j in jobs]
+
+    def evict_one(e: Eviction) -> None:  # booked in its own task: a crash of another loses no booking
+        remove(ex, e)
+        ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False)
+        ex.fault("evicted-one")
+
     for batch in (evictions[:1], evictions[1:]):
         if failures or stop is not None or not batch:
             break
-        results = ex.pool.run([(e.pod, partial(remove, ex, e)) for e in batch])
-        for e, res in zip(batch, results, strict=True):
+        results = ex.pool.run([(e.pod, partial(evict_one, e)) for e in batch] + copies)
+        for res in results[len(batch):]:  # (a copy logs its own failure; a lost Lease stops the plan)
+            stop = stop or (res.error if not isinstance(res.error, KubeError) else None)
+        copies = []
+        for e, res in zip(batch, results[:len(batch)], strict=True):
             if res.ok:
                 done.append(e)
-                ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False)
-                ex.fault("evicted-one")
             elif isinstance(res.error, KubeError):
                 failures.append((e, res.error))
             else:

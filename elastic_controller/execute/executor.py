@@ -162,7 +162,8 @@ class Executor:
         return ScaleRecord(uuid.uuid4().hex[:16], self.identity, stamp, path, gang, pods,
                            {k: before[k] for k in SCALE_KEYS if before.get(k)}).encode()
 
-    def stamp(self, key: str, ours: dict[str, str], *, over: dict[str, str] | None = None) -> None:
+    def stamp(self, key: str, ours: dict[str, str], *, over: dict[str, str] | None = None,
+              copy: bool = True) -> None:
         """A scale event: the PodGroup's stamp (cooldown state, last-decision and the scale record,
         removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
         which a PodGroup deleted by hand does not take along.
@@ -171,6 +172,8 @@ class Executor:
         (the annotations the plan read and its record names as replaced; default: the cached
         PodGroup's) and nothing newer. A stamp another writer wrote in between (issue 36, F3) is
         never overwritten: ``StampChanged`` (a 409), and the caller's undo finds no stamp of ours.
+        With ``copy`` False the job's copy is left to the caller (``copy_stamp``, sent alongside its
+        next writes: the copy is for people and for a PodGroup recreated, never read by a decision).
 
         A scale-down's restart (``restarts-used``, policy/budget.py) is never this writer's: a plan's
         stamp (one with a scale record) carries none, its restart is counted once it happened
@@ -187,14 +190,22 @@ class Executor:
                 raise ValueError(f"the scale-down stamp of {key} carries no {keys.RESTARTS_USED}")
         self._swap_stamp(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)}, over)
         self.fault("podgroup-stamped")
-        if job is None:
+        if job is not None and copy:
+            self.copy_stamp(key, ours)
+
+    def copy_stamp(self, key: str, ours: dict[str, str]) -> None:
+        """The copy of a stamp on the PyTorchJob (time, direction, record, and ``restarts-used`` when
+        the stamp has it), after the PodGroup's; a failure is logged, never raised (the PodGroup's
+        stamp is the one that counts)."""
+        ns, name = split(key)
+        if self.store.get(PYTORCHJOBS, name, ns) is None:
             return
         self.fence(f"patch pytorchjob {key}")
         copy: dict[str, str | None] = {k: ours[k] for k in (*COPY_KEYS, keys.RESTARTS_USED) if k in ours}
         copy.setdefault(keys.SCALE_RECORD, None)
         try:
             out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": copy}}, ns)
-        except KubeError as exc:  # the PodGroup's stamp is the one that counts first
+        except KubeError as exc:
             log.warning("cooldown copy not written on the job", extra={"job": key, "error": str(exc)})
             return
         self.store.put(PYTORCHJOBS, out)
