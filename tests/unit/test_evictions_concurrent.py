@@ -14,7 +14,7 @@ from elastic_controller.execute.evictions import execute_evictions
 from elastic_controller.execute.executor import CycleReport
 from elastic_controller.kube.errors import ConflictError
 from elastic_controller.kube.fake import FakeKube
-from elastic_controller.kube.resources import PODGROUPS, PODS, Resource
+from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, Resource
 from elastic_controller.policy import keys
 from elastic_controller.policy.decisions import CyclePlan, Eviction
 from tests.harness import builders as b
@@ -100,6 +100,8 @@ def test_a_failure_on_the_first_stops_the_rest() -> None:
     assert real_evictions(kube) == ["a-worker-3"]  # nothing else evicted
     assert report.evicted == [] and report.failed[GANG].startswith("error after 0 eviction(s)")
     assert claimed(kube) == [] and not stamped(kube, "a")  # all undone
+    job = kube.get(PYTORCHJOBS, "a", "team-a")["metadata"].get("annotations") or {}
+    assert keys.LAST_SCALE_TIME not in job and keys.SCALE_RECORD not in job  # the copy (sent with the first) too
 
 
 def test_a_failure_among_the_others_keeps_what_was_evicted_and_undoes_exactly_the_rest() -> None:
