@@ -47,8 +47,9 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
     most ``writers.WRITERS`` at once, one object's writes in order), each step ended before the next
     begins: every job's stamp (a job whose stamp failed is skipped), then every gate of the stamped
     jobs, then each job's Events and final ``last-decision`` (or its stamp taken back when nothing
-    was lifted) with, alongside, the PyTorchJob's copy of each stamp that stays. A job is never scaled without its stamp; a crash between steps leaves stamps whose
-    pods say what happened (``resume.check_records``)."""
+    was lifted) with, alongside, the PyTorchJob's copy of each stamp that stays. A job is never
+    scaled without its stamp; a crash between steps leaves stamps whose pods say what happened
+    (``resume.check_records``)."""
     if ex.dry_run:
         return
     lifts = list(lifts)
