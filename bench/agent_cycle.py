@@ -11,7 +11,8 @@ executing its decisions against the in-memory API. Prints JSON: cold and warm cy
 -o json`` dump (bench/scale_box.py keeps its dump), each API request answered after ``--latency-ms``
 (a loaded API server), once per ``--writers`` value (the executor's write concurrency), each on a
 fresh copy of the dump: the cycle's seconds split into decide and the rest (writes), its API requests
-by verb and kind, and whether every run decided the same plan.
+by verb and kind, and whether every run decided the same plan. ``--save DUMP`` writes the synthetic
+world (``--pods``, ``--gangs``: starving gangs that evict) as such a dump.
 """
 
 from __future__ import annotations
@@ -67,18 +68,22 @@ class ListStore:
         return []
 
 
-def cluster(pods: int, gangs: int, gpus_per_node: int = 8) -> list[dict[str, Any]]:
-    """Elastic jobs of 10 workers (min 4) fill the nodes; ``gangs`` gangs of 4 pods x 2 GPUs starve."""
-    jobs = (pods - 4 * gangs) // 10
+def cluster(pods: int, gangs: int, gpus_per_node: int = 8, members: int = 4,
+            pytorchjobs: bool = False) -> list[dict[str, Any]]:
+    """Elastic jobs of 10 workers (min 4) fill the nodes (with their PyTorchJobs when ``pytorchjobs``);
+    ``gangs`` gangs of ``members`` pods x 2 GPUs starve."""
+    jobs = (pods - members * gangs) // 10
     nodes = [f"n{i:04d}" for i in range((jobs * 10 + gpus_per_node - 1) // gpus_per_node)]
     objs: list[Any] = [b.queue("default")] + [b.node(n, gpus=gpus_per_node) for n in nodes]
     for j in range(jobs):
         pinned = [nodes[(j * 10 + k) // gpus_per_node] for k in range(10)]
         for o in b.elastic_job(f"ns{j % 50}", f"job{j}", min_r=4, max_r=10, nodes=pinned):
             objs.append(o)
+        if pytorchjobs:
+            objs.append(b.pytorchjob(f"ns{j % 50}", f"job{j}", workers=10, min_r=4, max_r=10))
         # round-robin across the job's own pinned nodes keeps every node at 8 GPUs
     for g in range(gangs):
-        objs.extend(b.gang(f"gang{g % 10}", f"g{g}", members=4, gpus=2))
+        objs.extend(b.gang(f"gang{g % 10}", f"g{g}", members=members, gpus=2))
     return b.items(*objs)
 
 
@@ -119,7 +124,8 @@ def from_dump(a: argparse.Namespace) -> int:
         for ns in sorted({(o.get("metadata") or {}).get("namespace") for o in items} - {None, ""}):
             kube.add(NAMESPACES, {"metadata": {"name": ns}})
         store = ListStore(kube)
-        agent = Agent(kube, store, cfg, EventRecorder(kube), clock=lambda: now, writers=writers)
+        agent = Agent(kube, store, cfg, EventRecorder(kube, background=a.background_events), clock=lambda: now,
+                      writers=writers)
         t = time.perf_counter()
         rep = agent.run_cycle()
         seconds = time.perf_counter() - t
@@ -150,11 +156,25 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=30)
     ap.add_argument("--churn", type=int, default=50, help="pods changed between cycles")
     ap.add_argument("--gangs", type=int, default=5, help="starving gangs (4 pods x 2 GPUs each)")
+    ap.add_argument("--background-events", action="store_true",
+                    help="--from: Events sent by a thread of their own, as the controller sends them (default: "
+                         "in the cycle, each waiting its latency)")
+    ap.add_argument("--gang-pods", type=int, default=4, help="pods per starving gang (2 GPUs each)")
+    ap.add_argument("--save", metavar="DUMP",
+                    help="write the synthetic world (--pods, --gangs) as a dump for --from (run it with "
+                         f"--now {b.ts(b.NOW)}), and exit")
     a = ap.parse_args()
+    if a.save:
+        if a.dump:
+            ap.error("--save writes a synthetic world: not with --from")
+        Path(a.save).write_text(json.dumps({"items": cluster(a.pods, a.gangs, members=a.gang_pods, pytorchjobs=True)}))
+        print(json.dumps({"dump": a.save, "now": b.ts(b.NOW), "pods": a.pods, "gangs": a.gangs,
+                          "gangPods": a.gang_pods}))
+        return 0
     if a.dump:
         return from_dump(a)
     kube = FakeKube(terminate_on_evict=True)
-    for obj in cluster(a.pods, a.gangs):
+    for obj in cluster(a.pods, a.gangs, members=a.gang_pods):
         kube.add(KINDS[obj["kind"]], obj)
     n_pods = sum(1 for k in kube.objects if k[0] == "pods")
     now = [b.NOW]

@@ -1,11 +1,13 @@
 """A starving gang's evictions, the immediate path (docs/failure-model.md): stamp the victims
 (``evicted-for``: the plan's record), dry-run every eviction, stamp the victims' job PodGroups
-(cooldown state, written before acting), then evict through the Eviction API, then count the restart
-the action spends for each job one of whose victims was evicted (``Executor.count_restart``: once it
-happened, never with the stamp; issue 36, F2). A failure undoes the stamps, each only if it is still
-the one we wrote, and leaves the gang to the next cycle's plan: no victim is ever substituted,
-nothing is deleted. Whether a gang's victims are evicted now or put under notice, and what each
-job's ``restarts-used`` becomes, is the action's (``policy.cycle.decide``): this writer decides
+(cooldown state, written before acting), then evict through the Eviction API (the first victim
+alone, then the others at once: a race or an outage met on the first stops the plan before anything
+else is evicted), then count the restart the action spends for each job one of whose victims was
+evicted (``Executor.count_restart``: once it happened, never with the stamp; issue 36, F2). A
+failure undoes the stamps of what did not happen, each only if it is still the one we wrote, and
+leaves the gang to the next cycle's plan: no victim is ever substituted, nothing is deleted.
+Whether a gang's victims are evicted now or put under notice, and what each job's
+``restarts-used`` becomes, is the action's (``policy.cycle.decide``): this writer decides
 nothing."""
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
                 keys.LAST_DECISION: down_decision(stamp, n, gang),
                 keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
                                                  before[j], stamp)}
-        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j])) for j in jobs]))
+        _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j], over=before[j], copy=False))
+                                  for j in jobs]))
         ex.fault("jobs-stamped")
     except KubeError as exc:
         why = "pdb" if isinstance(exc, TooManyRequestsError) else "conflict" if exc.status == 409 else "error"
@@ -67,25 +70,51 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
                     extra={"podgroup": gang, "reason": why, "error": str(exc)})
         ex.undo(gang, before, stamped_jobs, stamped_pods)
         return
+    # 3. Evict: the first victim alone, then the others at once (``Executor.pool``). A race (the
+    # dry-run passed, the real call did not: a PDB tightened, the pod replaced) or an outage met on
+    # the first stops the plan before anything else is evicted; the others passed the same dry-run
+    # moments ago and go out together (one round instead of one per victim). Whatever failed among
+    # them: what was evicted is kept and booked, the rest is undone (the claims of the pods not
+    # evicted; the stamps of the jobs none of whose victims was).
     done: list[Eviction] = []
-    for e in evictions:
-        try:
-            remove(ex, e)
-        except KubeError as exc:
-            # Dry-run passed but the real call did not (a race): stop, keep what is done.
-            if isinstance(exc, TooManyRequestsError):
-                ex.refused_by_pdb(e.pod, gang, now)
-            report.failed[gang] = f"error after {len(done)} eviction(s): {exc}"
-            ex.metrics.eviction_failed(e.queue, "race")
-            log.warning("eviction failed after dry-run passed", extra={"pod": e.pod, "podgroup": gang,
-                                                                      "error": str(exc)})
-            rest = [x.pod for x in evictions if x not in done]
-            untouched = [j for j in jobs if not any(x.job == j for x in done)]
-            ex.undo(gang, before, {j: stamped_jobs[j] for j in untouched}, rest)
-            break
-        done.append(e)
+    failures: list[tuple[Eviction, KubeError]] = []
+    stop: Exception | None = None
+    # The jobs' copies of their stamps (ex.copy_stamp: for people, never read by a decision) go out
+    # alongside the first eviction, one round less; an undo takes them back with the stamps.
+    copies = [(j, partial(ex.copy_stamp, j, stamped_jobs[j])) for j in jobs]
+
+    def evict_one(e: Eviction) -> None:  # booked in its own task: a crash of another loses no booking
+        remove(ex, e)
         ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False, past_pdb=e.past_pdb)
         ex.fault("evicted-one")
+
+    for batch in (evictions[:1], evictions[1:]):
+        if failures or stop is not None or not batch:
+            break
+        results = ex.pool.run([(e.pod, partial(evict_one, e)) for e in batch] + copies)
+        for res in results[len(batch):]:  # (a copy logs its own failure; a lost Lease stops the plan)
+            stop = stop or (res.error if not isinstance(res.error, KubeError) else None)
+        copies = []
+        for e, res in zip(batch, results[:len(batch)], strict=True):
+            if res.ok:
+                done.append(e)
+            elif isinstance(res.error, KubeError):
+                failures.append((e, res.error))
+            else:
+                stop = stop or res.error
+    if stop is not None:  # a lost Lease (or a bug): what was evicted is booked; the next leader judges the rest
+        raise stop
+    if failures:
+        for e, err in failures:
+            if isinstance(err, TooManyRequestsError):
+                ex.refused_by_pdb(e.pod, gang, now)
+            ex.metrics.eviction_failed(e.queue, "race")
+            log.warning("eviction failed after dry-run passed", extra={"pod": e.pod, "podgroup": gang,
+                                                                      "error": str(err)})
+        report.failed[gang] = f"error after {len(done)} eviction(s): {failures[0][1]}"
+        rest = [x.pod for x in evictions if x not in done]
+        untouched = [j for j in jobs if not any(x.job == j for x in done)]
+        ex.undo(gang, before, {j: stamped_jobs[j] for j in untouched}, rest)
     # The restart each job evicted from uses, now that it happened (the action's SpendRestart, on
     # the record stamped above; a crash before leaves it to the next cycle's decision).
     spends = [replace(r, record=record_id(stamped_jobs[r.job])) for r in action.restarts if r.job in stamped_jobs]

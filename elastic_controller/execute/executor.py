@@ -58,6 +58,11 @@ RESTORE_KEYS = (*SCALE_KEYS, keys.SCALE_RECORD)
 COPY_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.SCALE_RECORD)  # also on the PyTorchJob
 
 
+class StampChanged(ConflictError):
+    """A scale stamp not written: the PodGroup's stamp is no longer the one the plan read (another
+    writer stamped it in between)."""
+
+
 class NotLeaderError(Exception):
     """This replica may not write: it does not hold the Lease (or has not renewed it in time)."""
 
@@ -159,10 +164,18 @@ class Executor:
         return ScaleRecord(uuid.uuid4().hex[:16], self.identity, stamp, path, gang, pods,
                            {k: before[k] for k in SCALE_KEYS if before.get(k)}).encode()
 
-    def stamp(self, key: str, ours: dict[str, str]) -> None:
+    def stamp(self, key: str, ours: dict[str, str], *, over: dict[str, str] | None = None,
+              copy: bool = True) -> None:
         """A scale event: the PodGroup's stamp (cooldown state, last-decision and the scale record,
         removed when ``ours`` has none), then its copy on the PyTorchJob (time, direction, record),
         which a PodGroup deleted by hand does not take along.
+
+        The PodGroup's write is a compare-and-swap (``_swap_stamp``): it replaces the stamp ``over``
+        (the annotations the plan read and its record names as replaced; default: the cached
+        PodGroup's) and nothing newer. A stamp another writer wrote in between (issue 36, F3) is
+        never overwritten: ``StampChanged`` (a 409), and the caller's undo finds no stamp of ours.
+        With ``copy`` False the job's copy is left to the caller (``copy_stamp``, sent alongside its
+        next writes: the copy is for people and for a PodGroup recreated, never read by a decision).
 
         A scale-down's restart (``restarts-used``, policy/budget.py) is never this writer's: a plan's
         stamp (one with a scale record) carries none, its restart is counted once it happened
@@ -177,19 +190,66 @@ class Executor:
                                  "a plan's restart is counted once it happened, never with its stamp")
             if not ours.get(keys.SCALE_RECORD) and keys.RESTARTS_USED not in ours:
                 raise ValueError(f"the scale-down stamp of {key} carries no {keys.RESTARTS_USED}")
-        self.patch_pg(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)})
+        self._swap_stamp(key, {**ours, keys.SCALE_RECORD: ours.get(keys.SCALE_RECORD)}, over)
         self.fault("podgroup-stamped")
-        if job is None:
+        if job is not None and copy:
+            self.copy_stamp(key, ours)
+
+    def copy_stamp(self, key: str, ours: dict[str, str]) -> None:
+        """The copy of a stamp on the PyTorchJob (time, direction, record, and ``restarts-used`` when
+        the stamp has it), after the PodGroup's; a failure is logged, never raised (the PodGroup's
+        stamp is the one that counts)."""
+        ns, name = split(key)
+        if self.store.get(PYTORCHJOBS, name, ns) is None:
             return
         self.fence(f"patch pytorchjob {key}")
         copy: dict[str, str | None] = {k: ours[k] for k in (*COPY_KEYS, keys.RESTARTS_USED) if k in ours}
         copy.setdefault(keys.SCALE_RECORD, None)
         try:
             out = self.api.patch(PYTORCHJOBS, name, {"metadata": {"annotations": copy}}, ns)
-        except KubeError as exc:  # the PodGroup's stamp is the one that counts first
+        except KubeError as exc:
             log.warning("cooldown copy not written on the job", extra={"job": key, "error": str(exc)})
             return
         self.store.put(PYTORCHJOBS, out)
+
+    def _swap_stamp(self, key: str, ours: dict[str, str | None], over: dict[str, str] | None) -> None:
+        """Write ``ours`` on the PodGroup while its stamp (``RESTORE_KEYS``, and ``restarts-used``
+        when ``ours`` writes it) is still ``over``, with the resourceVersion it was read at as the
+        precondition: the cached PodGroup first (no GET on the fast path), the live one after a 409
+        (a status update in between: compared again, written again). Raises ``StampChanged`` when
+        the stamp is no longer ``over`` (said: ``saw_writer``), ``ConflictError`` when every try met
+        a conflict."""
+        ns, name = split(key)
+        compare = (*RESTORE_KEYS, *((keys.RESTARTS_USED,) if keys.RESTARTS_USED in ours else ()))
+        cached = self.store.get(PODGROUPS, name, ns)
+        base = over if over is not None else \
+            dict(((cached or {}).get("metadata") or {}).get("annotations") or {})
+        for attempt in range(4):
+            live = cached if attempt == 0 and cached is not None else self.api.get(PODGROUPS, name, ns)
+            meta = live.get("metadata") or {}
+            ann = meta.get("annotations") or {}
+            if any(ann.get(k) != base.get(k) for k in compare):
+                if live is cached and attempt == 0:
+                    cached = None
+                    continue  # the cache may be behind: the live object decides
+                rec = parse_record(ann.get(keys.SCALE_RECORD))
+                if rec is not None:
+                    self.saw_writer(rec, key)
+                log.info("scale stamp not written: the PodGroup's stamp changed since it was read",
+                         extra={"job": key, "record": rec.id if rec else "", "by": rec.by if rec else ""})
+                raise StampChanged(f"podgroup {key}: its scale stamp changed since the plan read it "
+                                   f"(now {ann.get(keys.LAST_SCALE_TIME)!r} by {rec.by if rec else 'no record'})",
+                                   409, "Conflict")
+            self.fence(f"patch podgroup {key}")
+            try:
+                out = self.api.patch(PODGROUPS, name, {"metadata": {
+                    "resourceVersion": str(meta.get("resourceVersion") or ""), "annotations": ours}}, ns)
+            except ConflictError:
+                cached = None
+                continue
+            self.store.put(PODGROUPS, out)
+            return
+        raise ConflictError(f"podgroup {key}: scale stamp not written, the PodGroup kept changing", 409, "Conflict")
 
     def patch_pod_annotations(self, key: str, annotations: dict[str, str | None]) -> None:
         self.fence(f"patch pod {key}")

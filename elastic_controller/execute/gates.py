@@ -3,7 +3,7 @@ announce it with the job's Event, then lift each pod's gate; fewer lifted than p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -47,8 +47,9 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
     most ``writers.WRITERS`` at once, one object's writes in order), each step ended before the next
     begins: every job's stamp (a job whose stamp failed is skipped), then every gate of the stamped
     jobs, then each job's Events and final ``last-decision`` (or its stamp taken back when nothing
-    was lifted). A job is never scaled without its stamp; a crash between steps leaves stamps whose
-    pods say what happened (``resume.check_records``)."""
+    was lifted) with, alongside, the PyTorchJob's copy of each stamp that stays. A job is never
+    scaled without its stamp; a crash between steps leaves stamps whose pods say what happened
+    (``resume.check_records``)."""
     if ex.dry_run:
         return
     lifts = list(lifts)
@@ -69,7 +70,7 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
         ours = {keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.UP,
                 keys.LAST_DECISION: lifting_decision(stamp, len(items), items[0].reason, items[0].in_place),
                 keys.SCALE_RECORD: ex.new_record("up", "", uids, befores[job], stamp)}
-        ex.stamp(job, ours)
+        ex.stamp(job, ours, over=befores[job], copy=False)  # (its job's copy goes out with the last-decision)
         stamps[job] = ours
         ex.fault("gates-stamped")
 
@@ -125,8 +126,14 @@ def execute_releases(ex: Executor, lifts: Iterable[LiftGates], now: datetime, re
                                  f"lifted the scale-up gate of {lifted[lift.job]} of {len(lift.releases)} elastic "
                                  f"pod(s) before losing the Lease: {lift.releases[0].reason}")
         raise deposed
-    finals = ex.pool.run([(lift.job, partial(_finish, ex, lift, lifted[lift.job], stamps.get(lift.job),
-                                             befores[lift.job], stamp)) for lift in stamped])
+    tasks: list[tuple[str, Callable[[], None]]] = [
+        (lift.job, partial(_finish, ex, lift, lifted[lift.job], stamps.get(lift.job), befores[lift.job], stamp))
+        for lift in stamped]
+    # The jobs' copies of the stamps that stay (for people, never read by a decision) go out
+    # alongside the final last-decisions: one round less than before the gates.
+    tasks += [(f"{lift.job} copy", partial(ex.copy_stamp, lift.job, stamps[lift.job]))
+              for lift in stamped if lifted[lift.job] and lift.job in stamps]
+    finals = ex.pool.run(tasks)
     for done in finals:
         if done.error is not None:
             raise done.error  # (each KubeError is handled in _finish: this is NotLeaderError)

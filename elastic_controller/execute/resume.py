@@ -120,12 +120,13 @@ def resume_interrupted(ex: Executor, snapshot: Snapshot, now: datetime, report: 
             for j in jobs:
                 n = sum(1 for v in victims if v.job_id == j)
                 if ex.ours(j) and j not in own:  # this plan's own stamp stays as it was
+                    was = ex.pg_annotations(j)
                     ex.stamp(j, {keys.LAST_SCALE_TIME: stamp,
                                  keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
                                  keys.LAST_DECISION: down_decision(stamp, n, gang),
                                  keys.SCALE_RECORD: ex.new_record("evict", gang, {v.key: v.uid for v in victims
                                                                                   if v.job_id == j},
-                                                                  ex.pg_annotations(j), stamp)})
+                                                                  was, stamp)}, over=was)
         except KubeError as exc:
             log.warning("interrupted plan not resumed this cycle: cooldown not stamped",
                         extra={"podgroup": gang, "error": str(exc)})

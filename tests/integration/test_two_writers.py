@@ -89,6 +89,89 @@ def settled(a: Agent, ns: str, want: dict[str, str]) -> None:
     raise AssertionError(f"cache never showed {want}")
 
 
+def world(kc: KubeClient, ns: str) -> str:
+    """A node of 8 GPUs; job a (elastic 2..6, all 6 running there for an hour); gang b (4 x 1 GPU)
+    pending. Returns the node's name (the caller deletes it)."""
+    node = f"n-{uuid.uuid4().hex[:6]}"
+    obj = b.node(node, gpus=8, cpu="32", memory="256Gi")
+    status = obj.pop("status")
+    kc.create(NODES, obj)
+    kc.patch(NODES, node, {"status": status}, subresource="status")
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    job = b.elastic_job(ns, "a", min_r=2, max_r=6, nodes=[node], scheduled_at=hour_ago)
+    gang = b.gang(ns, "b", members=4, gpus=1)
+    for o in job + gang:
+        if o["kind"] == "Pod":
+            o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            for c in (o.get("status") or {}).get("conditions") or []:
+                c["lastTransitionTime"] = ts(hour_ago)
+    for o in gang:
+        if o["kind"] == "Pod":
+            o["status"] = {"phase": "Pending"}
+    create(kc, ns, b.items(job, b.pytorchjob(ns, "a", workers=6, min_r=2, max_r=6), gang))
+    return node
+
+
+class SecondWriterFirst:
+    """The agent's API client, except that just before its first merge patch of a's PodGroup,
+    another client's write lands on that PodGroup (``write``): the server, not the agent's cache,
+    holds the newer state when the agent's stamp arrives."""
+
+    def __init__(self, kc: KubeClient, ns: str, write: dict[str, Any]) -> None:
+        self.kc, self.ns, self.write, self.landed = kc, ns, write, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kc, name)
+
+    def patch(self, res: Any, name: str, patch: Any, namespace: str | None = None, **kw: Any) -> Any:
+        if not self.landed and res is PODGROUPS and name == "a" and namespace == self.ns and \
+                kw.get("patch_type", "merge") == "merge" and not kw.get("dry_run"):
+            self.landed = True
+            self.kc.patch(PODGROUPS, "a", self.write, self.ns)
+        return self.kc.patch(res, name, patch, namespace, **kw)
+
+
+def cleanup(kc: KubeClient, ns: str, node: str, caches: list[Caches]) -> None:
+    for c in caches:
+        c.stop()
+    for p in kc.list(PODS, ns)[0]:
+        try:
+            kc.delete(PODS, p["metadata"]["name"], ns)
+        except NotFoundError:
+            pass
+    try:
+        kc.delete(NODES, node)
+    except NotFoundError:
+        pass
+
+
+def test_a_stamp_written_between_read_and_write_is_never_overwritten(kc: KubeClient, namespace: str) -> None:
+    # Issue 36, F3's gap: the stamp is a compare-and-swap on the real server's resourceVersion. The
+    # second writer's stamp lands after our agent read a's PodGroup; ours is refused (409), the plan
+    # is not carried out, and its undo leaves the second writer's stamp as it was (before: a plain
+    # patch replaced it, and the plan's undo put back the stamp it had read).
+    ns = namespace
+    node = world(kc, ns)
+    caches: list[Caches] = []
+    try:
+        at = ts(datetime.now(UTC))
+        theirs = {keys.LAST_SCALE_TIME: at, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
+                  keys.SCALE_RECORD: ScaleRecord("0123456789abcdef", "second-writer", at, "evict", f"{ns}/b",
+                                                 {f"{ns}/a-worker-5": ""}, {}).encode()}
+        first = agent(kc, "first", FAST, caches)
+        settled(first, ns, {})
+        proxy = SecondWriterFirst(kc, ns, {"metadata": {"annotations": theirs}})
+        first.executor.api = proxy
+        report = first.run_cycle()
+        assert proxy.landed
+        assert stamp(kc, ns) == theirs, report  # not overwritten, not undone
+        assert report.evicted == [] and report.failed.get(f"{ns}/b", "").startswith("conflict"), report
+        assert claimed(kc, ns) == []  # its own claims taken back
+        assert all(not p["metadata"].get("deletionTimestamp") for p in kc.list(PODS, ns)[0])
+    finally:
+        cleanup(kc, ns, node, caches)
+
+
 def test_the_losers_drop_leaves_the_winners_stamp(kc: KubeClient, namespace: str) -> None:
     ns = namespace
     node = f"n-{uuid.uuid4().hex[:6]}"
