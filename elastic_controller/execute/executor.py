@@ -499,8 +499,9 @@ class Executor:
         ref = evicted_pod_ref(*split(pod), uid) if uid else self.pod_ref(pod)
         if ref is not None:
             how = " (finishing an interrupted plan)" if resumed else ""
+            why = f" ({reason})" if reason and not resumed else ""
             self.recorder.emit(ref, "Normal", "EvictedForGang",
-                               f"elastic worker evicted by volcano-elastic to make room for gang {gang}{how}")
+                               f"elastic worker evicted by volcano-elastic to make room for gang {gang}{how}{why}")
 
     def scaled_down(self, gang: str, done: list[tuple[str, str]], spends: Iterable[SpendRestart] = (), *,
                     resumed: bool = False) -> None:

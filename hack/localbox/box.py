@@ -332,6 +332,7 @@ class Box:
             self.wait_started(name, t0)
         kwok.wait_nodes_ready(self)
         volcano.wait_default_queue(self)
+        training_operator.wait_webhook_served(self)
 
     def down(self, quiet: bool = False) -> None:
         """Stop every process group of the box (reverse start order) and remove its files."""

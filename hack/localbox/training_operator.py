@@ -4,12 +4,17 @@ its ValidatingWebhookConfiguration pointed at 127.0.0.1, and the process."""
 from __future__ import annotations
 
 import base64
+import json
+import ssl
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from . import paths, pki
 from .component import BoxLike, Component, Ports, Spec, http_ready
-from .procs import BoxError
+from .procs import BoxError, log_tail
 
 OPERATOR_NAMESPACE = "kubeflow"
 OPERATOR_WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
@@ -51,7 +56,7 @@ def prereqs(box: BoxLike) -> None:
                  "tls.crt": base64.b64encode(srv.cert_pem).decode(),
                  "tls.key": base64.b64encode(srv.key_pem).decode()},
     })
-    url = f"https://127.0.0.1:{box.ports['operator_webhook']}/validate-kubeflow-org-v1-pytorchjob"
+    url = webhook_url(box)
     k.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{OPERATOR_WEBHOOK_CONFIG}", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": OPERATOR_WEBHOOK_CONFIG},
@@ -64,6 +69,38 @@ def prereqs(box: BoxLike) -> None:
                        "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}],
         }],
     })
+
+
+def webhook_url(box: BoxLike) -> str:
+    return f"https://127.0.0.1:{box.ports['operator_webhook']}/validate-kubeflow-org-v1-pytorchjob"
+
+
+def webhook_served(box: BoxLike) -> bool:
+    """Whether the operator's webhook server answers the PyTorchJob validation path. Its /readyz
+    answers before the path is registered (the operator sets its webhooks up once its certificates
+    are ready); until then the path is a 404, which the API server turns into a 500 on every
+    PyTorchJob create."""
+    ctx = ssl.create_default_context(cafile=str(box.pki_dir / "training-operator" / "ca.crt"))
+    req = urllib.request.Request(webhook_url(box), data=json.dumps({}).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=2, context=ctx):
+            return True
+    except urllib.error.HTTPError as e:
+        return e.code != 404
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def wait_webhook_served(box: BoxLike) -> None:
+    """Wait until the operator validates PyTorchJobs (its log in the error when it does not)."""
+    t = time.monotonic()
+    try:
+        box.kube.wait_for("the training operator's PyTorchJob webhook", lambda: webhook_served(box),
+                          box.opts.timeout)
+    except TimeoutError as e:
+        raise BoxError(f"{e}\ntraining-operator log:\n{log_tail(box.procs['training-operator'].log, 15)}") from None
+    box.say(f"the training operator's webhook served in {time.monotonic() - t:.1f}s")
 
 
 def component(box_dir: Path, kubeconfig: Path, threads: int, prepare: Callable[[], None], ports: Ports) -> Component:

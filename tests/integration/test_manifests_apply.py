@@ -161,8 +161,11 @@ def test_certgen_touches_one_secret_and_two_webhook_configs(box: Any, installed:
 
 
 def forbidden_lines(log: Path) -> list[str]:
+    """The log lines of RBAC denials. A 403 for content in a namespace being deleted (another test's,
+    as its namespace fixture deletes it in the background: the controller sees the whole box) is the
+    NamespaceLifecycle admission plugin, not RBAC."""
     return [ln for ln in log.read_text(errors="replace").splitlines()
-            if re.search(r"\b403\b|forbidden", ln, re.IGNORECASE)]
+            if re.search(r"\b403\b|forbidden", ln, re.IGNORECASE) and "because it is being terminated" not in ln]
 
 
 def get_json(box: Any, *args: str) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ import http.server
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,3 +172,44 @@ def test_our_webhook_configurations_route_what_the_shipped_ones_route() -> None:
         assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
         assert hook["clientConfig"]["caBundle"] == "Q0E="
         assert hook["clientConfig"]["url"].endswith(shipped[obj["kind"]]["clientConfig"]["service"]["path"])
+
+
+def test_the_operator_webhook_counts_as_served_once_its_validation_path_answers(tmp_path: Path) -> None:
+    """The operator's /readyz answers before its webhook path is registered (a 404 there is a 500 on
+    every PyTorchJob create): the box waits for the path itself, over TLS with the box's CA."""
+    import ssl
+    import types
+
+    from hack.localbox import pki
+
+    ca = pki.make_ca("training-operator-ca", key_kind="rsa")
+    srv = pki.issue(ca, "localhost", ips=["127.0.0.1"])
+    d = tmp_path / "pki" / "training-operator"
+    ca.write(d / "ca.crt", d / "ca.key")
+    srv.write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    registered: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200 if self.path in registered else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        box: Any = types.SimpleNamespace(ports={"operator_webhook": httpd.server_address[1]},
+                                         pki_dir=tmp_path / "pki")
+        assert not training_operator.webhook_served(box)  # listening, the path not yet registered
+        registered.append("/validate-kubeflow-org-v1-pytorchjob")
+        assert training_operator.webhook_served(box)
+        box.ports["operator_webhook"] = 1  # nothing listens
+        assert not training_operator.webhook_served(box)
+    finally:
+        httpd.shutdown()
