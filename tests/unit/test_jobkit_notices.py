@@ -288,3 +288,30 @@ def test_real_torch_every_rank_answers_one_ranks_notice_without_an_all_reduce_gi
     assert record >= max(e["t"] for r in (0, 1) for e in ev[r] if e["what"] == "saved")  # after every rank saved
     held = next(e["t"] for e in ev[1] if e["what"] == "answered") - next(e["t"] for e in ev[1] if e["what"] == "saved")
     assert held >= 0.5, held  # the victim held until its notice went
+
+
+# ------------------------------------------------------------------ leaving in place
+def _annotations(path: Path, values: dict[str, str]) -> None:
+    path.write_text("".join(f"{k}={json.dumps(v)}\n" for k, v in sorted(values.items())))
+
+
+def test_a_pod_leaving_in_place_is_no_checkpoint_notice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In place, the agent's leaving pods carry an ``evict-after`` too (how long it waits for them to
+    have left). NoticeWatch must not answer it with a checkpoint and a hold: the survivors keep the
+    state in memory, and a held rank would stall the whole group (issue 39)."""
+    notes = tmp_path / "annotations"
+    monkeypatch.setenv(podinfo.ANNOTATIONS_ENV, str(notes))
+    after = "2026-11-29T05:00:00Z"
+    _annotations(notes, {podinfo.EVICT_AFTER: after, podinfo.RESIZE_GENERATION: "2", podinfo.LEAVING: "2",
+                         podinfo.TARGET_WORKERS: "2"})
+    assert podinfo.eviction_notice() is not None  # the notice is there ...
+    assert podinfo.checkpoint_notice() is None  # ... and is not one to checkpoint for
+    watch = kit.NoticeWatch(every=1, alone=True)
+    assert watch.pending() is None and not watch.checkpoint_now(1)
+    # a leaving mark of an older event is no leave now: the notice is a plain one again
+    _annotations(notes, {podinfo.EVICT_AFTER: after, podinfo.RESIZE_GENERATION: "3", podinfo.LEAVING: "2"})
+    assert podinfo.checkpoint_notice() == podinfo.eviction_notice() is not None
+    assert kit.NoticeWatch(every=1, alone=True).checkpoint_now(1)
+    # a survivor of the event (not leaving) with a notice of its own still checkpoints
+    _annotations(notes, {podinfo.EVICT_AFTER: after, podinfo.RESIZE_GENERATION: "2"})
+    assert kit.NoticeWatch(every=1, alone=True).checkpoint_now(1)

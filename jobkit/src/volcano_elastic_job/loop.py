@@ -23,7 +23,7 @@ from typing import Any
 
 from .checkpoint import record_checkpoint
 from .devices import collective_device
-from .podinfo import eviction_notice
+from .podinfo import checkpoint_notice
 
 AllReduceMax = Callable[[int], int]
 log = logging.getLogger("volcano_elastic_job")
@@ -71,10 +71,11 @@ class NoticeWatch:
     a group of more than one rank is up at that step, nothing for a single process, and
     :class:`NoticeWatchError` when ``WORLD_SIZE`` > 1 but no group is up. ``alone=True``: each
     rank decides alone (only for a job whose checkpoint is not collective: every rank saves its
-    own full copy). ``read``: where the notice comes from (tests)."""
+    own full copy). ``read``: where the notice comes from (tests; by default the pod's notice, none
+    while the pod leaves in place: :func:`~volcano_elastic_job.podinfo.checkpoint_notice`)."""
 
     def __init__(self, every: int = 10, all_reduce_max: AllReduceMax | None = None, *, alone: bool = False,
-                 read: Callable[[], datetime | None] = eviction_notice) -> None:
+                 read: Callable[[], datetime | None] = checkpoint_notice) -> None:
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         if alone and all_reduce_max is not None:

@@ -110,6 +110,18 @@ def eviction_notice(path: str | None = None) -> datetime | None:
     return when
 
 
+def checkpoint_notice(path: str | None = None) -> datetime | None:
+    """The notice :class:`NoticeWatch` answers with a checkpoint: :func:`eviction_notice`, except on
+    a pod that leaves the group in place (``leaving`` at the announced ``resize-generation``). Such
+    a pod's ranks leave at a step boundary while the others go on with the state in memory; a
+    checkpoint and a hold for it would stall the whole group, and the notice's deadline only bounds
+    how long the agent waits for the pod to have left."""
+    request = resize_request(path)
+    if request is not None and request[2]:
+        return None
+    return eviction_notice(path)
+
+
 def target_workers(path: str | None = None) -> int | None:
     """The job's worker count after volcano-elastic's last decision (``target-workers``), or None."""
     value = read_annotations(path).get(TARGET_WORKERS)
