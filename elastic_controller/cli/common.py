@@ -74,12 +74,13 @@ def document(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
-def print_document(doc: Mapping[str, Any], output: str) -> None:
-    """``doc`` as ``json`` or ``yaml`` on stdout."""
+def print_document(kind: str, body: Mapping[str, Any], output: str) -> None:
+    """The versioned document of ``kind`` (``document``) as ``json`` or ``yaml`` on stdout."""
+    doc = document(kind, body)
     if output == "yaml":
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=1 << 16))
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1 << 16))
     else:
         print(json.dumps(doc, indent=2))
 

@@ -13,7 +13,6 @@ from typing import Any
 from .common import (
     add_config_flag,
     add_output_flag,
-    document,
     fail,
     load_config_or_exit,
     natural_sorted,
@@ -267,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     out["notes"] = [note_json(n) for n in plan.notes]
     out["attainedService"] = attained_json(snapshot, now)
     if args.output in ("json", "yaml"):
-        print_document(document("Plan", {"now": format_time(now), **out}), args.output)
+        print_document("Plan", {"now": format_time(now), **out}, args.output)
     else:
         out["waiting"] = list(plan.waiting)
         out["notices"] = [{"pod": p.facts.pod, "for": p.facts.gang, "secondsLeft": round(p.seconds_left)}

@@ -13,7 +13,6 @@ from .common import (
     add_config_flag,
     add_kubeconfig_flag,
     add_output_flag,
-    document,
     fail,
     natural_key,
     print_document,
@@ -165,8 +164,7 @@ def run(args: argparse.Namespace) -> int:
         warn("queues", w)
     body = build(items, cfg, now)
     if args.output in ("json", "yaml"):
-        print_document(document("QueueList", {"now": format_time(now), "configSource": choice.source, **body}),
-                       args.output)
+        print_document("QueueList", {"now": format_time(now), "configSource": choice.source, **body}, args.output)
     else:
         print(render(body, wide=args.output == "wide") + summary(choice))
     return 0

@@ -14,7 +14,6 @@ from .common import (
     add_kubeconfig_flag,
     add_output_flag,
     clip,
-    document,
     fail,
     natural_key,
     print_document,
@@ -417,9 +416,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         if warning:
             warn("status", warning)
-        print_document(document("Status", {"now": format_time(now), "namespace": args.namespace or None,
-                                           "configSource": choice.source, "queues": rows, "evictionNotices": notices,
-                                           "skippedObjects": skipped, "alarms": alarm_lines}), args.output)
+        print_document("Status", {"now": format_time(now), "namespace": args.namespace or None,
+                                  "configSource": choice.source, "queues": rows, "evictionNotices": notices,
+                                  "skippedObjects": skipped, "alarms": alarm_lines}, args.output)
     else:
         # the verdict (model, and whether the scheduler runs the same) heads the table
         shares = scheduler_verdict(client, cfg.shares, args.volcano_scheduler_configmap)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import TypeVar
 
 from .fit import build_gpu_index
 from .keys import GPU, Role
@@ -56,6 +57,17 @@ class GroupPods:
     # without requests still names its queue).
     usage: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
     counted: tuple[str, tuple[tuple[int, tuple[tuple[str, int], ...]], ...]] | None = None  # in the totals
+
+
+_Pods = TypeVar("_Pods", JobPods, GroupPods)
+
+
+def _entry(index: dict[str, _Pods], key: str, new: Callable[[], _Pods]) -> _Pods:
+    """``index[key]``, made with ``new()`` the first time."""
+    entry = index.get(key)
+    if entry is None:
+        entry = index[key] = new()
+    return entry
 
 
 def ungated_pending(pods: list[PodView]) -> list[PodView]:
@@ -141,16 +153,10 @@ class PodIndex:
             if not pod.deleting and pod.role is Role.ELASTIC and pod.group_key:
                 self.elastic[i] = pod
         if pod.group_key:
-            group = self.groups.get(pod.group_key)
-            if group is None:
-                group = self.groups[pod.group_key] = GroupPods()
-            group.members[i] = pod
+            _entry(self.groups, pod.group_key, GroupPods).members[i] = pod
             groups.add(pod.group_key)
         if pod.job_name:
-            job = self.jobs.get(pod.job_id)
-            if job is None:
-                job = self.jobs[pod.job_id] = JobPods()
-            job.members[i] = pod
+            _entry(self.jobs, pod.job_id, JobPods).members[i] = pod
             jobs.add(pod.job_id)
 
     def _unlink(self, pod: PodView, nodes: set[str], groups: set[str], jobs: set[str]) -> None:

@@ -81,9 +81,10 @@ def can_i(box: Any, sa: str, verb: str, group: str, resource: str, *, namespace:
 
 
 # ---------------------------------------------------------------------- running as the ServiceAccounts
-def sa_kubeconfig(box: Any, sa: str, path: Path) -> Path:
-    """A kubeconfig that authenticates with a real token of the ServiceAccount (TokenRequest)."""
-    proc = kubectl(box, "create", "token", sa, f"--namespace={NAMESPACE}", "--duration=1h")
+def sa_kubeconfig(box: Any, sa: str, path: Path, namespace: str = NAMESPACE) -> Path:
+    """A kubeconfig that authenticates with a real token of the ServiceAccount ``namespace/sa``
+    (TokenRequest)."""
+    proc = kubectl(box, "create", "token", sa, f"--namespace={namespace}", "--duration=1h")
     assert proc.returncode == 0, proc.stderr
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": sa,

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.harness.chart import helm_command
 from tests.harness.required import cannot_run
+
+if TYPE_CHECKING:
+    from hack.localbox import Box
 
 
 def helm4_command() -> tuple[str | None, str]:
@@ -49,3 +53,21 @@ def helm(box: Any, *args: str, timeout: float = 300, required: bool = True,
             pytest.fail(f"no helm binary: {source}")
         cannot_run("integration", f"no helm binary: {source}")
     return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=helm_env(box))
+
+
+def own_box(suffix: str, config: pytest.Config | None = None) -> Iterator[Box]:
+    """A core box of the test module's own (a chart install is cluster-wide), taken down afterwards
+    unless VOLCANO_ELASTIC_KEEP_BOX=1; a box that cannot start is a tier that cannot run."""
+    from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries
+    from hack.localbox.box import PROFILES
+
+    missing = missing_binaries(PROFILES["core"])
+    if missing:
+        cannot_run("integration", f"control plane box not started: {describe_missing(missing)}", config)
+    box = Box(BoxOptions(name=f"pytest-{os.getpid()}-{suffix}", profile="core", quiet=True))
+    box.up()
+    try:
+        yield box
+    finally:
+        if os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") != "1":
+            box.down(quiet=True)

@@ -29,14 +29,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries
-from hack.localbox.box import PROFILES
+from hack.localbox import Box
 from hack.localbox.ours import webhook_argv
 from tests.harness.appliedbox import answers_ready, kubectl, operator_pod, wait_for
 from tests.harness.chart import CHART
-from tests.harness.helmbox import helm
+from tests.harness.helmbox import helm, own_box
 from tests.harness.manifests import MANIFESTS
-from tests.harness.required import cannot_run
 
 pytestmark = pytest.mark.integration
 
@@ -47,16 +45,7 @@ GATE = "volcano-elastic.io/scale-up"
 
 @pytest.fixture(scope="module")
 def helm_box(request: pytest.FixtureRequest) -> Iterator[Box]:
-    missing = missing_binaries(PROFILES["core"])
-    if missing:
-        cannot_run("integration", f"control plane box not started: {describe_missing(missing)}", request.config)
-    box = Box(BoxOptions(name=f"pytest-{os.getpid()}-helm", profile="core", quiet=True))
-    box.up()
-    try:
-        yield box
-    finally:
-        if os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") != "1":
-            box.down(quiet=True)
+    yield from own_box("helm", request.config)
 
 
 def _helm(box: Box, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ tests/integration/test_helm.py does it with Helm 3.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -25,9 +24,8 @@ import pytest
 import yaml
 
 from elastic_controller.config import parse_config
-from hack.localbox import Box, BoxOptions, describe_missing, missing_binaries
-from hack.localbox.box import PROFILES
-from tests.harness.helmbox import helm, helm4_command
+from hack.localbox import Box
+from tests.harness.helmbox import helm, helm4_command, own_box
 from tests.harness.required import cannot_run
 
 pytestmark = pytest.mark.integration
@@ -101,16 +99,7 @@ def test_helm4_applies_the_values_schema_with_the_path() -> None:
 
 @pytest.fixture(scope="module")
 def helm4_box() -> Iterator[Box]:
-    missing = missing_binaries(PROFILES["core"])
-    if missing:
-        cannot_run("integration", f"control plane box not started: {describe_missing(missing)}")
-    box = Box(BoxOptions(name=f"pytest-{os.getpid()}-helm4", profile="core", quiet=True))
-    box.up()
-    try:
-        yield box
-    finally:
-        if os.environ.get("VOLCANO_ELASTIC_KEEP_BOX") != "1":
-            box.down(quiet=True)
+    yield from own_box("helm4")
 
 
 def _get(box: Box, kind: str, name: str, namespace: str) -> dict[str, Any] | None:

@@ -7,11 +7,8 @@ The same token may not delete a pod it did not claim, nor a master."""
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,38 +19,15 @@ from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.events import EventRecorder
-from elastic_controller.kube.resources import EVENTS, NODES, PDBS, PODGROUPS, PODS, PYTORCHJOBS, Resource
+from elastic_controller.kube.resources import EVENTS, PDBS, PODGROUPS, PODS
 from elastic_controller.policy import keys
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.harness import builders as b
+from tests.harness.agentbox import FAST
+from tests.harness.tenantbox import cleanup, kubectl, starving_world, tenant_client, token_client
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_NS = "volcano-elastic-system"
 CONTROLLER = "volcano-elastic-controller"
-KINDS: dict[str, Resource] = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}
-FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
-
-
-def ts(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def kubectl(box: Any, *args: str, stdin: str | None = None) -> str:
-    proc = box.kubectl(*args, check=False, input=stdin)
-    assert proc.returncode == 0, (args, proc.stderr)
-    return str(proc.stdout)
-
-
-def token_client(box: Any, sa: str, ns: str, path: Path) -> KubeClient:
-    """A client authenticating with a real token of ServiceAccount ``ns/sa`` (TokenRequest)."""
-    token = kubectl(box, "create", "token", sa, f"--namespace={ns}", "--duration=1h").strip()
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "t",
-        "clusters": [{"name": "box", "cluster": {"server": box.server, "certificate-authority": str(box.ca_file)}}],
-        "users": [{"name": "t", "user": {"token": token}}],
-        "contexts": [{"name": "t", "context": {"cluster": "box", "user": "t"}}]}))
-    return KubeClient.from_kubeconfig(str(path))
 
 
 @pytest.fixture
@@ -65,56 +39,16 @@ def ours(box: Any) -> Iterator[None]:
     yield
 
 
-def create(kc: KubeClient, ns: str, objs: list[dict[str, Any]]) -> None:
-    for obj in objs:
-        if obj["kind"] not in KINDS:
-            continue
-        status = obj.pop("status", None) or {}
-        for k in ("uid", "creationTimestamp", "resourceVersion"):
-            obj["metadata"].pop(k, None)
-        obj["metadata"]["namespace"] = ns
-        out = kc.create(KINDS[obj["kind"]], obj, ns)
-        if obj["kind"] == "PyTorchJob":
-            for o in objs:  # the operator's ownerReference on every pod of the job
-                if o["kind"] == "Pod" and "training.kubeflow.org/job-name" in (o["metadata"].get("labels") or {}):
-                    o["metadata"]["ownerReferences"] = [{
-                        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": out["metadata"]["name"],
-                        "uid": out["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
-        if obj["kind"] == "Pod" and status.get("phase") == "Running":
-            kc.patch(PODS, out["metadata"]["name"], {"status": status}, ns, subresource="status")
-
-
 def test_a_tenants_pdb_does_not_hold_a_starving_gang(box: Any, ours: None, namespace: str, tmp_path: Path) -> None:
     ns = namespace
     admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
-    node = f"n-{uuid.uuid4().hex[:6]}"
-    obj = b.node(node, gpus=8, cpu="32", memory="256Gi")
-    status = obj.pop("status")
-    admin.create(NODES, obj)
-    admin.patch(NODES, node, {"status": status}, subresource="status")
     caches: Caches | None = None
+    # job a (2..6, all 6 running, its pods owned by the PyTorchJob) fills the node; gang b (4 x 1 GPU) waits
+    node = starving_world(admin, ns, owned=True)
     try:
         # the tenant: `edit` in its namespace, its own token
-        kubectl(box, "create", "serviceaccount", "researcher", f"--namespace={ns}")
-        kubectl(box, "create", "rolebinding", "researcher-edit", "--clusterrole=edit",
-                f"--serviceaccount={ns}:researcher", f"--namespace={ns}")
-        tenant = token_client(box, "researcher", ns, tmp_path / "tenant.kubeconfig")
+        tenant = tenant_client(box, ns, tmp_path / "tenant.kubeconfig")
         controller = token_client(box, CONTROLLER, SYSTEM_NS, tmp_path / "controller.kubeconfig")
-
-        # job a (2..6, all 6 running) fills the node; gang b (4 x 1 GPU) waits
-        hour_ago = datetime.now(UTC) - timedelta(hours=1)
-        job = [b.pytorchjob(ns, "a", workers=6, min_r=2, max_r=6),
-               *b.elastic_job(ns, "a", min_r=2, max_r=6, nodes=[node], scheduled_at=hour_ago)]
-        gang = b.gang(ns, "b", members=4, gpus=1)
-        for o in job + gang:
-            if o["kind"] == "Pod":
-                o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-                for c in (o.get("status") or {}).get("conditions") or []:
-                    c["lastTransitionTime"] = ts(hour_ago)
-        for o in gang:
-            if o["kind"] == "Pod":
-                o["status"] = {"phase": "Pending"}
-        create(admin, ns, b.items(job, gang))
 
         # T13: the tenant's PDB, an innocent habit, with its own token
         tenant.create(PDBS, {
@@ -162,17 +96,7 @@ def test_a_tenants_pdb_does_not_hold_a_starving_gang(box: Any, ours: None, names
             controller.delete(PODS, "a-worker-0", ns, dry_run=True)
         assert info.value.status in (403, 422) and "never a master" in str(info.value), info.value
     finally:
-        if caches is not None:
-            caches.stop()
-        for p in admin.list(PODS, ns)[0]:
-            try:
-                admin.delete(PODS, p["metadata"]["name"], ns)
-            except NotFoundError:
-                pass
-        try:
-            admin.delete(NODES, node)
-        except NotFoundError:
-            pass
+        cleanup(admin, node, [ns], [caches])
 
 
 def _deleting(kc: KubeClient, ns: str, name: str) -> bool:

@@ -6,7 +6,6 @@ it took none before (each job "below minWorkersToShrink")."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -18,42 +17,13 @@ import pytest
 from elastic_controller.agent import Agent
 from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.client import KubeClient
-from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.events import EventRecorder
-from elastic_controller.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.kube.resources import NAMESPACES, PODGROUPS, PODS, PYTORCHJOBS
 from tests.harness import builders as b
+from tests.harness.agentbox import FAST, ts
+from tests.harness.tenantbox import cleanup, node, tenant_client
 
 pytestmark = pytest.mark.integration
-FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
-
-
-def ts(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def kubectl(box: Any, *args: str) -> str:
-    proc = box.kubectl(*args, check=False)
-    assert proc.returncode == 0, (args, proc.stderr)
-    return str(proc.stdout)
-
-
-def tenant_client(box: Any, ns: str, path: Path) -> KubeClient:
-    """ServiceAccount `researcher`: `edit` in ``ns`` plus PyTorchJob rights (as kubeflow-edit gives)."""
-    kubectl(box, "create", "serviceaccount", "researcher", f"--namespace={ns}")
-    kubectl(box, "create", "rolebinding", "researcher-edit", "--clusterrole=edit",
-            f"--serviceaccount={ns}:researcher", f"--namespace={ns}")
-    kubectl(box, "create", "role", "pytorchjobs", "--verb=get,list,watch,create,update,patch,delete",
-            "--resource=pytorchjobs.kubeflow.org", f"--namespace={ns}")
-    kubectl(box, "create", "rolebinding", "researcher-pytorchjobs", "--role=pytorchjobs",
-            f"--serviceaccount={ns}:researcher", f"--namespace={ns}")
-    token = kubectl(box, "create", "token", "researcher", f"--namespace={ns}", "--duration=1h").strip()
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "t",
-        "clusters": [{"name": "box", "cluster": {"server": box.server, "certificate-authority": str(box.ca_file)}}],
-        "users": [{"name": "t", "user": {"token": token}}],
-        "contexts": [{"name": "t", "context": {"cluster": "box", "user": "t"}}]}))
-    return KubeClient.from_kubeconfig(str(path))
 
 
 def bare(obj: dict[str, Any], ns: str) -> dict[str, Any]:
@@ -67,21 +37,17 @@ def test_a_job_split_in_three_does_not_hold_a_gang(box: Any, namespace: str, tmp
     ns = namespace
     other = f"other-{uuid.uuid4().hex[:6]}"
     admin = KubeClient.from_kubeconfig(str(box.kubeconfig))
-    node = f"n-{uuid.uuid4().hex[:6]}"
-    obj = b.node(node, gpus=6, cpu="32", memory="256Gi")
-    status = obj.pop("status")
-    admin.create(NODES, obj)
-    admin.patch(NODES, node, {"status": status}, subresource="status")
+    name = node(admin, gpus=6)
     admin.create(NAMESPACES, {"metadata": {"name": other}})
     caches: Caches | None = None
     try:
-        tenant = tenant_client(box, ns, tmp_path / "tenant.kubeconfig")
+        tenant = tenant_client(box, ns, tmp_path / "tenant.kubeconfig", pytorchjobs=True)
         hour_ago = datetime.now(UTC) - timedelta(hours=1)
         for i in range(3):
             # the tenant's write: three small jobs instead of one of six, with its own token
             tenant.create(PYTORCHJOBS, bare(b.pytorchjob(ns, f"part{i}", workers=2, min_r=1, max_r=4), ns), ns)
             # what the controller and the operator create for each (admin here)
-            for o in b.elastic_job(ns, f"part{i}", min_r=1, max_r=4, running=2, nodes=[node], gated_rest=False,
+            for o in b.elastic_job(ns, f"part{i}", min_r=1, max_r=4, running=2, nodes=[name], gated_rest=False,
                                    scheduled_at=hour_ago):
                 if o["kind"] == "PodGroup":
                     admin.create(PODGROUPS, bare(o, ns), ns)
@@ -89,7 +55,7 @@ def test_a_job_split_in_three_does_not_hold_a_gang(box: Any, namespace: str, tmp
                     st = o.pop("status")
                     for c in st.get("conditions") or []:
                         c["lastTransitionTime"] = ts(hour_ago)
-                    o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+                    o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": name}
                     admin.create(PODS, bare(o, ns), ns)
                     admin.patch(PODS, o["metadata"]["name"], {"status": st}, ns, subresource="status")
         for o in b.gang(other, "g", members=1, gpus=1):
@@ -97,7 +63,7 @@ def test_a_job_split_in_three_does_not_hold_a_gang(box: Any, namespace: str, tmp
                 admin.create(PODGROUPS, bare(o, other), other)
             elif o["kind"] == "Pod":
                 o.pop("status", None)
-                o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+                o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": name}
                 admin.create(PODS, bare(o, other), other)
                 admin.patch(PODS, o["metadata"]["name"], {"status": {"phase": "Pending"}}, other,
                             subresource="status")
@@ -114,16 +80,4 @@ def test_a_job_split_in_three_does_not_hold_a_gang(box: Any, namespace: str, tmp
         # old rule: "waiting ... 3 below minWorkersToShrink", nothing evicted
         assert len(report.evicted) == 1 and report.evicted[0].startswith(f"{ns}/part"), report.plan.starving
     finally:
-        if caches is not None:
-            caches.stop()
-        for where in (ns, other):
-            for p in admin.list(PODS, where)[0]:
-                try:
-                    admin.delete(PODS, p["metadata"]["name"], where)
-                except NotFoundError:
-                    pass
-        for kind, name in ((NAMESPACES, other), (NODES, node)):
-            try:
-                admin.delete(kind, name)
-            except NotFoundError:
-                pass
+        cleanup(admin, name, [ns, other], [caches], drop_namespaces=[other])

@@ -5,11 +5,9 @@ election off, would have)."""
 
 from __future__ import annotations
 
-import copy
 import time
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,20 +17,15 @@ from elastic_controller.kube.caches import Caches
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.events import EventRecorder
-from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS
+from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.contract import ScaleRecord
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
-from tests.harness import builders as b
+from tests.harness.agentbox import FAST, ts
+from tests.harness.tenantbox import cleanup, starving_world
 
 pytestmark = pytest.mark.integration
-KINDS = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}
-FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
 SLOW = ElasticConfig(defaults=QueuePolicy(starvationSeconds=3600, minRuntimeSeconds=0, cooldownSeconds=300))
-
-
-def ts(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @pytest.fixture
@@ -40,21 +33,6 @@ def kc(kubeconfig: str) -> Iterator[KubeClient]:
     client = KubeClient.from_kubeconfig(kubeconfig)
     yield client
     client.close()
-
-
-def create(kc: KubeClient, ns: str, objs: list[dict[str, Any]]) -> None:
-    for obj in objs:
-        if obj["kind"] not in KINDS:
-            continue
-        obj = copy.deepcopy(obj)
-        status = obj.pop("status", None) or {}
-        meta = obj["metadata"]
-        for k in ("uid", "creationTimestamp", "resourceVersion"):
-            meta.pop(k, None)
-        meta["namespace"] = ns
-        out = kc.create(KINDS[obj["kind"]], obj, ns)
-        if obj["kind"] == "Pod" and status.get("phase") == "Running":
-            kc.patch(PODS, out["metadata"]["name"], {"status": status}, ns, subresource="status")
 
 
 def agent(kc: KubeClient, identity: str, cfg: ElasticConfig, caches: list[Caches]) -> Agent:
@@ -89,29 +67,6 @@ def settled(a: Agent, ns: str, want: dict[str, str]) -> None:
     raise AssertionError(f"cache never showed {want}")
 
 
-def world(kc: KubeClient, ns: str) -> str:
-    """A node of 8 GPUs; job a (elastic 2..6, all 6 running there for an hour); gang b (4 x 1 GPU)
-    pending. Returns the node's name (the caller deletes it)."""
-    node = f"n-{uuid.uuid4().hex[:6]}"
-    obj = b.node(node, gpus=8, cpu="32", memory="256Gi")
-    status = obj.pop("status")
-    kc.create(NODES, obj)
-    kc.patch(NODES, node, {"status": status}, subresource="status")
-    hour_ago = datetime.now(UTC) - timedelta(hours=1)
-    job = b.elastic_job(ns, "a", min_r=2, max_r=6, nodes=[node], scheduled_at=hour_ago)
-    gang = b.gang(ns, "b", members=4, gpus=1)
-    for o in job + gang:
-        if o["kind"] == "Pod":
-            o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-            for c in (o.get("status") or {}).get("conditions") or []:
-                c["lastTransitionTime"] = ts(hour_ago)
-    for o in gang:
-        if o["kind"] == "Pod":
-            o["status"] = {"phase": "Pending"}
-    create(kc, ns, b.items(job, b.pytorchjob(ns, "a", workers=6, min_r=2, max_r=6), gang))
-    return node
-
-
 class SecondWriterFirst:
     """The agent's API client, except that just before its first merge patch of a's PodGroup,
     another client's write lands on that PodGroup (``write``): the server, not the agent's cache,
@@ -131,27 +86,13 @@ class SecondWriterFirst:
         return self.kc.patch(res, name, patch, namespace, **kw)
 
 
-def cleanup(kc: KubeClient, ns: str, node: str, caches: list[Caches]) -> None:
-    for c in caches:
-        c.stop()
-    for p in kc.list(PODS, ns)[0]:
-        try:
-            kc.delete(PODS, p["metadata"]["name"], ns)
-        except NotFoundError:
-            pass
-    try:
-        kc.delete(NODES, node)
-    except NotFoundError:
-        pass
-
-
 def test_a_stamp_written_between_read_and_write_is_never_overwritten(kc: KubeClient, namespace: str) -> None:
     # Issue 36, F3's gap: the stamp is a compare-and-swap on the real server's resourceVersion. The
     # second writer's stamp lands after our agent read a's PodGroup; ours is refused (409), the plan
     # is not carried out, and its undo leaves the second writer's stamp as it was (before: a plain
     # patch replaced it, and the plan's undo put back the stamp it had read).
     ns = namespace
-    node = world(kc, ns)
+    node = starving_world(kc, ns)
     caches: list[Caches] = []
     try:
         at = ts(datetime.now(UTC))
@@ -169,31 +110,14 @@ def test_a_stamp_written_between_read_and_write_is_never_overwritten(kc: KubeCli
         assert claimed(kc, ns) == []  # its own claims taken back
         assert all(not p["metadata"].get("deletionTimestamp") for p in kc.list(PODS, ns)[0])
     finally:
-        cleanup(kc, ns, node, caches)
+        cleanup(kc, node, [ns], caches)
 
 
 def test_the_losers_drop_leaves_the_winners_stamp(kc: KubeClient, namespace: str) -> None:
     ns = namespace
-    node = f"n-{uuid.uuid4().hex[:6]}"
-    obj = b.node(node, gpus=8, cpu="32", memory="256Gi")
-    status = obj.pop("status")
-    kc.create(NODES, obj)
-    kc.patch(NODES, node, {"status": status}, subresource="status")
+    node = starving_world(kc, ns)
     caches: list[Caches] = []
     try:
-        hour_ago = datetime.now(UTC) - timedelta(hours=1)
-        job = b.elastic_job(ns, "a", min_r=2, max_r=6, nodes=[node], scheduled_at=hour_ago)
-        gang = b.gang(ns, "b", members=4, gpus=1)
-        for o in job + gang:
-            if o["kind"] == "Pod":
-                o["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-                for c in (o.get("status") or {}).get("conditions") or []:
-                    c["lastTransitionTime"] = ts(hour_ago)
-        for o in gang:
-            if o["kind"] == "Pod":
-                o["status"] = {"phase": "Pending"}
-        create(kc, ns, b.items(job, b.pytorchjob(ns, "a", workers=6, min_r=2, max_r=6), gang))
-
         # The winner stamps its plan (claims on a-worker-4/5, a's PodGroup) and stops before evicting.
         winner = agent(kc, "winner", FAST, caches)
         settled(winner, ns, {})
@@ -225,14 +149,4 @@ def test_the_losers_drop_leaves_the_winners_stamp(kc: KubeClient, namespace: str
             except NotFoundError:
                 pass
     finally:
-        for c in caches:
-            c.stop()
-        for p in kc.list(PODS, ns)[0]:
-            try:
-                kc.delete(PODS, p["metadata"]["name"], ns)
-            except NotFoundError:
-                pass
-        try:
-            kc.delete(NODES, node)
-        except NotFoundError:
-            pass
+        cleanup(kc, node, [ns], caches)

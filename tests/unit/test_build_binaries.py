@@ -15,39 +15,14 @@ from pathlib import Path
 import pytest
 
 from hack.localbox import paths
+from tests.harness.fakego import builds, fake_go_env
 
 SCRIPT = paths.BUILD_SCRIPT
-
-FAKE_GO = r"""#!/usr/bin/env bash
-case "$1" in
-  version) echo "go version go1.26.8 linux/amd64" ;;
-  env) echo /nonexistent/go-build ;;
-  build)
-    out=""; while [[ $# -gt 0 ]]; do [[ "$1" == -o ]] && out="$2"; shift; done
-    echo "build $out" >>"$FAKE_GO_COUNT"
-    sleep "${FAKE_GO_SLEEP:-0}"
-    printf '#!/bin/sh\n' >"$out"; chmod +x "$out" ;;
-  *) echo "fake go: unsupported $*" >&2; exit 1 ;;
-esac
-"""
 
 
 @pytest.fixture
 def fake_env(tmp_path: Path) -> dict[str, str]:
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    go = bindir / "go"
-    go.write_text(FAKE_GO)
-    go.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "VOLCANO_VERSION"}
-    env.update(PATH=f"{bindir}:{env['PATH']}", VOLCANO_ELASTIC_CACHE=str(tmp_path / "cache"),
-               FAKE_GO_COUNT=str(tmp_path / "builds.txt"))
-    return env
-
-
-def _builds(env: dict[str, str]) -> list[str]:
-    p = Path(env["FAKE_GO_COUNT"])
-    return p.read_text().splitlines() if p.exists() else []
+    return fake_go_env(tmp_path)
 
 
 def test_two_runs_sharing_a_cache_take_turns_and_the_second_reuses(fake_env: dict[str, str]) -> None:
@@ -64,7 +39,7 @@ def test_two_runs_sharing_a_cache_take_turns_and_the_second_reuses(fake_env: dic
     out1, _ = first.communicate(timeout=60)
     assert first.returncode == 0, out1
     assert second.returncode == 0, second.stdout
-    assert len(_builds(env)) == 1, (_builds(env), out1, second.stdout)
+    assert len(builds(env)) == 1, (builds(env), out1, second.stdout)
     assert "another build holds" in second.stdout and "etcd: already built" in second.stdout
     binary = Path(env["VOLCANO_ELASTIC_CACHE"]) / paths.cache_key() / "bin" / "etcd"
     assert os.access(binary, os.X_OK)
@@ -76,7 +51,7 @@ def test_a_killed_build_leaves_no_lock_behind(fake_env: dict[str, str]) -> None:
     first = subprocess.Popen(["bash", str(SCRIPT), "etcd"], env=env, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
-    while not _builds(env):
+    while not builds(env):
         assert time.monotonic() < deadline, "first build never started"
         time.sleep(0.05)
     os.killpg(first.pid, 9)
@@ -86,7 +61,7 @@ def test_a_killed_build_leaves_no_lock_behind(fake_env: dict[str, str]) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert second.returncode == 0, second.stdout
     assert "another build holds" not in second.stdout
-    assert len(_builds(env)) == 2
+    assert len(builds(env)) == 2
 
 
 def test_volcano_version_override_selects_its_own_key(fake_env: dict[str, str],
@@ -122,7 +97,7 @@ def test_unsupported_volcano_version_is_refused_with_the_supported_ones(fake_env
     assert version in r.stdout
     if version == "v1.13.0":
         assert "supported: v1.14.1 v1.15.1" in r.stdout
-    assert not _builds(env)
+    assert not builds(env)
 
 
 def test_every_supported_volcano_has_a_wrapper_pinning_it() -> None:

@@ -7,7 +7,6 @@ it was stamped with), so no Go toolchain is needed.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -15,36 +14,12 @@ from pathlib import Path
 import pytest
 
 from hack.localbox import paths
-
-FAKE_GO = r"""#!/usr/bin/env bash
-case "$1" in
-  version) echo "go version go1.26.8 linux/amd64" ;;
-  env) echo /nonexistent/go-build ;;
-  build)
-    out=""; ver=""
-    while [[ $# -gt 0 ]]; do
-      [[ "$1" == -o ]] && out="$2"
-      [[ "$1" == -ldflags ]] && ver="$(sed -n 's/.*helm\/v4\/internal\/version.version=\([^ ]*\).*/\1/p' <<<"$2")"
-      shift
-    done
-    echo "build $out" >>"$FAKE_GO_COUNT"
-    printf '#!/bin/sh\necho %s\n' "$ver" >"$out"; chmod +x "$out" ;;
-  *) echo "fake go: unsupported $*" >&2; exit 1 ;;
-esac
-"""
+from tests.harness.fakego import builds, fake_go_env
 
 
 @pytest.fixture
 def fake_env(tmp_path: Path) -> dict[str, str]:
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    go = bindir / "go"
-    go.write_text(FAKE_GO)
-    go.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "VOLCANO_VERSION"}
-    env.update(PATH=f"{bindir}:{env['PATH']}", VOLCANO_ELASTIC_CACHE=str(tmp_path / "cache"),
-               FAKE_GO_COUNT=str(tmp_path / "builds.txt"))
-    return env
+    return fake_go_env(tmp_path)
 
 
 def _run(env: dict[str, str], *names: str) -> str:
@@ -75,5 +50,5 @@ def test_helm4_is_built_once_and_rebuilt_when_its_pin_moves(fake_env: dict[str, 
     binary.write_text("#!/bin/sh\necho v4.0.0\n")  # a helm4 of an older pin, in the same key
     out = _run(fake_env, "helm4")
     assert f"helm4: {binary} is not helm.sh/helm/v4@{pin}: rebuilding" in out
-    builds = Path(fake_env["FAKE_GO_COUNT"]).read_text().splitlines()
-    assert len(builds) == 2 and all(".helm4.tmp." in b for b in builds)
+    done = builds(fake_env)
+    assert len(done) == 2 and all(".helm4.tmp." in b for b in done)

@@ -7,14 +7,14 @@ import gc
 import random
 from datetime import timedelta
 from itertools import combinations
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic_controller.policy.cooldowns import in_cooldown
-from elastic_controller.policy.cycle import plan_cycle
+from elastic_controller.policy.cycle import CyclePlan, plan_cycle
 from elastic_controller.policy.fit import Capacity, fits_all, node_accepts, place_all, pod_demand
 from elastic_controller.policy.keys import Role
 from elastic_controller.policy.model import PodView, Snapshot
@@ -44,6 +44,23 @@ def free_now(snap: Snapshot) -> Capacity:
     return cap
 
 
+class Planned(NamedTuple):
+    """One generated cluster parsed and planned, with its pods and PodGroups by key."""
+
+    snap: Snapshot
+    cfg: ElasticConfig
+    plan: CyclePlan
+    pods: dict[str, PodView]
+    pgs: dict[str, Any]
+
+
+def planned(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> Planned:
+    objs, cfg = cluster
+    snap = parse(objs, cfg)
+    return Planned(snap, cfg, plan_cycle(snap, cfg, NOW), {p.key: p for p in snap.pods},
+                   {pg.key: pg for pg in snap.podgroups})
+
+
 def _elastic_running(snap: Any) -> dict[str, int]:
     """Running workers of each elastic job (its pods carry bounds), by PodGroup key."""
     elastic = {p.group_key for p in snap.pods if p.bounds is not None}
@@ -57,11 +74,7 @@ def _elastic_running(snap: Any) -> dict[str, int]:
 @given(clusters())
 @SETTINGS
 def test_victims_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
-    objs, cfg = cluster
-    snap = parse(objs, cfg)
-    plan = plan_cycle(snap, cfg, NOW)
-    pods = {p.key: p for p in snap.pods}
-    pgs = {pg.key: pg for pg in snap.podgroups}
+    snap, cfg, plan, pods, pgs = planned(cluster)
     decisions = {d.pod_group: d for d in plan.starving}
     prio = snap.priority_classes
     victims = [pods[e.pod] for e in plan.evictions]
@@ -118,11 +131,7 @@ def test_every_plan_fits_and_is_minimal(cluster: tuple[list[dict[str, Any]], Ela
     """Every plan makes its gang fit on the nodes *and* within its queue's deserved share as
     Volcano's proportion plugin computes it (allocated + needed <= deserved, GPUs); it evicts only
     when the gang did not already satisfy both; dropping any victim breaks one of them."""
-    objs, cfg = cluster
-    snap = parse(objs, cfg)
-    plan = plan_cycle(snap, cfg, NOW)
-    pods = {p.key: p for p in snap.pods}
-    pgs = {pg.key: pg for pg in snap.podgroups}
+    snap, _cfg, plan, pods, pgs = planned(cluster)
     deserved = {q: s.deserved.get(GPU, 0)
                 for q, s in plan_shares(snap.queues, snap.nodes, snap.pods, pgs, volcano_view=True).items()}
     alloc: dict[str, int] = {}
@@ -233,13 +242,9 @@ def test_allowed_counts_are_never_violated(cluster: tuple[list[dict[str, Any]], 
 @given(clusters())
 @SETTINGS
 def test_gate_releases_are_admissible(cluster: tuple[list[dict[str, Any]], ElasticConfig]) -> None:
-    objs, cfg = cluster
-    snap = parse(objs, cfg)
-    plan = plan_cycle(snap, cfg, NOW)
+    snap, cfg, plan, pods, pgs = planned(cluster)
     if plan.scale_up_blocked_by:
         assert plan.gate_releases == ()
-    pods = {p.key: p for p in snap.pods}
-    pgs = {pg.key: pg for pg in snap.podgroups}
     cap = free_now(snap)
     if plan.gate_releases:
         # Growth goes on only around gangs that fit on free capacity now: an eviction beside it only

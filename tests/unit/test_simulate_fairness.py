@@ -3,28 +3,16 @@ them (issue 38): a small job that arrives after a big one took the cluster gets 
 
 from __future__ import annotations
 
-import dataclasses
-
-from elastic_controller.policy.settings import ORDER_BY_FULFILLMENT, ElasticConfig
-from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
-from elastic_controller.simulate.engine import SimSettings, simulate
-from elastic_controller.simulate.scaling import ScalingCurve
+from elastic_controller.policy.settings import ORDER_BY_FULFILLMENT
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.simworld import run_elastic, with_defaults
 
-ONE_NODE = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("default"),))
-LINEAR = SimSettings(curve=ScalingCurve(per_doubling=1.0), checkpoint_interval=0.0)
 JOBS = [JobSpec("rich", 0.0, 2, 8, 1, 8 * 36_000.0), JobSpec("poor", 3600.0, 1, 4, 1, 4 * 7200.0)]
 
 
-def _cfg(**changes: object) -> ElasticConfig:
-    base = ElasticConfig()
-    return dataclasses.replace(base, defaults=dataclasses.replace(base.defaults, **changes))  # type: ignore[arg-type]
-
-
 def test_the_big_job_gives_the_small_one_its_workers() -> None:
-    fair = {j.name: j for j in simulate(JOBS, ONE_NODE, _cfg(), "elastic", LINEAR).jobs}
-    before = _cfg(fairnessScaleDown=False, orderBy=ORDER_BY_FULFILLMENT)
-    unfair = {j.name: j for j in simulate(JOBS, ONE_NODE, before, "elastic", LINEAR).jobs}
+    fair = run_elastic(JOBS, with_defaults())
+    unfair = run_elastic(JOBS, with_defaults(fairnessScaleDown=False, orderBy=ORDER_BY_FULFILLMENT))
     # without it poor gets its min (one worker, for which rich gave one as a starving gang) and no more
     assert unfair["poor"].max_seen == 1
     # with it rich gives poor the workers for its growth: poor reaches its max and ends far sooner

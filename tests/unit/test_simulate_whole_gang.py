@@ -3,27 +3,15 @@ whole (its gang is its max) instead of starting at its min in whatever room is l
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from elastic_controller.config import ConfigError, parse_config
 from elastic_controller.policy.admission import gang_workers
-from elastic_controller.policy.settings import ElasticConfig
-from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
-from elastic_controller.simulate.engine import SimSettings, simulate
-from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.simworld import run_elastic, with_defaults
 
-ONE_NODE = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("default"),))
-LINEAR = SimSettings(curve=ScalingCurve(per_doubling=1.0), checkpoint_interval=0.0)
 # big holds 6 of the 8 GPUs for ten hours (min = max: nobody takes them); small (1..4) arrives after
 JOBS = [JobSpec("big", 0.0, 6, 6, 1, 6 * 36_000.0), JobSpec("small", 600.0, 1, 4, 1, 4 * 3600.0)]
-
-
-def _cfg(**changes: object) -> ElasticConfig:
-    base = ElasticConfig()
-    return dataclasses.replace(base, defaults=dataclasses.replace(base.defaults, **changes))  # type: ignore[arg-type]
 
 
 def test_gang_workers() -> None:
@@ -35,8 +23,8 @@ def test_gang_workers() -> None:
 
 
 def test_a_small_job_waits_to_start_whole() -> None:
-    before = {j.name: j for j in simulate(JOBS, ONE_NODE, _cfg(), "elastic", LINEAR).jobs}
-    whole = {j.name: j for j in simulate(JOBS, ONE_NODE, _cfg(wholeGangUpTo=4), "elastic", LINEAR).jobs}
+    before = run_elastic(JOBS, with_defaults())
+    whole = run_elastic(JOBS, with_defaults(wholeGangUpTo=4))
     # before: small starts at once in the two GPUs left and runs at 2 of 4 until big ends
     assert before["small"].start < 700 and before["small"].max_seen == 2
     # whole: it waits for big's end, then runs at 4 from its start to its end
