@@ -91,31 +91,35 @@ class QueuePolicy:
     # give under the fairness scale-down: false, its state stays in memory, nothing is reloaded.
     inPlaceWaitsForCheckpoint: bool = False
 
+    # A relaxation never makes a rule stricter: an in-place job gets the looser of the queue's rule
+    # and its inPlace* key (an admin's cooldownSeconds 10 is not raised to inPlaceCooldownSeconds 60).
     def cooldown_seconds(self, in_place: bool = False) -> int:
-        """cooldownSeconds, or inPlaceCooldownSeconds (when set) for a job resized in place."""
+        """cooldownSeconds, or inPlaceCooldownSeconds (when set and shorter) for a job resized in place."""
         if in_place and self.inPlaceCooldownSeconds is not None:
-            return self.inPlaceCooldownSeconds
+            return min(self.cooldownSeconds, self.inPlaceCooldownSeconds)
         return self.cooldownSeconds
 
     def min_scale_up_gain(self, in_place: bool = False) -> float:
-        """minScaleUpGain, or inPlaceMinScaleUpGain (when set) for a job resized in place."""
+        """minScaleUpGain, or inPlaceMinScaleUpGain (when set and lower) for a job resized in place."""
         if in_place and self.inPlaceMinScaleUpGain is not None:
-            return self.inPlaceMinScaleUpGain
+            return min(self.minScaleUpGain, self.inPlaceMinScaleUpGain)
         return self.minScaleUpGain
 
     def min_workers_to_shrink(self, in_place: bool = False) -> int:
-        """minWorkersToShrink, or inPlaceMinWorkersToShrink (when set) for a job resized in place."""
+        """minWorkersToShrink, or inPlaceMinWorkersToShrink (when set and lower) for a job resized in place."""
         if in_place and self.inPlaceMinWorkersToShrink is not None:
-            return self.inPlaceMinWorkersToShrink
+            return min(self.minWorkersToShrink, self.inPlaceMinWorkersToShrink)
         return self.minWorkersToShrink
 
     def key_of(self, key: str, in_place: bool = False) -> str:
         """The key that sets rule ``key`` (``cooldownSeconds``, ``minScaleUpGain``, ``minWorkersToShrink``)
-        for a job: its ``inPlace*`` key when the job resizes in place and that key is set, for the
-        reasons ``plan`` and ``status`` print."""
+        for a job: its ``inPlace*`` key when the job resizes in place and that key is set and looser,
+        for the reasons ``plan`` and ``status`` print."""
         relaxed = _IN_PLACE_KEYS.get(key)
-        if in_place and relaxed is not None and getattr(self, relaxed) is not None:
-            return relaxed
+        if in_place and relaxed is not None:
+            value = getattr(self, relaxed)
+            if value is not None and value < getattr(self, key):
+                return relaxed
         return key
 
     def checkpoint_window(self, in_place: bool = False) -> int | None:

@@ -180,3 +180,16 @@ def test_plan_shows_the_in_place_reason(tmp_path: Any, capsys: pytest.CaptureFix
     assert main(["plan", "--from", str(path), "--now", ts(NOW), "--output", "table"]) == 0
     table = capsys.readouterr().out
     assert "in place" in table and "below minScaleUpGain 1 (not worth a restart)" in table
+
+
+def test_a_relaxation_never_makes_a_rule_stricter() -> None:
+    """An admin's shorter cooldown (the real tier's 30 s), lower gain or smaller minWorkersToShrink
+    holds for in-place jobs too: they get the looser of the queue's rule and the inPlace* key (a
+    job resized in place once waited the default 60 s against its queue's 30 s and never grew back)."""
+    p = parse_config({"defaults": {"cooldownSeconds": 30, "minWorkersToShrink": 0, "minScaleUpGain": 0.0}}).defaults
+    assert (p.cooldown_seconds(True), p.min_workers_to_shrink(True), p.min_scale_up_gain(True)) == (30, 0, 0.0)
+    assert [p.key_of(k, True) for k in ("cooldownSeconds", "minWorkersToShrink", "minScaleUpGain")] == \
+        ["cooldownSeconds", "minWorkersToShrink", "minScaleUpGain"]
+    d = QueuePolicy()  # the defaults: each inPlace* key is the looser one
+    assert (d.cooldown_seconds(True), d.min_workers_to_shrink(True), d.min_scale_up_gain(True)) == (60, 2, 0.0)
+    assert d.key_of("cooldownSeconds", True) == "inPlaceCooldownSeconds"
