@@ -84,7 +84,7 @@ def test_a_live_run_that_failed_is_drawn_and_said_so(tmp_path: Path, capsys: pyt
     out = flat(capsys.readouterr().out)
     assert not ok
     assert "THE REAL TRAINING RUN DID NOT MEET ITS TARGETS (bench/real_training.py exit code 1): " \
-           "Failed: 213 of 400 steps" in out
+           f"Failed: 213 of {RECORDED['stepsTarget']} steps" in out
     assert "LIVE RUN" in out and "RECORDED" not in out
 
 
