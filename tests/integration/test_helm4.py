@@ -97,6 +97,21 @@ def test_helm4_applies_the_values_schema_with_the_path() -> None:
         assert good.returncode == 0, (major, good.stderr)
 
 
+def test_the_make_dist_chart_package_renders_with_helm4_as_the_chart_does(tmp_path: Path) -> None:
+    """Issue 40: what `make dist` publishes (the chart as a package, ``hack.dist.chart``) installs
+    with Helm 4 as well as Helm 3: the same objects as the chart's directory, and the schema inside."""
+    from hack import dist
+
+    packaged = dist.chart(tmp_path)
+    assert packaged.suffix == ".tgz", packaged
+    for major in (3, 4):
+        from_package = _helm("template", RELEASE, str(packaged), "--namespace", NAMESPACE, major=major)
+        assert from_package.returncode == 0, (major, from_package.stderr)
+        assert from_package.stdout == _template(major).stdout, major
+        bad = _helm("template", RELEASE, str(packaged), "--set", "config.defaults.minScaleUpGain=0.3", major=major)
+        assert bad.returncode != 0 and "minScaleUpGain" in bad.stderr, (major, bad.stderr)
+
+
 @pytest.fixture(scope="module")
 def helm4_box() -> Iterator[Box]:
     yield from own_box("helm4")
