@@ -70,6 +70,14 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
                     extra={"podgroup": gang, "reason": why, "error": str(exc)})
         ex.undo(gang, before, stamped_jobs, stamped_pods)
         return
+    # The victims' jobs hear of it before their pods go (issue 40): one ScalingDown Event per job
+    # (its ScaledDown follows the evictions; with a notice, notice.py tells the job instead).
+    for j in jobs:
+        ref = ex.job_ref(j)
+        if ref is not None:
+            names = ", ".join(sorted(e.pod.partition("/")[2] for e in evictions if e.job == j))
+            ex.recorder.emit(ref, "Normal", "ScalingDown",
+                             f"evicting elastic worker(s) {names} now to make room for gang {gang}")
     # 3. Evict: the first victim alone, then the others at once (``Executor.pool``). A race (the
     # dry-run passed, the real call did not: a PDB tightened, the pod replaced) or an outage met on
     # the first stops the plan before anything else is evicted; the others passed the same dry-run

@@ -42,6 +42,13 @@ def test_evicts_after_stamping_and_dry_running_everything() -> None:
     events = {(e["involvedObject"]["kind"], e["reason"]): e["message"] for e in kube.of(EVENTS)}
     assert "team-b/b" in events[("Pod", "EvictedForGang")]
     assert "team-b/b" in events[("PyTorchJob", "ScaledDown")]
+    # the job heard of it before its pods went (issue 40: the victim's side)
+    said = events[("PyTorchJob", "ScalingDown")]
+    assert "a-worker-4, a-worker-5" in said and "team-b/b" in said
+    scaling = {e["metadata"]["name"] for e in kube.of(EVENTS) if e["reason"] == "ScalingDown"}
+    told = next(i for i, c in enumerate(kube.calls) if c[:2] == ("create", "events") and c[3] in scaling)
+    gone = next(i for i, c in enumerate(kube.calls) if c[0] == "evict" and not c[4])
+    assert told < gone
 
 
 def test_a_pdb_on_one_victim_stops_the_whole_plan() -> None:
