@@ -164,7 +164,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             # elastic workers running above min, and how many it may have (None: below min, or a gang)
             "elasticWorkers": workers - bounds.min_replicas if bounds and at_least_min else None,
             "elasticMax": bounds.max_replicas - bounds.min_replicas if bounds else None,
-            # (a job resized in place cools for its queue's inPlaceCooldownSeconds, when set: issue 39)
+            # (a job resized in place: QueuePolicy.cooldown_seconds, the shorter of its queue's two: issue 39)
             "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job,
                                                       job is not None and in_place(job.annotations))),
             # torchrun restarts our shrinks used (restarts-used) of maxRestarts; spent: no victim

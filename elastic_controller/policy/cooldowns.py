@@ -34,7 +34,7 @@ def last_scale_time(pg: PodGroupView | None, job: JobView | None = None,
 def cooldown_remaining(pg: PodGroupView | None, policy: QueuePolicy, now: datetime,
                        job: JobView | None = None, in_place: bool = False) -> float:
     """Seconds left in the job's cooldown (0 when none). ``in_place``: the job resizes in place (its
-    queue's ``inPlaceCooldownSeconds``, when set, instead of ``cooldownSeconds``; issue 39)."""
+    queue's ``inPlaceCooldownSeconds`` when set and shorter than ``cooldownSeconds``; issue 39)."""
     last = last_scale_time(pg, job, now)
     if last is None:
         return 0.0

@@ -432,7 +432,7 @@ def _apply_job_objects(jobs: dict[str, JobState], snapshot: Snapshot, cfg: Elast
             job.bounds = current_bounds(job.bounds, view, job.pg, _masters(pods_by_group.get(job.key, ())))
         job.budget = budget_of(job.pg, view)
         if view is not None and in_place(view.annotations):
-            job.in_place = True  # (its cooldown is its queue's inPlaceCooldownSeconds, when set)
+            job.in_place = True  # (its cooldown: QueuePolicy.cooldown_seconds(in_place=True))
             job.cooling = in_cooldown(job.pg, cfg.queue_policy(job.queue), now, view, in_place=True)
         elif view is not None and not job.cooling and (view.last_scale is not None or view.last_scale_invalid):
             job.cooling = in_cooldown(job.pg, cfg.queue_policy(job.queue), now, view)
