@@ -32,8 +32,9 @@ may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<m
 COOLDOWN left; RESTARTS: torchrun restarts our shrinks used of maxRestarts ("spent": no victim);
 GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
 rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION,
-headed on a job about to lose workers by "SHRINKING N for ns/gang" (evicted this cycle) or "NOTICE until
-TIME: N for ns/gang" (under an eviction notice; JSON victimOf).
+headed on a job about to lose workers by "SHRINKING N for ns/gang" (evicted this cycle; "for ns/job
+(fairness scale-down)" when they go to the least-served job of the queue) or "NOTICE until TIME: N for
+ns/gang" (under an eviction notice; JSON victimOf, its kind "gang" or "fairness").
 -o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
 "Status", "configSource", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
 Decisions use the controller's configuration, read from its ConfigMap (--config-from), unless --config
@@ -50,7 +51,7 @@ COLUMNS = ("JOB", "MIN", "CUR", "MAX", "ELASTIC", "COOLDOWN", "RESTARTS", "GATED
            "LAST DECISION")
 
 # Why gated pods stay gated, besides the planner's HoldReason codes (its HOLD notes):
-GROWING = "Growing"  # the agent releases some of them this cycle
+GROWING = "Growing"  # the agent releases some of them this cycle, or frees room for them (fairness scale-down)
 WAITING_GANG = "WaitingGang"  # a waiting gang holds back every scale-up
 MIN_NOT_RUNNING = "MinNotRunning"  # its min set is not running yet: gated pods wait for it
 NO_ROOM = "NoRoom"  # its next gated pod does not fit (on the nodes or in its queue's share)
@@ -85,6 +86,12 @@ def gated_reason(key: str, running: int, min_member: int, plan: Any) -> dict[str
     if grown:
         return {"reason": GROWING, "until": None,
                 "message": f"{len(grown)} released this cycle: " + grown[0].reason.rpartition("; fits on ")[0]}
+    freed = [e for e in plan.evictions if e.fairness and e.for_gang == key]
+    if freed:  # (issue 38) its gated pods are released once they leave, in a later cycle
+        givers = ", ".join(sorted({e.job for e in freed}))
+        return {"reason": GROWING, "until": None,
+                "message": f"{len(freed)} worker(s) are being freed for it by the fairness scale-down (from "
+                           f"{givers}): its gated pods are released once they leave"}
     if plan.scale_up_blocked_by:
         return {"reason": WAITING_GANG, "until": None,
                 "message": f"held back by waiting gang(s) {', '.join(plan.scale_up_blocked_by)}: no job grows "
@@ -175,8 +182,8 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             "gatedReason": gated_reason(pg.key, running, pg.min_member, plan) if gated else None,
             "starving": len(decision.needed) if decision else 0,
             "lastDecision": why,
-            # this job is about to lose workers: {"for", "workers", "evicting", "underNotice", "noticeUntil",
-            # "pods"} (None: it is not)
+            # this job is about to lose workers: {"for", "kind", "workers", "evicting", "underNotice",
+            # "noticeUntil", "pods"} (None: it is not; kind "fairness": a fairness scale-down gives them to "for")
             "victimOf": victims.get(pg.key),
             # pods that predate our webhook (no group annotation), counted by their labels
             "adoptedPods": sum(1 for p in pods if p.adopted),

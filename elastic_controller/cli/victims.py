@@ -8,7 +8,7 @@ from typing import Any
 
 
 def victims_of(plan: Any, review: Any) -> dict[str, dict[str, Any]]:
-    """Job (``ns/podgroup``) -> ``{"for", "workers", "evicting", "underNotice", "noticeUntil", "pods"}``
+    """Job (``ns/podgroup``) -> ``{"for", "kind", "workers", "evicting", "underNotice", "noticeUntil", "pods"}``
     for every job that loses workers: ``evicting`` the plan's evictions of this cycle (with a review made
     ``due``, the due victims are among them), ``underNotice`` its other workers under a pending notice,
     ``noticeUntil`` the earliest end of those (RFC 3339), ``for`` the gang(s) they make room for."""
@@ -20,10 +20,12 @@ def victims_of(plan: Any, review: Any) -> dict[str, dict[str, Any]]:
         return out.setdefault(job, {"for": [], "workers": 0, "evicting": 0, "underNotice": 0, "noticeUntil": None,
                                     "pods": []})
 
+    kinds: dict[str, set[str]] = {}
     for e in plan.evictions:
         v = entry(e.job)
         v["evicting"] += 1
         v["pods"].append(e.pod)
+        kinds.setdefault(e.job, set()).add(e.kind)
         if e.for_gang not in v["for"]:
             v["for"].append(e.for_gang)
     for p in sorted(review.pending, key=lambda p: p.seconds_left):
@@ -37,8 +39,20 @@ def victims_of(plan: Any, review: Any) -> dict[str, dict[str, Any]]:
             v["for"].append(f.gang)
         if f.evict_after is not None and v["noticeUntil"] is None:
             v["noticeUntil"] = format_time(f.evict_after)
-    return {job: {**v, "for": ", ".join(v["for"]), "workers": v["evicting"] + v["underNotice"]}
+    return {job: {**v, "for": ", ".join(v["for"]), "kind": _kind(kinds.get(job, set()), v["underNotice"]),
+                  "workers": v["evicting"] + v["underNotice"]}
             for job, v in out.items()}
+
+
+def _kind(evicting: set[str], under_notice: int) -> str:
+    """``victimOf.kind``: "fairness" when every worker it loses goes to a fairness scale-down
+    (``EvictionKind``), "gang" when they make room for gangs, "gang, fairness" for both. A worker
+    under a notice given in an earlier cycle counts as a gang's: the notice does not record its kind
+    (the fairness scale-down gives one only in a queue with ``noticeSeconds``)."""
+    from ..policy.decisions import EvictionKind
+
+    kinds = set(evicting) | ({EvictionKind.GANG} if under_notice else set())
+    return ", ".join(k for k in EvictionKind.ALL if k in kinds) or EvictionKind.GANG
 
 
 def victim_text(victim: dict[str, Any] | None) -> str:
@@ -46,7 +60,7 @@ def victim_text(victim: dict[str, Any] | None) -> str:
     team-nlp/bert`` (under notice), or both."""
     if not victim:
         return ""
-    gang = victim["for"] or "?"
+    gang = (victim["for"] or "?") + (" (fairness scale-down)" if victim.get("kind") == "fairness" else "")
     notice = "NOTICE until " + (victim["noticeUntil"] or "?")
     if victim["evicting"]:
         more = f"; {victim['underNotice']} more under {notice}" if victim["underNotice"] else ""

@@ -21,7 +21,7 @@ from ..policy import keys
 from ..policy.actions import Evict
 from ..policy.decisions import Eviction
 from ..policy.parse import format_time
-from .executor import CycleReport, Executor, down_decision, log, record_id
+from .executor import CycleReport, Executor, down_decision, log, made_room, record_id
 from .pdb import remove
 from .writers import Done
 
@@ -55,7 +55,7 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
             n = sum(1 for e in evictions if e.job == j)
             stamped_jobs[j] = {  # (before the write: a write that fails after it landed is undone too)
                 keys.LAST_SCALE_TIME: stamp, keys.LAST_SCALE_DIRECTION: keys.Direction.DOWN.value,
-                keys.LAST_DECISION: down_decision(stamp, n, gang),
+                keys.LAST_DECISION: down_decision(stamp, n, gang, action.fairness),
                 keys.SCALE_RECORD: ex.new_record("evict", gang, {e.pod: e.uid for e in evictions if e.job == j},
                                                  before[j], stamp)}
         _raise_first(ex.pool.run([(j, partial(ex.stamp, j, stamped_jobs[j], over=before[j], copy=False))
@@ -76,8 +76,9 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
         ref = ex.job_ref(j)
         if ref is not None:
             names = ", ".join(sorted(e.pod.partition("/")[2] for e in evictions if e.job == j))
+            why = next((f" ({e.reason})" for e in evictions if e.job == j and e.fairness), "")
             ex.recorder.emit(ref, "Normal", "ScalingDown",
-                             f"evicting elastic worker(s) {names} now to make room for gang {gang}")
+                             f"evicting elastic worker(s) {names} now {made_room(gang, action.fairness)}{why}")
     # 3. Evict: the first victim alone, then the others at once (``Executor.pool``). A race (the
     # dry-run passed, the real call did not: a PDB tightened, the pod replaced) or an outage met on
     # the first stops the plan before anything else is evicted; the others passed the same dry-run
@@ -126,7 +127,7 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
     # The restart each job evicted from uses, now that it happened (the action's SpendRestart, on
     # the record stamped above; a crash before leaves it to the next cycle's decision).
     spends = [replace(r, record=record_id(stamped_jobs[r.job])) for r in action.restarts if r.job in stamped_jobs]
-    ex.scaled_down(gang, [(e.job, e.pod) for e in done], spends)
+    ex.scaled_down(gang, [(e.job, e.pod) for e in done], spends, fairness=action.fairness)
 
 
 def _raise_first(results: list[Done[None]]) -> None:

@@ -77,10 +77,19 @@ def _counted(ours: dict[str, str]) -> tuple[str, ...]:
     return (keys.RESTARTS_USED,) if keys.RESTARTS_USED in ours else ()
 
 
-def down_decision(stamp: str, n: int, gang: str) -> str:
-    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang``
-    (``contract.down``: what ``policy.resume.plan_stamp_for`` reads back)."""
-    return contract.down(stamp, n, gang).encode()
+def down_decision(stamp: str, n: int, gang: str, fairness: bool = False) -> str:
+    """The job's ``last-decision`` for a plan evicting ``n`` of its workers for ``gang`` (``fairness``:
+    the fairness scale-down's, for the least-served job ``gang``; ``contract.down``: what
+    ``policy.resume.plan_stamp_for`` reads back)."""
+    return contract.down(stamp, n, gang, fairness).encode()
+
+
+def made_room(gang: str, fairness: bool = False) -> str:
+    """What a job's scale-down Events say its workers leave for: a gang's room, or (``fairness``) the
+    least-served job of its queue (the fairness scale-down, issue 38)."""
+    if fairness:
+        return f"to give their room to {gang}, the least-served job of the queue (fairness scale-down)"
+    return f"to make room for gang {gang}"
 
 
 ScaleRecord = contract.ScaleRecord  # the record's codec is the contract's (policy/contract.py)
@@ -504,17 +513,17 @@ class Executor:
                                f"elastic worker evicted by volcano-elastic to make room for gang {gang}{how}{why}")
 
     def scaled_down(self, gang: str, done: list[tuple[str, str]], spends: Iterable[SpendRestart] = (), *,
-                    resumed: bool = False) -> None:
+                    resumed: bool = False, fairness: bool = False) -> None:
         """Book a gang's completed evictions (``done``: (job, pod)): a ``ScaledDown`` Event per job, then
         the restart each of those jobs used (``spends``: the decided ``SpendRestart`` with the record
-        each stamp wrote)."""
+        each stamp wrote). ``fairness``: the fairness scale-down's, for the least-served job ``gang``."""
         for j in sorted({job for job, _ in done}):
             n = sum(1 for job, _ in done if job == j)
             ref = self.job_ref(j)
             if ref is not None:
                 how = " (finishing an interrupted plan)" if resumed else ""
                 self.recorder.emit(ref, "Normal", "ScaledDown",
-                                   f"{n} elastic worker(s) evicted to make room for gang {gang}{how}; "
+                                   f"{n} elastic worker(s) evicted {made_room(gang, fairness)}{how}; "
                                    f"cooldown starts now")
         # after the Events (a crash here leaves the count to the next cycle's decision)
         evicted = {job for job, _ in done}

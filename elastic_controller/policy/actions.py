@@ -42,6 +42,12 @@ class Evict:
     # one per victim job, in job order: spent once that job's first eviction succeeded (never with the stamp)
     restarts: tuple[SpendRestart, ...]
 
+    @property
+    def fairness(self) -> bool:
+        """The fairness scale-down's victims (issue 38): ``gang`` is the least-served job they give
+        their room to, a running job, not a gang (``Eviction.fairness``)."""
+        return any(e.fairness for e in self.victims)
+
 
 @dataclass(frozen=True, slots=True)
 class Noticed:

@@ -221,8 +221,14 @@ def sentence_of(raw: str | None) -> str:
 
 # The writers' constructors: each kind's sentence, generated from its data.
 
-def down(at: str, n: int, gang: str) -> Decision:
-    """A plan evicting ``n`` of the job's workers for ``gang``."""
+def down(at: str, n: int, gang: str, fairness: bool = False) -> Decision:
+    """A plan evicting ``n`` of the job's workers for ``gang``; ``fairness``: for the fairness
+    scale-down (issue 38), ``gang`` is then the least-served job they give their room to (``"fairness":
+    true`` in the data)."""
+    if fairness:
+        return Decision(at, Kind.DOWN, f"down: {n} elastic worker(s) evicted by the fairness scale-down: their room "
+                        f"goes to {gang}, the least-served job of the queue", gang=gang, n=n, path="evict",
+                        extra={"fairness": True})
     return Decision(at, Kind.DOWN, f"down: {n} elastic worker(s) evicted to make room for {gang}", gang=gang, n=n,
                     path="evict")
 

@@ -54,15 +54,31 @@ class GangDecision:
                 "reason": self.reason}
 
 
+class EvictionKind:
+    """What an ``Eviction`` is for (``Eviction.kind``)."""
+
+    GANG = "gang"  # room for a starving gang (the eviction planner)
+    FAIRNESS = "fairness"  # workers given to the least-served job of the queue (policy/fairness.py, issue 38)
+
+    ALL = (GANG, FAIRNESS)
+
+
 @dataclass(frozen=True, slots=True)
 class Eviction:
     pod: str  # ns/name
     node: str
     job: str  # ns/podgroup of the victim's job
     queue: str  # the victim's queue
-    for_gang: str  # ns/podgroup it makes room for
+    for_gang: str  # ns/podgroup it makes room for: a starving gang, or (kind fairness) the job that takes
     reason: str
     uid: str = ""
+    kind: str = EvictionKind.GANG  # EvictionKind: a gang's victim, or a fairness scale-down's
+
+    @property
+    def fairness(self) -> bool:
+        """A fairness scale-down's victim (``EvictionKind.FAIRNESS``): ``for_gang`` is the running job it
+        gives its room to, not a gang."""
+        return self.kind == EvictionKind.FAIRNESS
 
     @property
     def in_place(self) -> bool:
@@ -75,8 +91,11 @@ class Eviction:
         return False
 
     def to_json(self) -> dict[str, Any]:
-        return {"pod": self.pod, "node": self.node, "job": self.job, "queue": self.queue,
-                "for": self.for_gang, "reason": self.reason}
+        out: dict[str, Any] = {"pod": self.pod, "node": self.node, "job": self.job, "queue": self.queue,
+                               "for": self.for_gang, "reason": self.reason}
+        if self.kind != EvictionKind.GANG:  # (absent: a gang's victim, as every plan before issue 38 said)
+            out["kind"] = self.kind
+        return out
 
 
 @dataclass(frozen=True, slots=True)

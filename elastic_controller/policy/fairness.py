@@ -27,7 +27,8 @@ was room), one scale-down per queue per cycle:
   when no such count makes that room, or the room is there already (something else holds the taker
   back), nothing is taken.
 
-The evictions name the taker as what they are for (``evicted-for``); the giver's scale-down starts
+The evictions name the taker as what they are for (``evicted-for``) and are of kind
+``EvictionKind.FAIRNESS`` (what the giver's Events, ``last-decision`` and ``status`` say); the giver's scale-down starts
 its cooldown and snooze like any shrink, and the freed room goes by the scale-up order
 (``ordering.scale_up_key``: the least served first) in a later cycle. Pure: same world, same answer.
 """
@@ -38,7 +39,7 @@ import math
 from collections.abc import Sequence
 
 from .cooldowns import old_enough
-from .decisions import Eviction, GangDecision, GateRelease
+from .decisions import Eviction, EvictionKind, GangDecision, GateRelease
 from .fit import Capacity, pod_demand
 from .gates import checkpoint_age, held_by_job, snoozed
 from .model import PodView
@@ -114,7 +115,8 @@ def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: S
                 reason += (f"; the queue's waiting gang(s) {', '.join(behind)} have no victims this cycle "
                            "(fairnessWhileGangsWait)")
             for pod in victims:
-                out.append(Eviction(pod.key, pod.node_name, giver.key, queue, taker.key, reason, pod.uid))
+                out.append(Eviction(pod.key, pod.node_name, giver.key, queue, taker.key, reason, pod.uid,
+                                    EvictionKind.FAIRNESS))
             giver.taken += len(victims)
             break
     return out

@@ -66,6 +66,6 @@ def mark_past_pdb(evictions: Iterable[Eviction], refused: frozenset[str]) -> lis
     out: list[Eviction] = []
     for e in evictions:
         if e.pod in refused and not e.past_pdb:
-            e = PastPdbEviction(e.pod, e.node, e.job, e.queue, e.for_gang, e.reason + PAST_PDB_NOTE, e.uid)
+            e = PastPdbEviction(e.pod, e.node, e.job, e.queue, e.for_gang, e.reason + PAST_PDB_NOTE, e.uid, e.kind)
         out.append(e)
     return out
