@@ -76,7 +76,7 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
         ref = ex.job_ref(j)
         if ref is not None:
             names = ", ".join(sorted(e.pod.partition("/")[2] for e in evictions if e.job == j))
-            why = next((f" ({e.reason})" for e in evictions if e.job == j and e.fairness), "")
+            why = next((f"; {e.reason}" for e in evictions if e.job == j and e.fairness), "")
             ex.recorder.emit(ref, "Normal", "ScalingDown",
                              f"evicting elastic worker(s) {names} now {made_room(gang, action.fairness)}{why}")
     # 3. Evict: the first victim alone, then the others at once (``Executor.pool``). A race (the

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
 from elastic_controller.policy.attained import parse_stamp
-from elastic_controller.policy.contract import sentence_of
+from elastic_controller.policy.contract import Decision, sentence_of
 from elastic_controller.policy.times import parse_time
 from hack.localbox import ours
 from hack.localbox.procs import free_port
@@ -44,6 +45,27 @@ from tests.harness.stack import (
 )
 
 pytestmark = pytest.mark.e2e
+
+def _decisions_of(client: KubeClient, ns: str, job: str, seen: list[Decision], seconds: int = 120) -> threading.Thread:
+    """A thread that watches the PodGroups of ``ns`` from now on and appends every ``last-decision`` of
+    ``job`` it sees to ``seen`` (one written and replaced a cycle later, e.g. a scale-down's by the
+    hold that follows, is seen too), until the first of kind down."""
+    _, rv = client.list(PODGROUPS, ns)
+
+    def watch() -> None:
+        for event in client.watch(PODGROUPS, rv, ns, timeout_seconds=seconds):
+            meta = (event.get("object") or {}).get("metadata") or {}
+            said = Decision.decode((meta.get("annotations") or {}).get(keys.LAST_DECISION))
+            if meta.get("name") != job or said is None or (seen and seen[-1] == said):
+                continue
+            seen.append(said)
+            if said.kind == "down":
+                return
+
+    thread = threading.Thread(target=watch, name=f"watch {ns}/{job}", daemon=True)
+    thread.start()
+    return thread
+
 
 COOLDOWN = 5  # seconds: short, so the test waits little for a job to be free to move again
 
@@ -290,9 +312,15 @@ def test_the_fairness_scale_down_moves_workers_to_the_least_served(
         rows = st.status()
         victim = rows[f"{ns}/rich"]["victimOf"]
         assert victim and victim["for"] == f"{ns}/poor" and victim["pods"] == [f"{ns}/rich-worker-6"], rows
+        assert victim["kind"] == "fairness", victim  # not a gang's victim
+        assert plan["evictions"][0]["kind"] == "fairness", plan
+        taker = rows[f"{ns}/poor"]["gatedReason"]  # not NoRoom: the plan frees room for it this cycle
+        assert taker["reason"] == "Growing" and f"fairness scale-down (from {ns}/rich)" in taker["message"], taker
         assert rows[f"{ns}/rich"]["attainedGpuSeconds"] > 2 * rows[f"{ns}/poor"]["attainedGpuSeconds"], rows
         rich_before = rows[f"{ns}/rich"]["attainedGpuSeconds"]
 
+        decisions: list[Decision] = []
+        watching = _decisions_of(kc, ns, "rich", decisions)
         st.start_agent()
         evicted = wait_until("rich-worker-6 evicted for poor", lambda: st.events("EvictedForGang", "rich-worker-6"), 60)
         assert f"fairness: job {ns}/poor waits to grow" in evicted[0]["message"], evicted
@@ -301,8 +329,17 @@ def test_the_fairness_scale_down_moves_workers_to_the_least_served(
         assert len(st.running("rich")) >= 2  # never below its min
         down = st.pg("rich")
         assert down.get(keys.LAST_SCALE_DIRECTION) == "down", down
-        assert st.events("ScalingDown", "rich"), st.events("ScalingDown")
-        assert any(f"{ns}/poor" in e["message"] for e in st.events("ScaledDown", "rich")), st.events("ScaledDown")
+        gives = f"to give their room to {ns}/poor, the least-served job of the queue (fairness scale-down)"
+        scaling = st.events("ScalingDown", "rich")
+        assert scaling and all(gives in e["message"] and "gang" not in e["message"] for e in scaling), scaling
+        scaled = st.events("ScaledDown", "rich")
+        assert scaled and all(gives in e["message"] and "gang" not in e["message"] for e in scaled), scaled
+        # rich's last-decision said so (a cycle later the Snoozed hold on its regrowth replaces it)
+        watching.join(30)
+        said = next((d for d in decisions if d.kind == "down"), None)
+        assert said is not None and said.extra.get("fairness") is True and said.gang == f"{ns}/poor", decisions
+        assert "fairness scale-down" in said.text, said
+        print(f"rich's Events: {[e['message'] for e in scaling + scaled]}; its last-decision: {said.sentence}")
         ups = wait_until("poor's ScaledUp Event", lambda: st.events("ScaledUp", "poor"), 30)
         assert any("least served job first" in e["message"] for e in ups), ups
         # the worker that left took its time with it: the agent wrote rich's service on its PodGroup
