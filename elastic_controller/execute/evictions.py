@@ -94,7 +94,8 @@ def execute_evictions(ex: Executor, action: Evict, now: datetime, report: CycleR
 
     def evict_one(e: Eviction) -> None:  # booked in its own task: a crash of another loses no booking
         remove(ex, e)
-        ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False, past_pdb=e.past_pdb)
+        ex.evicted(e.pod, e.uid, e.job, e.queue, gang, e.reason, report, resumed=False, past_pdb=e.past_pdb,
+                   fairness=e.fairness)
         ex.fault("evicted-one")
 
     for batch in (evictions[:1], evictions[1:]):

@@ -497,9 +497,10 @@ class Executor:
                  extra={"pod": pod, "podgroup": gang, "seconds": PDB_REFUSAL_SECONDS})
 
     def evicted(self, pod: str, uid: str | None, job: str, queue: str, gang: str, reason: str,
-                report: CycleReport, *, resumed: bool, past_pdb: bool = False) -> None:
+                report: CycleReport, *, resumed: bool, past_pdb: bool = False, fairness: bool = False) -> None:
         """Book one completed eviction: ledger, report, metric, log line and the pod's Event
-        (``past_pdb``: removed past its PDB, ``pdb.remove``: counted with that reason alone)."""
+        (``past_pdb``: removed past its PDB, ``pdb.remove``: counted with that reason alone;
+        ``fairness``: a fairness scale-down's, for the least-served job ``gang``)."""
         self.ledger[uid or pod] = InFlight(pod, gang, time.monotonic())
         (report.resumed if resumed else report.evicted).append(pod)
         self.metrics.eviction(queue, "resumed" if resumed else "pdb-passed" if past_pdb else "starving-gang")
@@ -509,8 +510,10 @@ class Executor:
         if ref is not None:
             how = " (finishing an interrupted plan)" if resumed else ""
             why = f" ({reason})" if reason and not resumed else ""
+            room = (f"for the fairness scale-down: its room goes to {gang}, the least-served job of the queue"
+                    if fairness else f"to make room for gang {gang}")
             self.recorder.emit(ref, "Normal", "EvictedForGang",
-                               f"elastic worker evicted by volcano-elastic to make room for gang {gang}{how}{why}")
+                               f"elastic worker evicted by volcano-elastic {room}{how}{why}")
 
     def scaled_down(self, gang: str, done: list[tuple[str, str]], spends: Iterable[SpendRestart] = (), *,
                     resumed: bool = False, fairness: bool = False) -> None:

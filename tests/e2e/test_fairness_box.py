@@ -324,6 +324,7 @@ def test_the_fairness_scale_down_moves_workers_to_the_least_served(
         st.start_agent()
         evicted = wait_until("rich-worker-6 evicted for poor", lambda: st.events("EvictedForGang", "rich-worker-6"), 60)
         assert f"fairness: job {ns}/poor waits to grow" in evicted[0]["message"], evicted
+        assert f"for the fairness scale-down: its room goes to {ns}/poor" in evicted[0]["message"], evicted
         assert all(e["involvedObject"]["name"].startswith("rich-worker-") for e in st.events("EvictedForGang"))
         wait_until("poor grows into the room", lambda: len(st.running("poor")) >= 2, 60)
         assert len(st.running("rich")) >= 2  # never below its min

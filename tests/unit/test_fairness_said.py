@@ -83,6 +83,9 @@ def test_the_givers_events_and_stamp_name_the_least_served_job() -> None:
         assert "team-a/poor, the least-served job of the queue (fairness scale-down)" in said, said
         assert "gang" not in said, said
     assert why in events[("PyTorchJob", "ScalingDown")]  # its attained service, as the plan said it
+    pod = events[("Pod", "EvictedForGang")]
+    assert "for the fairness scale-down: its room goes to team-a/poor, the least-served job" in pod, pod
+    assert "gang" not in pod and why in pod, pod
     pg = kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"]
     decision = Decision.decode(pg[keys.LAST_DECISION])
     assert decision is not None and decision.extra.get("fairness") is True and decision.gang == "team-a/poor"
