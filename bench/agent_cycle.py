@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/agent_cycle.py [--pods 5000] [--cycles 30] [--churn 50]
     .venv/bin/python bench/agent_cycle.py --from DUMP [--config FILE] [--now T] [--latency-ms 100]
-        [--writers 1,8]
+        [--writers 1,8] [--latency-spread fixed|exp] [--repeat N]
 
 A cycle = snapshot from the caches (views re-parsed only for changed objects) + plan_cycle +
 executing its decisions against the in-memory API. Prints JSON: cold and warm cycle times.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -91,16 +92,20 @@ class SlowKube(FakeKube):
     """The in-memory API with a fixed latency per request (sleeping: other threads run meanwhile),
     every request counted by verb and kind."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, spread: str = "fixed", seed: int = 1) -> None:
         super().__init__(terminate_on_evict=True)
         self.latency = latency
+        self.spread = spread  # "fixed": every request ``latency``; "exp": exponential, ``latency`` on average
+        self.rng = random.Random(seed)
         self.requests: dict[str, int] = {}
 
     def _call(self, verb: str, res: Resource, ns: str | None, name: str, dry_run: bool) -> None:
         key = f"{verb} {res.plural}"
         with self._lock:
             self.requests[key] = self.requests.get(key, 0) + 1
-        time.sleep(self.latency)
+            delay = self.latency if self.spread == "fixed" or self.latency <= 0 else \
+                self.rng.expovariate(1 / self.latency)
+        time.sleep(delay)
         super()._call(verb, res, ns, name, dry_run)
 
 
@@ -115,8 +120,8 @@ def from_dump(a: argparse.Namespace) -> int:
         datetime.fromtimestamp(Path(a.dump).stat().st_mtime, UTC)
     runs = []
     plans = set()
-    for writers in [int(w) for w in a.writers.split(",")]:
-        kube = SlowKube(a.latency_ms / 1000)
+    for run_no, writers in [(r + 1, int(w)) for r in range(a.repeat) for w in a.writers.split(",")]:
+        kube = SlowKube(a.latency_ms / 1000, a.latency_spread, seed=run_no)
         for obj in items:
             res = kinds.get(obj.get("kind", ""))
             if res is not None:
@@ -132,13 +137,15 @@ def from_dump(a: argparse.Namespace) -> int:
         plan = rep.plan
         plans.add((tuple(sorted(d.pod_group + "=" + d.decision for d in plan.starving)),
                    tuple(sorted(e.pod for e in plan.evictions)), tuple(sorted(g.pod for g in plan.gate_releases))))
-        runs.append({"writers": writers, "cycleSeconds": round(seconds, 3), "decideSeconds": round(rep.plan_seconds, 3),
+        runs.append({"writers": writers, "run": run_no, "cycleSeconds": round(seconds, 3),
+                     "decideSeconds": round(rep.plan_seconds, 3),
                      "requests": sum(kube.requests.values()), "byVerb": dict(sorted(kube.requests.items())),
                      "evicted": len(rep.evicted), "released": len(rep.released), "noticed": sum(
                          len(v) for v in rep.noticed.values()),
                      "starving": len(plan.starving), "gateReleases": len(plan.gate_releases),
                      "holds": len(plan.notes)})
     print(json.dumps({"dump": a.dump, "now": now.isoformat(), "latencyMs": a.latency_ms,
+                      "latencySpread": a.latency_spread, "repeat": a.repeat,
                       "pods": sum(1 for o in items if o.get("kind") == "Pod"),
                       "nodes": sum(1 for o in items if o.get("kind") == "Node"),
                       "samePlan": len(plans) == 1, "runs": runs}, indent=2))
@@ -151,6 +158,10 @@ def main() -> int:
     ap.add_argument("--config", help="--from: the agent's config file (bench/scale_box.py writes its own)")
     ap.add_argument("--now", help="the cycle's time (RFC 3339; default: the dump file's mtime)")
     ap.add_argument("--latency-ms", type=float, default=100.0, help="--from: each API request's latency")
+    ap.add_argument("--latency-spread", choices=("fixed", "exp"), default="fixed",
+                    help="--from: every request --latency-ms (fixed), or drawn from an exponential with that mean "
+                         "(exp: a loaded API server's long tail; seeded, the same draws for each --writers value)")
+    ap.add_argument("--repeat", type=int, default=1, help="--from: runs per --writers value")
     ap.add_argument("--writers", default="1,8", help="--from: the executor's write concurrency, comma-separated")
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--cycles", type=int, default=30)

@@ -23,7 +23,7 @@ from functools import partial
 
 from ..kube.errors import KubeError
 from ..policy import contract, keys
-from ..policy.actions import CycleDecision, Hold, RecordGang
+from ..policy.actions import CycleDecision, Evict, GiveNotice, Hold, LiftGates, RecordGang, ShrinkInPlace
 from ..policy.decisions import CyclePlan, GangDecision, HoldNote
 from ..policy.model import Snapshot
 from ..policy.parse import format_time
@@ -78,30 +78,60 @@ def in_flight_jobs(snapshot: Snapshot | None, plan: CyclePlan) -> set[str]:
     return out
 
 
-def write_decisions(ex: Executor, decision: CycleDecision, report: CycleReport, now: datetime,
-                    snapshot: Snapshot | None = None) -> None:
-    """Each ``RecordGang`` (a starving gang's outcome) and ``Hold`` (a held job), on its PodGroup and
-    as an Event when its kind changed (see the module doc). ``snapshot``: the cycle's, to find plans
-    in flight."""
+def acted_on(decision: CycleDecision) -> set[str]:
+    """The PodGroups this cycle's actions write or act for: the gangs of an ``Evict``, ``GiveNotice``
+    or ``ShrinkInPlace`` (what their records say depends on how those actions went), their victims'
+    jobs and the jobs that grow (stamped by the actions: a record there goes after the stamp)."""
+    out: set[str] = set()
+    for a in decision.actions:
+        if isinstance(a, Evict):
+            out |= {a.gang, *(e.job for e in a.victims)}
+        elif isinstance(a, GiveNotice | ShrinkInPlace):
+            out |= {a.gang, *(e.job for e in a.evictions)}
+        elif isinstance(a, LiftGates):
+            out.add(a.job)
+    return out
+
+
+Tasks = list[tuple[str, Callable[[], None]]]
+
+
+def record_tasks(ex: Executor, decision: CycleDecision, report: CycleReport, now: datetime,
+                 snapshot: Snapshot | None = None, *, early: bool | None = None) -> Tasks:
+    """The writes of ``write_decisions``, as tasks for ``Executor.pool``. ``early`` True: only those
+    that depend on none of the cycle's actions and are on PodGroups no action writes (``acted_on``: a
+    gang that waits; a held job, whose note is the plan's), which can go out alongside the actions'
+    writes (``plan.execute_decision``); False: only the others (after the actions); None: all."""
     if ex.dry_run:
-        return
+        return []
     stamp = format_time(now)
-    tasks: list[tuple[str, Callable[[], None]]] = []
+    acted = acted_on(decision) if early is not None else set()
+    tasks: Tasks = []
     for rec in decision.of(RecordGang):
         d = rec.decision
+        if early is not None and (d.pod_group not in acted) != early:
+            continue
         said = _gang_decision(d, report, stamp)
         reason, event_type = GANG_EVENTS[said.kind]
         tasks.append((d.pod_group, partial(_publish, ex, d.pod_group, said, now, reason, event_type, said.text)))
     holds = decision.of(Hold)
     busy = in_flight_jobs(snapshot, decision.plan) if holds else set()
     for hold in holds:
-        if hold.job in busy:
+        if hold.job in busy or (early is not None and (hold.job not in acted) != early):
             continue
         tasks.append((hold.job, partial(_publish, ex, hold.job, hold_decision(stamp, hold.note), now, HELD, "Normal",
                                         str(hold.note))))
+    return tasks
+
+
+def write_decisions(ex: Executor, decision: CycleDecision, report: CycleReport, now: datetime,
+                    snapshot: Snapshot | None = None, *, early: bool | None = None) -> None:
+    """Each ``RecordGang`` (a starving gang's outcome) and ``Hold`` (a held job), on its PodGroup and
+    as an Event when its kind changed (see the module doc). ``snapshot``: the cycle's, to find plans
+    in flight; ``early``: as ``record_tasks``."""
     # One PodGroup's records in order, different PodGroups' concurrently (Executor.pool); a failed
     # write is logged in _publish and loses no other; a lost Lease stops the rest and is raised.
-    for done in ex.pool.run(tasks):
+    for done in ex.pool.run(record_tasks(ex, decision, report, now, snapshot, early=early)):
         if done.error is not None:
             raise done.error
 

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from ..policy.actions import AnnounceSize, CycleDecision, Evict, GiveNotice, LiftGates, ShrinkInPlace, SpendRestart
 from ..policy.model import Snapshot
-from .decisions import write_decisions
+from .decisions import record_tasks, write_decisions
 from .evictions import execute_evictions
 from .executor import CycleReport, Executor
 from .gates import execute_releases
@@ -28,6 +28,10 @@ def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, repor
                      snapshot: Snapshot | None = None) -> None:
     if not ex.dry_run:
         ex.count_restarts(decision.of(SpendRestart))
+    lifts = decision.of(LiftGates)
+    # The records no action's outcome changes (a gang that waits, a held job) go out alongside the
+    # scale-ups' writes when there are any (one run: no writer idles), else with the others at the end.
+    early = record_tasks(ex, decision, report, now, snapshot, early=True) if lifts else []
     for action in decision.actions:
         if isinstance(action, Evict):
             execute_evictions(ex, action, now, report)
@@ -35,11 +39,10 @@ def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, repor
             give_notice(ex, action, now, report)
         elif isinstance(action, ShrinkInPlace):
             shrink_in_place(ex, action, now, report)
-    lifts = decision.of(LiftGates)
-    execute_releases(ex, lifts, now, report)
+    execute_releases(ex, lifts, now, report, alongside=early)
     # issue 39: the in-place events of the jobs whose shrink or growth was carried out
     not_done = {e.job for a in decision.of(ShrinkInPlace) if a.gang in report.failed for e in a.evictions}
     released = set(report.released)
     not_done |= {a.job for a in lifts if not any(r.pod in released for r in a.releases)}
     announce_resize(ex, decision.of(AnnounceSize), report, not_done)
-    write_decisions(ex, decision, report, now, snapshot)
+    write_decisions(ex, decision, report, now, snapshot, early=False if lifts else None)

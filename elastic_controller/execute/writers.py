@@ -13,6 +13,10 @@ of different keys at most ``size`` at once. What each writer guarantees is kept:
 - **A crash stays a crash**: a ``BaseException`` that is not an ``Exception`` (``InjectedFault``, a
   test's kill) stops the pool the same way and is raised once every started task has ended.
 - Results come back in the order of the tasks, whatever order they finished in.
+- ``after`` (optional): per task, earlier tasks it starts after. A cycle's dependent steps go in one
+  run (a job's gates after its own stamp, its final record after its own gates), each task started
+  once what it waits for has ended, instead of one run per step with every writer waiting at the end
+  of each step for that step's slowest write.
 
 With ``size`` 1, or a single key, the tasks run in the caller's thread, in order (no thread at all).
 """
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -70,40 +74,71 @@ class WritePool:
         if executor is not None:
             executor.shutdown(wait=True)
 
-    def run(self, tasks: Sequence[tuple[str, Callable[[], T]]]) -> list[Done[T]]:
-        results: list[Done[T] | None] = [None] * len(tasks)
-        groups: dict[str, list[int]] = {}
+    def run(self, tasks: Sequence[tuple[str, Callable[[], T]]],
+            after: Sequence[Sequence[int]] | None = None) -> list[Done[T]]:
+        """Run ``tasks`` (see the module doc). ``after``: per task, the indices of earlier tasks it
+        starts after (whatever their outcome; the task itself checks what it needs of them): one
+        cycle's dependent steps in one run (a job's gates after its own stamp, not after every job's),
+        each task started as soon as what it waits for has ended, so that no writer idles at the end
+        of a step while another object's next write could go out."""
+        n = len(tasks)
+        if after is not None and len(after) != n:
+            raise ValueError(f"after names the tasks {len(after)} tasks start after, for {n} tasks")
+        waits: list[set[int]] = [set() for _ in range(n)]
+        last: dict[str, int] = {}
         for i, (key, _) in enumerate(tasks):
-            groups.setdefault(key, []).append(i)
+            if key in last:
+                waits[i].add(last[key])  # one object's writes in the order given
+            last[key] = i
+            for j in (after[i] if after is not None else ()):
+                if not 0 <= j < i:
+                    raise ValueError(f"task {i} can only start after an earlier task, not {j}")
+                waits[i].add(j)
+        results: list[Done[T] | None] = [None] * n
         stop: list[BaseException] = []  # the first stopping error (NotLeaderError or a crash)
         stop_lock = threading.Lock()
 
-        def one_key(indices: list[int]) -> None:
-            for i in indices:
-                key, fn = tasks[i]
-                with stop_lock:
-                    stopped = stop[0] if stop else None
-                if stopped is not None:
-                    results[i] = Done(key, error=_as_exception(stopped), started=False)
-                    continue
-                try:
-                    results[i] = Done(key, value=fn())
-                except Exception as exc:
-                    results[i] = Done(key, error=exc)
-                    if isinstance(exc, self.stops):
-                        with stop_lock:
-                            stop.append(exc)
-                except BaseException as exc:  # a crash: recorded, raised by run() after the others end
-                    results[i] = Done(key, error=_as_exception(exc))
+        def one(i: int) -> None:
+            key, fn = tasks[i]
+            with stop_lock:
+                stopped = stop[0] if stop else None
+            if stopped is not None:
+                results[i] = Done(key, error=_as_exception(stopped), started=False)
+                return
+            try:
+                results[i] = Done(key, value=fn())
+            except Exception as exc:
+                results[i] = Done(key, error=exc)
+                if isinstance(exc, self.stops):
                     with stop_lock:
                         stop.append(exc)
+            except BaseException as exc:  # a crash: recorded, raised by run() after the others end
+                results[i] = Done(key, error=_as_exception(exc))
+                with stop_lock:
+                    stop.append(exc)
 
-        if self.size == 1 or len(groups) <= 1:
-            for indices in groups.values():
-                one_key(indices)
+        if self.size == 1 or len(last) <= 1:
+            # In the caller's thread: one key's tasks after the other's (the order before the pool),
+            # or, with ``after``, in the order given (every task after those it waits for).
+            order = range(n) if after is not None else \
+                [i for k in last for i in range(n) if tasks[i][0] == k]
+            for i in order:
+                one(i)
         else:
             pool = self._threads()
-            wait([pool.submit(one_key, indices) for indices in groups.values()])
+            left = [len(w) for w in waits]
+            dependents: list[list[int]] = [[] for _ in range(n)]
+            for i, w in enumerate(waits):
+                for j in w:
+                    dependents[j].append(i)
+            running: dict[Future[None], int] = {pool.submit(one, i): i for i in range(n) if not left[i]}
+            while running:
+                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in ended:
+                    for d in dependents[running.pop(f)]:
+                        left[d] -= 1
+                        if not left[d]:  # (a task queued after a stop is answered as skipped)
+                            running[pool.submit(one, d)] = d
         crash = next((e for e in stop if not isinstance(e, Exception)), None)
         if crash is not None:
             raise crash
