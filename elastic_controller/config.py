@@ -52,10 +52,12 @@ _OPTIONAL_INTS = {"scaleUpSnoozeSeconds", "scaleUpAfterCheckpointSeconds", "inPl
                   "inPlaceCooldownSeconds", "fairnessMinWorkersToShrink"}
 # Keys whose default may be null ("not set: the rule as for any job") but that take a number >= 0.
 _OPTIONAL_NUMBERS = {"inPlaceMinScaleUpGain"}
+POSITIVE = frozenset({"intervalSeconds", "elasticMinShare"})  # numbers that must be > 0
 _CHOICES = {"orderBy": ORDER_BY, "admission": ADMISSION}  # string keys with a fixed set of values
 _INT_FIELDS_MAX = {
     "noticeSeconds": 86_400,  # a day: a longer notice holds a starving gang's GPUs hostage
     "inPlaceLeaveSeconds": 3_600,  # an hour: the victim's room is promised to its gang meanwhile
+    "elasticMinShare": 1,  # a fraction of the queue's deserved share
 }
 
 
@@ -102,8 +104,9 @@ def _check_fields(
             if not math.isfinite(value):
                 problems.append(f"{sub}: must be a finite number, got {value!r}")
                 continue
-            if value < low or (key == "intervalSeconds" and value <= 0):
-                problems.append(f"{sub}: must be {'> 0' if key == 'intervalSeconds' else f'>= {low}'}, "
+            positive = key in POSITIVE
+            if value < low or (positive and value <= 0):
+                problems.append(f"{sub}: must be {'> 0' if positive else f'>= {low}'}, "
                                 f"got {value!r}")
                 continue
             if isinstance(default, float):

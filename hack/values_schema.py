@@ -46,7 +46,7 @@ def _field_schema(cls: type, name: str, hint: Any) -> dict[str, Any]:
         return {"type": "boolean"}
     if isinstance(default, int | float):
         out: dict[str, Any] = {"type": "integer" if hint is int else "number"}
-        if name == "intervalSeconds":
+        if name in config_module.POSITIVE:
             out["exclusiveMinimum"] = 0
         else:
             out["minimum"] = config_module._INT_FIELDS_MIN.get(name, 0)

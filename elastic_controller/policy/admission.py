@@ -62,14 +62,43 @@ class Gang:
 @dataclass(frozen=True, slots=True)
 class Hold:
     key: str
-    behind: str  # the waiting gang it is held behind
+    behind: str  # the waiting gang it is held behind ("" when held by its queue's elasticMinShare)
     reason: str
 
 
-def holds(gangs: Iterable[Gang], room: Mapping[str, float], mode: Callable[[str], str]) -> dict[str, Hold]:
-    """The new jobs held behind the oldest waiting gang of their queue, by key.
+def min_share_holds(queue: str, members: Iterable[Gang], room: float, share: float) -> dict[str, Hold]:
+    """The new elastic jobs of ``queue`` held by its ``elasticMinShare``: the min sets of its elastic
+    jobs (running, or let in and not yet placed) may hold at most ``share`` of its deserved GPUs
+    (``room``). Rigid jobs and jobs admitted whole (``gang_workers``: their gang is their max) do not
+    count and are never held here; new elastic jobs are let in in the queue's order while they fit
+    under the limit, a later one whose min set fits passing an earlier one whose min set does not.
 
-    ``room``: each queue's GPUs for gangs (its deserved share; a queue missing here reserves nothing).
+    Why: an elastic job's min set is never taken back (a job is not shrunk below its min), so the
+    big elastic jobs that start at their min in a full queue keep its share until they end, and the
+    rigid and small jobs that static sizes would have run there wait behind them (docs/measurements.md,
+    "A share for min sets")."""
+    limit = share * room
+    members = list(members)
+    held = (sum(g.running_min for g in members if g.elastic and g.started)
+            + sum(g.need for g in members if g.elastic and g.admitted and not g.started))
+    out: dict[str, Hold] = {}
+    for g in sorted((g for g in members if g.elastic and not g.started and not g.admitted), key=lambda g: g.rank):
+        if held + g.need > limit + 1e-6:
+            out[g.key] = Hold(g.key, "", (
+                f"held by elasticMinShare {share:g} of queue {queue}: the min sets of its elastic jobs hold "
+                f"{held:g} of its {room:g} deserved GPUs, and this job's ({g.need:g} GPUs) would take them past "
+                f"{limit:g}; it is let in when they leave room (rigid jobs and jobs admitted whole do not count)"))
+            continue
+        held += g.need
+    return out
+
+
+def holds(gangs: Iterable[Gang], room: Mapping[str, float], mode: Callable[[str], str],
+          min_share: Callable[[str], float] = lambda _q: 1.0) -> dict[str, Hold]:
+    """The new jobs held, by key: behind the oldest waiting gang of their queue (``mode``), or by their
+    queue's ``elasticMinShare`` (``min_share``, ``min_share_holds``; 1 holds nothing).
+
+    ``room``: each queue's GPUs for gangs (its deserved share; a queue missing here holds nothing).
     ``mode``: each queue's ``admission`` setting (``ADMISSION``)."""
     by_queue: dict[str, list[Gang]] = {}
     for g in gangs:
@@ -77,6 +106,9 @@ def holds(gangs: Iterable[Gang], room: Mapping[str, float], mode: Callable[[str]
     out: dict[str, Hold] = {}
     for queue, members in by_queue.items():
         how = mode(queue)
+        share = min_share(queue)
+        if queue in room and share < 1.0:
+            out.update(min_share_holds(queue, members, room[queue], share))
         if how == ADMISSION_VOLCANO or queue not in room:
             continue
         if how not in ADMISSION:
@@ -87,7 +119,7 @@ def holds(gangs: Iterable[Gang], room: Mapping[str, float], mode: Callable[[str]
         if head is None:
             continue
         for g in waiting[1:]:
-            if g.admitted:
+            if g.admitted or g.key in out:
                 continue
             if how == ADMISSION_HOLD_ELASTIC and not g.elastic:
                 continue

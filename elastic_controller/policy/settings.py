@@ -65,6 +65,10 @@ class QueuePolicy:
     # A job of at most this many workers (its max) is admitted whole: its gang is its max, not its min
     # (admission.gang_workers; issue 38). 0: every job's gang is its min (the behaviour before).
     wholeGangUpTo: int = 0
+    # The min sets of the queue's elastic jobs (not those admitted whole) may hold at most this
+    # fraction of its deserved share; a new elastic job that would pass it is held
+    # (admission.min_share_holds; issue 38). 1: no limit beyond the share (the behaviour before).
+    elasticMinShare: float = 1.0
 
     def snooze_seconds(self, in_place: bool = False) -> int:
         """scaleUpSnoozeSeconds; unset, the job's cooldown (``cooldown_seconds``: a job resized in

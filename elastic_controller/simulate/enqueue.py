@@ -104,7 +104,8 @@ class Admission:
         self.fresh: list[SimJob] = []  # arrived since the last pass (their pods not yet marked)
         self.admitted_total = 0
         self.held: dict[str, Hold] = {}  # new jobs held behind a waiting gang (policy.admission), by key
-        self.holding = any(alloc.sim.cfg.queue_policy(q).admission != ADMISSION_VOLCANO for q in self.queues)
+        self.holding = any(alloc.sim.cfg.queue_policy(q).admission != ADMISSION_VOLCANO
+                           or alloc.sim.cfg.queue_policy(q).elasticMinShare < 1.0 for q in self.queues)
 
     def arrived(self, job: SimJob) -> None:
         if not self.enabled:
@@ -199,4 +200,5 @@ class Admission:
             gangs.append(Gang(job.key, job.queue, (job.cand_key[0], job.cand_key[1], job.key),
                               float(job.min_member * g), job.bounds_max > job.bounds_min, job.running > 0,
                               job.admitted, float(min(job.running, job.min_member) * g)))
-        return holds(gangs, self.alloc.gang_room(), lambda q: cfg.queue_policy(q).admission)
+        return holds(gangs, self.alloc.gang_room(), lambda q: cfg.queue_policy(q).admission,
+                     lambda q: cfg.queue_policy(q).elasticMinShare)
