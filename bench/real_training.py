@@ -42,8 +42,8 @@ it ran only after the job ended, and its PodGroup's last-decision while it waite
 victim's rank waiting for its eviction after the notice's checkpoint, instead of training on);
 plus the progress log itself.
 tests/real/test_training.py (a notice, maxRestarts 2 and three gangs) and
-tests/real/test_training_inplace.py (in place beside the restart path, one gang; a SIGKILL in
-place; torch 2.x through both launchers) run it and check the targets. Each worker's log is kept in
+tests/real/test_training_inplace.py (in place beside the restart path, one gang, on torch 1.13
+and 2.x; a SIGKILL in place; torch 2.x through torchrun) run it and check the targets. Each worker's log is kept in
 the run's shared directory, `pods/`.
 """
 
