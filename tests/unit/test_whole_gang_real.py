@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from elastic_controller.cli.status import build_rows, render
 from elastic_controller.config import parse_config
 from elastic_controller.kube.resources import PODGROUPS, PODS, QUEUES
 from elastic_controller.policy import keys
@@ -142,3 +143,48 @@ def test_whole_up_to_is_known_only_when_every_queue_agrees() -> None:
 def test_webhook_gates_below_the_gang_never(doc: dict[str, Any], nnodes: str, gated: list[bool]) -> None:
     cfg = cfg_of(**doc)
     assert [gated_after(pod(index=i, nnodes=nnodes), cfg) for i in range(4)] == gated
+
+
+# ---------------------------------------------------------------- the agent
+
+
+def whole(objs: list[dict[str, Any]], workers: int) -> list[dict[str, Any]]:
+    """An ``elastic_job``'s objects with its PodGroup's minMember at ``workers`` (as the controller
+    writes it for a job admitted whole; no Master replica: worker-0 counts)."""
+    for obj in objs:
+        if obj["kind"] == "PodGroup":
+            obj["spec"]["minMember"] = workers
+    return objs
+
+
+def crowded(a_whole: bool, b_whole: bool) -> list[dict[str, Any]]:
+    """n0 (8 GPUs) full with jobs a and b (1..4 workers, all 4 running) and gang g (2 GPUs) starving."""
+    a = b.elastic_job("ns", "a", min_r=1, max_r=4, nodes=["n0"])
+    bb = b.elastic_job("ns", "b", min_r=1, max_r=4, nodes=["n0"])
+    return [b.node("n0"), b.queue("default"), *(whole(a, 4) if a_whole else a), *(whole(bb, 4) if b_whole else bb),
+            *b.gang("ns", "g", members=1, gpus=2)]
+
+
+def test_agent_never_takes_a_whole_jobs_workers() -> None:
+    cfg = cfg_of(defaults={"wholeGangUpTo": 4})
+    before = {e.job for e in b.plan_of(*crowded(False, False)).evictions}
+    assert before  # the gang is served from the elastic workers above min
+    one = b.plan_of(*crowded(True, False), cfg=cfg)
+    assert {e.job for e in one.evictions} == {"ns/b"}
+    both = b.plan_of(*crowded(True, True), cfg=cfg)
+    assert not both.evictions and [d.decision for d in both.starving] == ["wait"]
+
+
+def test_status_says_why_a_job_is_never_shrunk() -> None:
+    cfg = cfg_of(defaults={"wholeGangUpTo": 4})
+    objs = b.items(*crowded(True, False))
+    objs += [b.pytorchjob("ns", "a", workers=4, min_r=1, max_r=4), b.pytorchjob("ns", "b", workers=8, min_r=1, max_r=8)]
+    rows = {r["job"]: r for r in build_rows(objs, cfg, b.NOW)["default"]}
+    assert rows["ns/a"]["admittedWhole"] == {
+        "wholeGangUpTo": 4, "gang": 4,
+        "message": "admitted whole (wholeGangUpTo 4): its gang is its max, 4 workers; it starts whole and is "
+                   "never shrunk"}
+    assert rows["ns/b"]["admittedWhole"] is None  # max 8: above the key
+    table = render(build_rows(objs, cfg, b.NOW))
+    assert [line.split()[4] for line in table.splitlines() if line.split()[:1] == ["ns/a"]] == ["whole"]
+    assert build_rows(objs, ElasticConfig(), b.NOW)["default"][0]["admittedWhole"] is None
