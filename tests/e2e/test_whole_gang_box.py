@@ -7,7 +7,8 @@ runs whole, none of its workers left behind the scale-up gate; a job of 2..8 wor
 The key is set for that queue only, so the webhook cannot know it (a pod does not say its job's
 queue): it gates the small job's workers beyond its min like any elastic worker's, and the controller
 lifts those gates once it has written the PodGroup (``Controller._ungate_gang``). A watch on the pods
-sees both: each pod as the webhook made it (ADDED), then the gate gone (MODIFIED)."""
+sees both: each pod as the webhook made it (ADDED), then the gate gone (MODIFIED). With the key in
+``defaults`` (the same for every queue) the webhook knows, and the gang's workers are never gated."""
 
 from __future__ import annotations
 
@@ -62,12 +63,17 @@ def _running(client: KubeClient, ns: str, job: str) -> list[dict[str, Any]]:
             and not p["metadata"].get("deletionTimestamp")]
 
 
+@pytest.mark.parametrize("where", ["queue", "defaults"])
 def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, box_process: Any,  # noqa: F811
                                                       kubeconfig: str, namespace: str,
-                                                      serving_cert: tuple[Path, Path], tmp_path: Path) -> None:
+                                                      serving_cert: tuple[Path, Path], tmp_path: Path,
+                                                      where: str) -> None:
+    """``where`` the key is set: for the job's queue only (the webhook gates, the controller lifts), or
+    in ``defaults`` (every queue the same: the webhook leaves the gang's workers ungated)."""
     queue = f"whole-{uuid.uuid4().hex[:5]}"
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"agent: {{intervalSeconds: 1}}\nqueues: {{{queue}: {{wholeGangUpTo: 4}}}}\n")
+    key = f"queues: {{{queue}: {{wholeGangUpTo: 4}}}}" if where == "queue" else "defaults: {wholeGangUpTo: 4}"
+    cfg.write_text(f"agent: {{intervalSeconds: 1}}\n{key}\n")
     hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
     kc.create(QUEUES, {"metadata": {"name": queue}, "spec": {"weight": 1, "reclaimable": True}})
     seen: dict[str, list[list[str]]] = {}
@@ -94,12 +100,15 @@ def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, 
                     kc.list(PODS, namespace, label_selector="training.kubeflow.org/job-name=big")[0]}
         # above the key: its elastic workers wait at the gate (no room is left for them), as before
         assert sorted(n for n, p in big_pods.items() if GATE in _gates(p)) == [f"big-worker-{i}" for i in range(2, 8)]
-        # the webhook gated small's workers beyond its min (it cannot know the queue's key); the
-        # controller lifted them: each was seen gated at creation, then not
+        # key of the queue: the webhook gated small's workers beyond its min (it cannot know the
+        # queue's key) and the controller lifted them: each seen gated at creation, then not. Key in
+        # defaults: the webhook gated none of them.
         for i in range(4):
             states = seen.get(f"small-worker-{i}")
             assert states, sorted(seen)
-            assert states[0] == ([GATE] if i >= 1 else []) and states[-1] == [], (i, states)
+            gated_at_creation = where == "queue" and i >= 1
+            assert states[0] == ([GATE] if gated_at_creation else []) and states[-1] == [], (i, states)
+            assert len(states) == (2 if gated_at_creation else 1), (i, states)
         assert len(_running(kc, namespace, "small")) == 5  # none of its workers went for big
     finally:
         stop.set()
