@@ -13,9 +13,11 @@ from elastic_controller.cli.status import build_rows, render
 from elastic_controller.config import parse_config
 from elastic_controller.kube.resources import PODGROUPS, PODS, QUEUES
 from elastic_controller.policy import keys
+from elastic_controller.policy.model import ElasticBounds
 from elastic_controller.policy.parse import parse_job
 from elastic_controller.policy.podgroups import plan_podgroup
 from elastic_controller.policy.settings import ElasticConfig
+from elastic_controller.policy.world import build_world
 from tests.harness import builders as b
 from tests.harness.controllerworld import make
 from tests.harness.webhook_objects import apply, pod, review
@@ -188,3 +190,18 @@ def test_status_says_why_a_job_is_never_shrunk() -> None:
     table = render(build_rows(objs, cfg, b.NOW))
     assert [line.split()[4] for line in table.splitlines() if line.split()[:1] == ["ns/a"]] == ["whole"]
     assert build_rows(objs, ElasticConfig(), b.NOW)["default"][0]["admittedWhole"] is None
+
+
+def test_agent_bounds_of_a_whole_job_are_the_simulators() -> None:
+    """The simulator gives a job admitted whole the bounds max..max (``engine._arrive``); the agent reads
+    the same from the PodGroup's gang (``world.current_bounds``: minMember less the master is the
+    floor), the job's own elasticPolicy and its pods' PET_NNODES saying 1..4."""
+    cfg = cfg_of(defaults={"wholeGangUpTo": 4})
+    objs = [b.node("n0"), b.queue("default"), *whole(b.elastic_job("ns", "a", min_r=1, max_r=4, nodes=["n0"],
+                                                                    master=True), 5),
+            b.pytorchjob("ns", "a", workers=4, min_r=1, max_r=4, master=True),
+            *b.elastic_job("ns", "c", min_r=1, max_r=4, nodes=["n0"]), b.pytorchjob("ns", "c", workers=4, min_r=1,
+                                                                                 max_r=4)]
+    world = build_world(b.snapshot_of(*objs, cfg=cfg), cfg, b.NOW)
+    assert world.jobs["ns/a"].bounds == ElasticBounds(4, 4)
+    assert world.jobs["ns/c"].bounds == ElasticBounds(1, 4)  # its PodGroup says its min: as before
