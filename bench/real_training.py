@@ -35,13 +35,15 @@ re-formed with rank 0's process going on; false: the training processes restarte
 stepsRedone (steps done again after resuming from the checkpoint), restartBudgetUsed (the
 surviving agents' TORCHELASTIC_RESTART_COUNT after the event), restartSeconds (rank 0's new process
 start to its first step: spawn, `import torch`, init, checkpoint load) and waitSeconds (the rest:
-detection and rendezvous); gangRuns[] (each gang's wait, whether
+detection and rendezvous); restartsCounted (the restarts our agent counted against the job's
+restart budget: its PodGroup's volcano-elastic.io/restarts-used at the end; none for an event done
+in place); gangRuns[] (each gang's wait, whether
 it ran only after the job ended, and its PodGroup's last-decision while it waited); held[] (a
 victim's rank waiting for its eviction after the notice's checkpoint, instead of training on);
 plus the progress log itself.
 tests/real/test_training.py (a notice, maxRestarts 2 and three gangs) and
-tests/real/test_training_inplace.py (in place beside the restart path, one gang; a SIGKILL in
-place; torch 2.x through both launchers) run it and check the targets. Each worker's log is kept in
+tests/real/test_training_inplace.py (in place beside the restart path, one gang, on torch 1.13
+and 2.x; a SIGKILL in place; torch 2.x through torchrun) run it and check the targets. Each worker's log is kept in
 the run's shared directory, `pods/`.
 """
 
@@ -67,7 +69,7 @@ from kubernetes import client, config  # noqa: E402
 
 from elastic_controller.policy.budget import BUDGET_SPENT  # noqa: E402
 from elastic_controller.policy.contract import sentence_of  # noqa: E402
-from elastic_controller.policy.keys import RESIZE, RESIZE_IN_PLACE  # noqa: E402
+from elastic_controller.policy.keys import LAST_DECISION, RESIZE, RESIZE_IN_PLACE, RESTARTS_USED  # noqa: E402
 from hack import training_log  # noqa: E402
 from hack.localbox import Box, BoxOptions, dockerfile, image, realnode  # noqa: E402
 from tests.harness.chart import CHART  # noqa: E402
@@ -340,17 +342,32 @@ def compare_paths(in_place: list[dict[str, Any]], restart: list[dict[str, Any]])
 
 
 # ---------------------------------------------------------------------------- the story
-def pod_decision(objs: Any, ns: str, job: str) -> str:
-    """The job's PodGroup's last-decision as a person reads it (`contract.sentence_of`), or ""."""
+def pod_group_annotations(objs: Any, ns: str, job: str) -> dict[str, str]:
+    """The job's PodGroup's annotations ({} when it has none or cannot be read)."""
     try:
         pgs = objs.list_namespaced_custom_object(*VC, ns, "podgroups").get("items", [])
     except client.ApiException:
-        return ""
+        return {}
     for pg in pgs:
         owners = pg["metadata"].get("ownerReferences") or []
         if any(o.get("name") == job for o in owners) or pg["metadata"]["name"] == job:
-            return sentence_of((pg["metadata"].get("annotations") or {}).get("volcano-elastic.io/last-decision", ""))
-    return ""
+            return dict(pg["metadata"].get("annotations") or {})
+    return {}
+
+
+def pod_decision(objs: Any, ns: str, job: str) -> str:
+    """The job's PodGroup's last-decision as a person reads it (`contract.sentence_of`), or ""."""
+    return sentence_of(pod_group_annotations(objs, ns, job).get(LAST_DECISION, ""))
+
+
+def restarts_counted(objs: Any, ns: str, job: str) -> int:
+    """The restarts our agent counted against the job's budget: its PodGroup's restarts-used, else
+    the PyTorchJob's copy (the PodGroup may be gone once the job ended); 0 when absent, -1 unreadable."""
+    raw = pod_group_annotations(objs, ns, job).get(RESTARTS_USED)
+    if raw is None:
+        meta = objs.get_namespaced_custom_object(*KF, ns, "pytorchjobs", job)["metadata"]
+        raw = (meta.get("annotations") or {}).get(RESTARTS_USED, "0")
+    return int(raw) if raw.strip().isdigit() else -1
 
 
 def evict(core: Any, ns: str, pod: str) -> None:
@@ -510,6 +527,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
         def budget_spent(g: str) -> bool:
             return g in waiting and any(BUDGET_SPENT in d for d in waiting[g]["decisionsWhileWaiting"])
 
+        counted = 0  # the most restarts our agent counted on the job (its PodGroup may go when the job ends)
         for k in range(gangs):
             g = f"gang-{k}"
             submit(g)
@@ -522,12 +540,14 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
                 wait_until("every gang runs", poll_gangs, steps * 2 + 300, interval=1)
                 break
             wait_until(f"{g} succeeded", lambda g=g: job_state(objs, ns, g) == "Succeeded", 120, interval=1)
+            counted = max(counted, restarts_counted(objs, ns, job))
             if finished():
                 continue
             wait_until("the job back at 4 workers", lambda: current_world(progress(shared, job)) == 4
                        or bool(finished()), 300, interval=1)
             say(f"back at {current_world(progress(shared, job))} workers")
         state = wait_until("the job finished", finished, steps * 2 + 300, interval=2)
+        counted = max(counted, restarts_counted(objs, ns, job))
         if direct:
             direct["containerRestartsAfter"] = container_restarts(core, ns, job)
         log = progress(shared, job)
@@ -543,7 +563,8 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
             "seconds": round(time.monotonic() - t0, 1),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{os.cpu_count()} CPUs, {_mem_gib()} GiB, two real nodes x 4 fake GPUs on one host",
-            "events": scale_events(log), "gangRuns": gang_log, "gatedLeft": gated_left,
+            "events": scale_events(log), "restartsCounted": counted,
+            "gangRuns": gang_log, "gatedLeft": gated_left,
             "held": [r for r in log if r.get("event") == "hold"], **({"evictedDirectly": direct} if direct else {}),
             **({"killed": killed, "containerRestarts": container_restarts(core, ns, job)} if killed else {}),
             "log": log,

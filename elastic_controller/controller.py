@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checkpoint_access import CheckpointAccess
+from .execute.gates import lift_gate
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
 from .kube.client import retry_on_conflict
@@ -28,6 +29,7 @@ from .policy.model import JobView, Snapshot
 from .policy.neighbours import job_neighbour, network_topology
 from .policy.parse import ParseError, parse_job, parse_node, parse_pod, parse_podgroup
 from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
+from .policy.roles import replica_of
 from .policy.settings import ElasticConfig
 from .policy.world import ghosts_of
 
@@ -299,9 +301,36 @@ class Controller:
         # The PodGroup first (Volcano waits on it; issue 36, item 3: its latency at 1,000 jobs), then
         # the elastic job's checkpoint access and size (neither holds back the PodGroup).
         if plan.bounds.elastic:
+            if plan.whole:
+                self._ungate_gang(job, plan)
             self._grant_checkpoint_access(raw)
             self._announce_target(job)
         return outcome
+
+    def _ungate_gang(self, job: JobView, plan: PodGroupPlan) -> None:
+        """A job admitted whole (its queue's ``wholeGangUpTo``): its gang is its max, so none of its
+        workers may wait at the scale-up gate (Volcano would never find the gang's members: the job
+        would wait forever). The webhook gates the workers beyond the job's min when it cannot tell
+        the job's queue (``webhook/mutate.py``); here, where the queue is known, the gate comes off
+        every worker of the gang (index < gang) that still carries it, right after the PodGroup."""
+        gate = self.cfg.gating.gateName
+        for pod in self.job_pods(job):
+            meta = pod.get("metadata") or {}
+            rtype, index = replica_of({str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+            gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+            if rtype != "worker" or not 0 <= index < plan.gang_workers or gate not in gates \
+                    or meta.get("deletionTimestamp"):
+                continue
+            try:
+                out = lift_gate(self.api, f"{job.namespace}/{meta['name']}", gate)
+            except KubeError as exc:
+                log.warning("gang gate not lifted; retrying at the next reconcile",
+                            extra={"job": job.key, "pod": meta["name"], "error": str(exc)})
+                continue
+            if out is not None:
+                self.store.put(PODS, out)
+                log.info("gang gate lifted", extra={"job": job.key, "pod": meta["name"],
+                                                    "wholeGangUpTo": plan.whole_up_to})
 
     def coming(self, pod: Mapping[str, Any]) -> bool:
         """Will this pod run torchrun after the decisions made so far (``policy.announce.coming``,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elastic_controller.policy import keys
+from elastic_controller.policy.admission import gang_workers
 from elastic_controller.policy.keys import Role
 from elastic_controller.policy.model import ElasticBounds
 from elastic_controller.policy.neighbours import pod_neighbour
@@ -154,6 +155,26 @@ def wanted_annotations(plan: RolePlan, job: str, cfg: ElasticConfig) -> dict[str
     return want
 
 
+def whole_up_to(cfg: ElasticConfig) -> int | None:
+    """The ``wholeGangUpTo`` of every queue, when the config gives them all the same (the defaults'
+    and each listed queue's); None when it depends on the queue. A pod does not say its job's queue
+    (the job's ``schedulingPolicy.queue``, its namespace's annotation: the controller resolves it,
+    ``policy/podgroups.resolve_queue``), so the webhook knows a job is admitted whole only then."""
+    values = {cfg.defaults.wholeGangUpTo, *(q.wholeGangUpTo for q in cfg.queues.values())}
+    return values.pop() if len(values) == 1 else None
+
+
+def in_whole_gang(plan: RolePlan, cfg: ElasticConfig) -> bool:
+    """An elastic worker its job's gang needs because the job is admitted whole (``wholeGangUpTo``,
+    ``admission.gang_workers``): it gets no scale-up gate, as Volcano must place the whole gang. When
+    the setting depends on the queue, the pod is gated as any elastic worker and the controller lifts
+    the gang's gates once it has written the PodGroup (``Controller._ungate_gang``)."""
+    limit = whole_up_to(cfg)
+    if plan.bounds is None or not plan.bounds.elastic or limit is None:
+        return False
+    return plan.replica_index < gang_workers(plan.bounds.min_replicas, plan.bounds.max_replicas, limit)
+
+
 def plan_pod_patch(pod: Mapping[str, Any], cfg: ElasticConfig) -> PodPatch:
     """The JSONPatch for a Pod being created; empty for pods that are not a PyTorchJob's."""
     meta = _mapping_or_none(pod.get("metadata"), "request.object.metadata")
@@ -195,7 +216,7 @@ def plan_pod_patch(pod: Mapping[str, Any], cfg: ElasticConfig) -> PodPatch:
             f"this pod is not scheduled as part of its job's gang by {cfg.schedulerName!r}"
         )
 
-    if plan.role is Role.ELASTIC and cfg.gating.enabled:
+    if plan.role is Role.ELASTIC and cfg.gating.enabled and not in_whole_gang(plan, cfg):
         gate = cfg.gating.gateName
         gates = spec.get("schedulingGates")
         if not gates:

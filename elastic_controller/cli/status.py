@@ -28,7 +28,8 @@ HELP = ("show elastic jobs per queue: min/current/max, elastic workers, cooldown
 
 EPILOG = """\
 Columns: MIN/CUR/MAX workers (pods, for a plain gang); ELASTIC: elastic workers running of those the job
-may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<min" one below it);
+may add above its min (CUR-MIN of MAX-MIN: 0/14 is a job running at its min, "<min" one below it;
+"whole": its queue admits it whole, wholeGangUpTo, so its gang is its max and it is never shrunk);
 COOLDOWN left; RESTARTS: torchrun restarts our shrinks used of maxRestarts ("spent": no victim);
 GATED pods held by the scale-up gate and WHY GATED (a reason code, the same as plan's HOLD
 rows, or Growing, WaitingGang, MinNotRunning, NoRoom); STARVING pods of a waiting gang; LAST DECISION,
@@ -116,7 +117,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
     from ..policy.cooldowns import cooldown_remaining, fulfillment
     from ..policy.cycle import decide
     from ..policy.parse import parse_objects
-    from ..policy.podgroups import JobSpecError, job_bounds
+    from ..policy.podgroups import JobSpecError, job_bounds, whole_gang
     from ..policy.restart_count import with_counts
     from ..policy.world import ghosts_of
 
@@ -160,6 +161,7 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             why = f"now: {decision.decision}: {decision.reason}"
         gated = sum(1 for p in pods if p.pending and p.gated(gate))
         at_least_min = bounds is not None and workers >= bounds.min_replicas
+        gang = whole_gang(bounds, policy.wholeGangUpTo) if bounds is not None else 0
         row = {
             "job": pg.key,
             "min": bounds.min_replicas if bounds else pg.min_member,
@@ -171,6 +173,12 @@ def build_rows(items: list[dict[str, Any]], cfg: Any, now: datetime,
             # elastic workers running above min, and how many it may have (None: below min, or a gang)
             "elasticWorkers": workers - bounds.min_replicas if bounds and at_least_min else None,
             "elasticMax": bounds.max_replicas - bounds.min_replicas if bounds else None,
+            # an elastic job its queue admits whole (wholeGangUpTo: its gang is its max, the controller's
+            # PodGroup says so, the agent never shrinks it): {"wholeGangUpTo", "gang", "message"}; None: not
+            "admittedWhole": {"wholeGangUpTo": policy.wholeGangUpTo, "gang": gang,
+                              "message": f"admitted whole (wholeGangUpTo {policy.wholeGangUpTo}): its gang is "
+                                         f"its max, {gang} workers; it starts whole and is never shrunk"}
+            if bounds is not None and gang > bounds.min_replicas else None,
             # (a job resized in place: QueuePolicy.cooldown_seconds, the shorter of its queue's two: issue 39)
             "cooldownSeconds": int(cooldown_remaining(pg, policy, now, job,
                                                       job is not None and in_place(job.annotations))),
@@ -248,6 +256,8 @@ def render_skipped(lines: list[str]) -> str:
 
 
 def _elastic(r: dict[str, Any]) -> str:
+    if r.get("admittedWhole"):
+        return "whole"
     if r.get("elasticMax") is None:
         return "-"
     return "<min" if r.get("elasticWorkers") is None else f"{r['elasticWorkers']}/{r['elasticMax']}"

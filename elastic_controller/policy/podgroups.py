@@ -1,9 +1,14 @@
-"""What a PyTorchJob's Volcano PodGroup should say: minMember = min (+ master), and so on."""
+"""What a PyTorchJob's Volcano PodGroup should say: minMember = gang (+ master), and so on.
+
+The gang is the job's min workers, or its max when its queue admits it whole (``wholeGangUpTo``,
+``admission.gang_workers``): such a job starts at its max or not at all, and its gang is the floor
+the agent never shrinks it below (``world.current_bounds``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .admission import gang_workers
 from .keys import COPIED_TO_PODGROUP
 from .model import ElasticBounds, JobView
 from .quantity import Resources, add
@@ -33,10 +38,27 @@ class PodGroupPlan:
     annotations: dict[str, str] = field(default_factory=dict)
     # What is wrong with them (the webhook denies such jobs; one admitted before it gets an Event).
     contract_problems: tuple[str, ...] = field(default=())
+    # The workers of its gang (min_task_member's worker count): bounds.min_replicas, or its max when
+    # its queue admits it whole; whole_up_to is then that queue's wholeGangUpTo (0: not whole).
+    gang_workers: int = 0
+    whole_up_to: int = 0
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def whole(self) -> bool:
+        """Admitted whole: an elastic job whose gang is its max (its queue's ``wholeGangUpTo``)."""
+        return self.whole_up_to > 0
+
+
+def whole_gang(bounds: ElasticBounds, whole_up_to: int) -> int:
+    """The workers of an elastic job's gang under its queue's ``wholeGangUpTo`` (``gang_workers``);
+    a job that is not elastic has its replicas as its gang, whatever the setting."""
+    if not bounds.elastic:
+        return bounds.min_replicas
+    return gang_workers(bounds.min_replicas, bounds.max_replicas, whole_up_to)
 
 
 def job_bounds(job: JobView) -> ElasticBounds:
@@ -88,6 +110,9 @@ def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None 
     bounds = job_bounds(job)
     master = job.replicas.get("master")
     worker = job.replicas.get("worker")
+    queue, source = resolve_queue(job, namespace_queue, cfg)
+    whole_up_to = cfg.queue_policy(queue).wholeGangUpTo
+    gang = whole_gang(bounds, whole_up_to) if worker is not None else bounds.min_replicas
     min_task: dict[str, int] = {}
     resources: Resources = {}
     if master is not None:
@@ -96,10 +121,9 @@ def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None 
         min_task["master"] = 1
         resources = add(resources, master.requests)
     if worker is not None:
-        min_task["worker"] = bounds.min_replicas
-        for _ in range(bounds.min_replicas):
+        min_task["worker"] = gang
+        for _ in range(gang):
             resources = add(resources, worker.requests)
-    queue, source = resolve_queue(job, namespace_queue, cfg)
     copied = {k: job.annotations[k] for k in COPIED_TO_PODGROUP if k in job.annotations}
     problems = check_worker_sizes(job.annotations, bounds.min_replicas, bounds.max_replicas).errors
     priority = job.priority_class or (worker.priority_class_name if worker else "") or (
@@ -108,7 +132,7 @@ def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None 
     return PodGroupPlan(
         namespace=job.namespace,
         name=job.name,
-        min_member=bounds.min_replicas + (1 if master is not None else 0),
+        min_member=gang + (1 if master is not None else 0),
         min_task_member=min_task,
         min_resources={k: v for k, v in resources.items() if v},
         queue=queue,
@@ -118,4 +142,6 @@ def plan_podgroup(job: JobView, cfg: ElasticConfig, namespace_queue: str | None 
         has_master=master is not None,
         annotations=copied,
         contract_problems=problems,
+        gang_workers=gang,
+        whole_up_to=whole_up_to if gang > bounds.min_replicas else 0,
     )

@@ -75,3 +75,27 @@ def test_the_paths_are_compared_event_by_event() -> None:
     assert c["grow"]["ratio"] == 0.05 and c["grow"]["inPlace"] is True
     missing = rt.compare_paths(in_place[:1], restart)
     assert missing["grow"]["ratio"] is None and missing["grow"]["inPlace"] is None
+
+
+class FakeObjs:
+    """CustomObjectsApi's two reads `restarts_counted` makes: the PodGroups, the PyTorchJob."""
+
+    def __init__(self, pg: dict[str, str] | None, job: dict[str, str]) -> None:
+        self.pg, self.job = pg, job
+
+    def list_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+        if self.pg is None:
+            return {"items": []}
+        return {"items": [{"metadata": {"name": "train-pg", "ownerReferences": [{"name": "train"}],
+                                        "annotations": self.pg}}]}
+
+    def get_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+        return {"metadata": {"annotations": self.job}}
+
+
+def test_the_restarts_counted_are_the_pod_groups_else_the_jobs_copy() -> None:
+    used = "volcano-elastic.io/restarts-used"
+    assert rt.restarts_counted(FakeObjs({used: "2"}, {used: "1"}), "ns", "train") == 2  # the PodGroup rules
+    assert rt.restarts_counted(FakeObjs({}, {}), "ns", "train") == 0  # nothing counted (in place)
+    assert rt.restarts_counted(FakeObjs(None, {used: "1"}), "ns", "train") == 1  # PodGroup gone with the job
+    assert rt.restarts_counted(FakeObjs({used: "x"}, {}), "ns", "train") == -1  # unreadable: not a 0
