@@ -42,6 +42,7 @@ _INT_FIELDS_MIN = {
     "starvationSeconds": 0,
     "maxEvictionsPerCycle": 0,
     "maxScaleUpPerCycle": 0,
+    "maxGateReleasesPerCycle": 1,
     "master": 1,
     "core": 1,
     "elastic": 1,

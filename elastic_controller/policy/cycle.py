@@ -26,7 +26,7 @@ from .actions import (
     WithdrawNotice,
 )
 from .announce import announced
-from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote
+from .decisions import CyclePlan, Eviction, GangDecision, GateRelease, HoldNote, HoldReason
 from .eviction import Planner, SearchMode, starving_gangs
 from .eviction.pdb import mark_past_pdb, past_pdb_needed
 from .fairness import plan_fairness
@@ -304,4 +304,7 @@ def _holds(notes: tuple[HoldNote, ...]) -> list[tuple[str, HoldNote]]:
     for note in notes:
         if isinstance(note, HoldNote) and note.job and note.job not in out:
             out[note.job] = note
+    # A job held only by the cycle's gate budget grows next cycle: recording that would cost a write
+    # now and another then (plan and status still show the note).
+    out = {job: note for job, note in out.items() if note.reason != HoldReason.CYCLE_GATE_LIMIT}
     return sorted(out.items())

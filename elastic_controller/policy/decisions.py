@@ -13,13 +13,14 @@ class HoldReason:
     COOLDOWN = "Cooldown"  # cooldownSeconds after its last scale event (``until``: when it ends)
     SNOOZED = "Snoozed"  # scaleUpSnoozeSeconds after a shrink for a gang (``until``: when it ends)
     QUEUE_SCALE_UP_LIMIT = "MaxScaleUpPerCycle"  # its queue grew maxScaleUpPerCycle jobs this cycle
+    CYCLE_GATE_LIMIT = "MaxGateReleasesPerCycle"  # the agent lifted agent.maxGateReleasesPerCycle gates
     CHECKPOINT_TOO_OLD = "CheckpointTooOld"  # older than scaleUpAfterCheckpointSeconds: waits for the next
     BELOW_MIN_GAIN = "BelowMinScaleUpGain"  # what fits is not worth a restart
     NO_ALLOWED_COUNT = "NoAllowedCount"  # what fits is not one of its allowed worker counts
     GANG_NEEDS_IT = "WaitingGangNeedsIt"  # growing it would feed a waiting gang (held below that size)
 
-    ALL = (COOLDOWN, SNOOZED, QUEUE_SCALE_UP_LIMIT, CHECKPOINT_TOO_OLD, BELOW_MIN_GAIN, NO_ALLOWED_COUNT,
-           GANG_NEEDS_IT)
+    ALL = (COOLDOWN, SNOOZED, QUEUE_SCALE_UP_LIMIT, CYCLE_GATE_LIMIT, CHECKPOINT_TOO_OLD, BELOW_MIN_GAIN,
+           NO_ALLOWED_COUNT, GANG_NEEDS_IT)
 
 
 class HoldNote(str):

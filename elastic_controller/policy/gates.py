@@ -283,6 +283,15 @@ def _stays(job: JobState, now_workers: int) -> str:
     return f"job {job.key} stays at {now_workers} of max {job.bounds.max_replicas} workers: "
 
 
+def _gate_limit_note(jid: str, job: JobState, now_workers: int, budget: int, lifted: int,
+                     wanted: int = 0) -> HoldNote:
+    more = f" ({wanted} more would pass it)" if wanted else ""
+    return HoldNote(_stays(job, now_workers) + (
+        f"the agent already lifts {lifted} gates this cycle, agent.maxGateReleasesPerCycle {budget}{more}; "
+        "it is considered again next cycle (a job grows whole or not at all)"), jid,
+        HoldReason.CYCLE_GATE_LIMIT)
+
+
 def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_for: Collection[str] = (),
                        ) -> tuple[list[GateRelease], list[str], list[HoldNote]]:
     """(releases in decision order, keys of the gangs that block scale-up, notes: growth held back
@@ -362,6 +371,11 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
                     f"queue {job.queue} has maxScaleUpPerCycle 0 (its jobs do not grow)" if limit == 0 else
                     f"queue {job.queue} already grew maxScaleUpPerCycle {limit} job(s) this cycle "
                     "(in scale-up order); it is considered again next cycle"), jid, HoldReason.QUEUE_SCALE_UP_LIMIT))
+            continue
+        budget = world.cfg.agent.maxGateReleasesPerCycle
+        if releases and len(releases) >= budget:
+            if _next_fits(world, job, by_job[jid][0], cap, placed):
+                notes.append(_gate_limit_note(jid, job, now_workers, budget, len(releases)))
             continue
         first = first_of[jid]
         window = policy.checkpoint_window(job.in_place)  # (none for a job resized in place: inplace.py)
@@ -452,6 +466,12 @@ def plan_gate_releases(world: World, capacity: Capacity | None = None, evicted_f
             placed[job.queue] = sub(placed[job.queue], pod.requests)
         taken = taken[:keep]
         if not taken:
+            continue
+        if releases and len(releases) + len(taken) > budget:  # whole or not at all: the next cycle
+            for pod, node in taken:
+                cap.give(node, pod_demand(pod))
+                placed[job.queue] = sub(placed[job.queue], pod.requests)
+            notes.append(_gate_limit_note(jid, job, now_workers, budget, len(releases), len(taken)))
             continue
         job.added += len(taken)
         per_queue[job.queue] = per_queue.get(job.queue, 0) + 1

@@ -155,6 +155,10 @@ class AgentConfig:
     # holds (a DELETE: the controller's `delete pods` grant, bounded by an admission policy). False:
     # PDBs are never passed (where that grant or its policy is absent)
     passPdb: bool = True
+    # issue 36, item 3: the gates one cycle lifts, in all (each a PATCH): a job is grown whole or not
+    # at all, the first job of a cycle always, the next ones while they keep the cycle within this;
+    # the rest grow in the next cycles. Bounds the cycle's writes (and so its time) at cluster size.
+    maxGateReleasesPerCycle: int = 32
 
 
 SHARE_PLUGINS = ("proportion", "capacity")
