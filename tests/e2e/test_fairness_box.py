@@ -36,14 +36,10 @@ from elastic_controller.policy.contract import Decision, sentence_of
 from elastic_controller.policy.times import parse_time
 from hack.localbox import ours
 from hack.localbox.procs import free_port
-from tests.harness.stack import (
-    WEBHOOKS,
-    kc,  # noqa: F401 - the fixture
-    pytorchjob,
-    register_webhook,
-    wait_until,
-)
+from tests.harness import stack
+from tests.harness.stack import WEBHOOKS, pytorchjob, register_webhook, wait_until
 
+kc = stack.kc  # a fixture
 pytestmark = pytest.mark.e2e
 
 def _decisions_of(client: KubeClient, ns: str, job: str, seen: list[Decision], seconds: int = 120) -> threading.Thread:
@@ -188,7 +184,7 @@ class Box:
 
 
 @contextmanager
-def our_stack(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, ns: str,  # noqa: F811
+def our_stack(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, ns: str,
               serving_cert: tuple[Path, Path], tmp_path: Path, config: str) -> Iterator[Box]:
     """Our webhook (registered) and controller with ``config``, one Queue; all gone afterwards."""
     wait_until("no other test's pod on a node", lambda: not [
@@ -215,7 +211,7 @@ def our_stack(kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, ns: s
                 pass
 
 
-def test_the_least_served_job_grows_first(kc: KubeClient, box: Any, box_process: Any,  # noqa: F811
+def test_the_least_served_job_grows_first(kc: KubeClient, box: Any, box_process: Any,
                                           kubeconfig: str, namespace: str, serving_cert: tuple[Path, Path],
                                           tmp_path: Path) -> None:
     """``rich`` (min 2, max 16) has run 5 workers since early on; ``poor`` (min 1, max 3) came later and
@@ -280,7 +276,7 @@ def test_the_least_served_job_grows_first(kc: KubeClient, box: Any, box_process:
 
 
 def test_the_fairness_scale_down_moves_workers_to_the_least_served(
-        kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace: str,  # noqa: F811
+        kc: KubeClient, box: Any, box_process: Any, kubeconfig: str, namespace: str,
         serving_cert: tuple[Path, Path], tmp_path: Path) -> None:
     """``rich`` (min 2, max 7) has run 7 workers since early on; ``poor`` (min 1, max 4) came later and
     runs its min, its 3 elastic workers gated, and there is no room. Nothing starves, no gate can be

@@ -23,14 +23,10 @@ from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
-from tests.harness.stack import (
-    WEBHOOKS,
-    kc,  # noqa: F401 - the fixture
-    pytorchjob,
-    start_stack,
-    wait_until,
-)
+from tests.harness import stack
+from tests.harness.stack import WEBHOOKS, pytorchjob, start_stack, wait_until
 
+kc = stack.kc  # a fixture
 pytestmark = pytest.mark.e2e
 
 GATE = keys.DEFAULT_GATE
@@ -64,7 +60,7 @@ def _running(client: KubeClient, ns: str, job: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("where", ["queue", "defaults"])
-def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, box_process: Any,  # noqa: F811
+def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, box_process: Any,
                                                       kubeconfig: str, namespace: str,
                                                       serving_cert: tuple[Path, Path], tmp_path: Path,
                                                       where: str) -> None:
