@@ -98,9 +98,23 @@ def test_deserved_is_the_water_filled_share_of_every_job_asked_for() -> None:
 
 
 def test_two_queues_each_judged_by_its_own_share() -> None:
-    # q and r share the cluster: q deserves 16 (its request is more), so A's 16 GPUs min set is past 0.5 x 16
+    # q and r share the cluster: q deserves 16 (its request is more), so its elastic min sets may hold 8
     other = b.pytorchjob("ns", "r1", workers=8, gpus=4, queue="r", elastic=False)
-    _, ctl, _ = make(b.queue("q"), b.queue("r"), NODES, jobs(), other, cfg=cfg(0.5))
-    assert ctl.reconcile("ns/a").action == "held"
-    assert "hold 0 of its 16 deserved GPUs" in ctl.reconcile("ns/a").detail
-    assert ctl.reconcile("ns/b").action == "created"  # 8 <= 8: a later job whose min set fits passes A
+    small = b.pytorchjob("ns", "d", workers=2, min_r=1, max_r=2, gpus=4, queue="q")
+    _, ctl, _ = make(b.queue("q"), b.queue("r"), NODES, jobs(), other, small, cfg=cfg(0.5))
+    assert ctl.reconcile("ns/b").action == "created"  # 8 <= 8
+    out = ctl.reconcile("ns/a")
+    assert out.action == "held" and "hold 8 of its 16 deserved GPUs, and this job's (16 GPUs)" in out.detail
+    assert ctl.reconcile("ns/d").action == "held"  # 8 + 4 > 8
+
+
+def test_a_job_is_let_in_when_nothing_of_its_queue_could_leave_room() -> None:
+    # A alone in q (4..5 workers of 4 GPUs): q deserves what it asks for, 20, and A's min set (16) is
+    # past 0.5 x 20; nothing of q's could leave room, so A is let in (held, it would wait for other jobs
+    # to come). With B q asks for 36 and deserves the cluster's 32: B is held (16 + 8 > 16).
+    lone = b.pytorchjob("ns", "a", workers=5, min_r=4, max_r=5, gpus=4, queue="q")
+    kube, ctl, _ = make(b.queue("q"), NODES, lone, cfg=cfg(0.5))
+    assert ctl.reconcile("ns/a").action == "created"
+    kube.add(PYTORCHJOBS, b.pytorchjob("ns", "b", workers=4, min_r=2, max_r=4, gpus=4, queue="q"))
+    out = ctl.reconcile("ns/b")
+    assert out.action == "held" and "hold 16 of its 32 deserved GPUs" in out.detail, out.detail
