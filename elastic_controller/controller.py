@@ -179,7 +179,9 @@ class Controller:
             urgent = (res is PYTORCHJOBS and kind == "ADDED") or (res is PODGROUPS and kind == "DELETED")
             self.queue.add(f"{ns}/{name}", urgent=urgent)
             if res is PODGROUPS or kind == "DELETED":
-                for held in self.holds.held():  # a queue's min sets may have left room (elasticMinShare)
+                # a queue's min sets may have left room for its held jobs (elasticMinShare)
+                queue = str((obj.get("spec") or {}).get("queue") or "") if res is PODGROUPS else ""
+                for held in self.holds.held(queue or None):
                     self.queue.add(held)
         elif res is NAMESPACES and kind != "DELETED":
             for job in self.store.items(PYTORCHJOBS):

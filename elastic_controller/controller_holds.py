@@ -31,9 +31,12 @@ from .policy.model import JobView
 from .policy.neighbours import job_neighbour
 from .policy.parse import ParseError, parse_job, parse_node, parse_pod, parse_queue
 from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
+from .policy.quantity import Resources
 from .policy.settings import ElasticConfig
 
 log = logging.getLogger(__name__)
+
+_Row = tuple[JobView, PodGroupPlan, Resources, float]  # a job, its plan, what it asks for, its creation time
 
 
 def applies(cfg: ElasticConfig, plan: PodGroupPlan) -> bool:
@@ -52,11 +55,13 @@ class MinShareHolds:
         self.recorder = recorder
         self.job_pods = job_pods
         self._lock = threading.Lock()
-        self._held: dict[str, str] = {}  # ns/job -> the reason last recorded
+        self._held: dict[str, tuple[str, str]] = {}  # ns/job -> (its queue, the reason last recorded)
+        self._rows: dict[tuple[str, str, str], _Row | None] = {}  # (uid, resourceVersion, ns queue) -> row
 
-    def held(self) -> list[str]:
+    def held(self, queue: str | None = None) -> list[str]:
+        """The held jobs (of ``queue`` only, when given)."""
         with self._lock:
-            return sorted(self._held)
+            return sorted(k for k, (q, _) in self._held.items() if queue is None or q == queue)
 
     def check(self, raw: dict[str, Any], job: JobView, plan: PodGroupPlan) -> Hold | None:
         """The job's hold (its PodGroup withheld, the reason recorded), or None: let it in."""
@@ -66,8 +71,8 @@ class MinShareHolds:
         if hold is None:
             return None
         with self._lock:
-            new = self._held.get(job.key) != hold.reason
-            self._held[job.key] = hold.reason
+            new = self._held.get(job.key) != (plan.queue, hold.reason)
+            self._held[job.key] = (plan.queue, hold.reason)
         if new:
             log.info("job held by elasticMinShare", extra={"job": job.key, "queue": plan.queue,
                                                           "reason": hold.reason})
@@ -123,24 +128,24 @@ class MinShareHolds:
         return out
 
     def _queue_jobs(self, key: str, plan: PodGroupPlan) -> list[QueueJob]:
-        """Every unfinished PyTorchJob we would give a PodGroup, with its plan (``key``'s is ``plan``)."""
+        """Every unfinished PyTorchJob we would give a PodGroup, with its plan (``key``'s is ``plan``).
+        A job's plan, request and creation time are kept per resourceVersion (and namespace queue)."""
         out = []
+        memo: dict[tuple[str, str, str], _Row | None] = {}
         for raw in self.store.items(PYTORCHJOBS):
-            try:
-                job = parse_job(raw)
-            except ParseError:
+            meta = raw.get("metadata") or {}
+            ns_obj = self.store.get(NAMESPACES, str(meta.get("namespace") or ""))
+            ns_queue = ((ns_obj or {}).get("metadata") or {}).get("annotations", {}).get(keys.NAMESPACE_QUEUE)
+            mkey = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""), str(ns_queue or ""))
+            row = self._rows.get(mkey) if mkey[1] else None
+            if row is None and mkey not in self._rows:
+                row = self._row(raw, ns_queue)
+            memo[mkey] = row
+            if row is None:
                 continue
-            if job.finished or job.suspended or job_neighbour(raw, self.cfg.schedulerName) is not None:
-                continue
+            job, this, request, created = row
             if job.key == key:
                 this = plan
-            else:
-                ns_obj = self.store.get(NAMESPACES, job.namespace)
-                ns_queue = ((ns_obj or {}).get("metadata") or {}).get("annotations", {}).get(keys.NAMESPACE_QUEUE)
-                try:
-                    this = plan_podgroup(job, self.cfg, ns_queue)
-                except JobSpecError:
-                    continue
             pg = self.store.get(PODGROUPS, job.name, job.namespace)
             admitted = pg is not None and \
                 ((pg.get("metadata") or {}).get("labels") or {}).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY
@@ -153,7 +158,20 @@ class MinShareHolds:
                 if view.placed:
                     for k, v in view.requests.items():
                         placed[k] = placed.get(k, 0) + v
-            request = job_request((r.replicas, r.requests) for r in job.replicas.values())
-            created = job.created.timestamp() if job.created else 0.0
             out.append(QueueJob(this, created, request, admitted, placed))
+        self._rows = {k: v for k, v in memo.items() if k[1]}
         return out
+
+    def _row(self, raw: dict[str, Any], ns_queue: str | None) -> _Row | None:
+        try:
+            job = parse_job(raw)
+        except ParseError:
+            return None
+        if job.finished or job.suspended or job_neighbour(raw, self.cfg.schedulerName) is not None:
+            return None
+        try:
+            plan = plan_podgroup(job, self.cfg, ns_queue)
+        except JobSpecError:
+            return None
+        request = job_request((r.replicas, r.requests) for r in job.replicas.values())
+        return job, plan, request, job.created.timestamp() if job.created else 0.0
