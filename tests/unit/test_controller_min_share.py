@@ -5,7 +5,10 @@ rigid jobs and jobs admitted whole are never held; at the default (1) nothing ch
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+
+import pytest
 
 from elastic_controller.kube.resources import PODGROUPS, PYTORCHJOBS
 from elastic_controller.policy import keys
@@ -14,6 +17,7 @@ from elastic_controller.policy.parse import parse_node, parse_queue
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from tests.harness import builders as b
 from tests.harness.controllerworld import make
+from tests.harness.statuscli import _a_kubeconfig, serve, status  # noqa: F401 - the autouse fixture
 
 NODES = [b.node(f"n{i}", gpus=8) for i in range(4)]  # 32 GPUs
 
@@ -118,3 +122,18 @@ def test_a_job_is_let_in_when_nothing_of_its_queue_could_leave_room() -> None:
     kube.add(PYTORCHJOBS, b.pytorchjob("ns", "b", workers=4, min_r=2, max_r=4, gpus=4, queue="q"))
     out = ctl.reconcile("ns/b")
     assert out.action == "held" and "hold 16 of its 32 deserved GPUs" in out.detail, out.detail
+
+
+def test_status_lists_a_held_job_with_its_reason(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    kube, ctl, _ = make(b.queue("q"), NODES, jobs(), cfg=cfg(0.5))
+    ctl.reconcile("ns/a")
+    reason = ctl.reconcile("ns/b").detail
+    items = [o for res in (PYTORCHJOBS, PODGROUPS) for o in kube.of(res)] + [b.queue("q"), *NODES]
+    serve(monkeypatch, *items)
+    code, out, err = status(capsys, "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["heldJobs"] == [{"job": "ns/b", "reason": "HeldByMinShare",
+                                                          "message": reason}]
+    code, out, _ = status(capsys, "-o", "wide")
+    assert code == 0 and "HELD JOBS (1: " in out and f"ns/b  {reason}" in out, out
