@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checkpoint_access import CheckpointAccess
+from .controller_holds import MinShareHolds
 from .execute.gates import lift_gate
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
@@ -138,7 +139,7 @@ def owner_uid(pg: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    action: str  # created | patched | unchanged | deleted | invalid | foreign | gone | replaced | neighbour
+    action: str  # created | patched | unchanged | deleted | invalid | foreign | gone | replaced | neighbour | held
     detail: str = ""
 
 
@@ -165,6 +166,8 @@ class Controller:
         self._warned_once: set[tuple[str, str]] = set()  # (object uid, reason) warned about once
         self.access = CheckpointAccess(api)  # elastic jobs' ServiceAccounts may annotate their own pods
         self._coming: dict[str, bool] = {}  # ns/pod -> counted in its job's target-workers at the last event
+        # New elastic jobs whose PodGroup is withheld by their queue's elasticMinShare (controller_holds.py)
+        self.holds = MinShareHolds(api, store, cfg, recorder, self.job_pods)
 
     # ------------------------------------------------------------------ events
     def on_event(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
@@ -175,6 +178,11 @@ class Controller:
             # pods' changes queue (ARCHITECTURE.md: PodGroup latency at cluster size).
             urgent = (res is PYTORCHJOBS and kind == "ADDED") or (res is PODGROUPS and kind == "DELETED")
             self.queue.add(f"{ns}/{name}", urgent=urgent)
+            if res is PODGROUPS or kind == "DELETED":
+                # a queue's min sets may have left room for its held jobs (elasticMinShare)
+                queue = str((obj.get("spec") or {}).get("queue") or "") if res is PODGROUPS else ""
+                for held in self.holds.held(queue or None):
+                    self.queue.add(held)
         elif res is NAMESPACES and kind != "DELETED":
             for job in self.store.items(PYTORCHJOBS):
                 if (job.get("metadata") or {}).get("namespace") == name:
@@ -251,6 +259,7 @@ class Controller:
                             "makes may be in another HyperNode (docs/compatibility.md)")
         if raw is None:
             self.access.forget(key)
+            self.holds.forget(key)
             return Outcome("gone", "job deleted; its PodGroup goes with it (owner reference)")
         try:
             job = parse_job(raw)
@@ -294,10 +303,14 @@ class Controller:
             self._delete_podgroup(pg)
             pg = None
         if pg is None:
+            hold = self.holds.check(raw, job, plan)
+            if hold is not None:
+                return Outcome("held", hold.reason)
             outcome = self._create(want, job)
         else:
             patch = podgroup_patch(pg, want)
             outcome = Outcome("unchanged") if patch is None else self._patch(want, patch)
+        self.holds.let_in(raw, job)
         # The PodGroup first (Volcano waits on it; issue 36, item 3: its latency at 1,000 jobs), then
         # the elastic job's checkpoint access and size (neither holds back the PodGroup).
         if plan.bounds.elastic:

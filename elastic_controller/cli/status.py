@@ -37,7 +37,9 @@ headed on a job about to lose workers by "SHRINKING N for ns/gang" (evicted this
 (fairness scale-down)" when they go to the least-served job of the queue) or "NOTICE until TIME: N for
 ns/gang" (under an eviction notice; JSON victimOf, its kind "gang" or "fairness").
 -o wide prints whole reasons; -o json|yaml prints {"apiVersion": "volcano-elastic.io/v1", "kind":
-"Status", "configSource", "queues": {QUEUE: [rows]}, "evictionNotices", "skippedObjects"}.
+"Status", "configSource", "queues": {QUEUE: [rows]}, "evictionNotices", "heldJobs", "skippedObjects"}.
+HELD JOBS: new elastic jobs without a PodGroup yet, held by their queue's elasticMinShare (why: the
+controller's volcano-elastic.io/held annotation on the job; JSON heldJobs [{"job", "reason", "message"}]).
 Decisions use the controller's configuration, read from its ConfigMap (--config-from), unless --config
 names a file; the first line (CONFIG) and configSource say which was used.
 The decisions are planned on the whole cluster (the agent's view): -n only filters the rows, and
@@ -223,6 +225,30 @@ def pending_notices(items: list[dict[str, Any]], cfg: Any, now: datetime,
                     "evictAfter": format_time(f.evict_after) if f.evict_after else "",
                     "secondsLeft": max(0, round(left))})
     return out
+
+
+def held_jobs(items: list[dict[str, Any]], namespace: str | None = None) -> list[dict[str, Any]]:
+    """PyTorchJobs whose PodGroup the controller withholds (their queue's ``elasticMinShare``: the
+    ``volcano-elastic.io/held`` annotation it writes): ``job``, ``reason`` (the code), ``message``."""
+    from ..policy import keys
+    from ..policy.minshare import HELD_REASON
+
+    out = []
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        message = (meta.get("annotations") or {}).get(keys.HELD) if obj.get("kind") == "PyTorchJob" else None
+        if not message or (namespace and meta.get("namespace") != namespace):
+            continue
+        out.append({"job": f"{meta.get('namespace')}/{meta.get('name')}", "reason": HELD_REASON, "message": message})
+    return sorted(out, key=lambda r: natural_key(r["job"]))
+
+
+def render_held(rows: list[dict[str, Any]], wide: bool = False, width: int = 100) -> str:
+    if not rows:
+        return ""
+    lines = [f"HELD JOBS ({len(rows)}: no PodGroup yet, held by their queue's elasticMinShare)"]
+    cells = [("JOB", "WHY")] + [(r["job"], r["message"] if wide else clip(r["message"], width)) for r in rows]
+    return "\n".join(lines + table(cells, "  ")) + "\n\n"
 
 
 def render_notices(rows: list[dict[str, Any]]) -> str:
@@ -430,12 +456,13 @@ def run(args: argparse.Namespace) -> int:
     warning = two_evictors(client, args.volcano_scheduler_configmap)  # None: not readable, or one evictor
     skipped = skipped_objects(items, cfg)
     notices = pending_notices(items, cfg, now, args.namespace)
+    held = held_jobs(items, args.namespace)
     if args.output in ("json", "yaml"):
         if warning:
             warn("status", warning)
         print_document("Status", {"now": format_time(now), "namespace": args.namespace or None,
                                   "configSource": choice.source, "queues": rows, "evictionNotices": notices,
-                                  "skippedObjects": skipped, "alarms": alarm_lines}, args.output)
+                                  "heldJobs": held, "skippedObjects": skipped, "alarms": alarm_lines}, args.output)
     else:
         # the verdict (model, and whether the scheduler runs the same) heads the table
         shares = scheduler_verdict(client, cfg.shares, args.volcano_scheduler_configmap)
@@ -443,6 +470,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_alarms(alarm_lines))
         sys.stdout.write((warning + "\n\n" if warning else "") +
                          render(rows, shares=shares, wide=args.output == "wide"))
+        sys.stdout.write(render_held(held, wide=args.output == "wide"))
         sys.stdout.write(render_notices(notices))
         sys.stdout.write(render_skipped(skipped))
     return 0

@@ -34,6 +34,10 @@ WORKER_STEP = f"{PREFIX}/worker-step"  # "N": min, min+N, min+2N, ... up to max
 LAST_CHECKPOINT_TIME = f"{PREFIX}/last-checkpoint-time"  # RFC 3339
 COPIED_TO_PODGROUP = (WORKER_COUNTS, WORKER_STEP)
 
+# Annotation the controller writes on a PyTorchJob whose PodGroup it withholds (its queue's
+# elasticMinShare, policy/minshare.py): why; removed once the PodGroup is created.
+HELD = f"{PREFIX}/held"
+
 # Annotations we write on PodGroups.
 LAST_SCALE_TIME = f"{PREFIX}/last-scale-time"
 LAST_SCALE_DIRECTION = f"{PREFIX}/last-scale-direction"

@@ -53,7 +53,7 @@ def test_json_and_yaml_are_versioned_with_queues_under_their_own_key(monkeypatch
     doc = json.loads(out)
     assert code == 0 and (doc["apiVersion"], doc["kind"], doc["now"]) == ("volcano-elastic.io/v1", "Status", PLANNED_AT)
     assert set(doc) == {"apiVersion", "kind", "now", "namespace", "configSource", "queues", "evictionNotices",
-                        "skippedObjects", "alarms"}
+                        "heldJobs", "skippedObjects", "alarms"}
     assert set(doc["queues"]) == {"vision", "nlp"}
     code, out, _ = status(capsys, "-o", "yaml")
     assert code == 0 and yaml.safe_load(out) == doc
