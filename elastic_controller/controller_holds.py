@@ -23,7 +23,7 @@ from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
 from .kube.errors import KubeError, NotFoundError
 from .kube.events import EventRecorder
-from .kube.resources import NAMESPACES, NODES, PODGROUPS, PYTORCHJOBS, QUEUES
+from .kube.resources import NAMESPACES, NODES, PODGROUPS, PYTORCHJOBS, QUEUES, Resource
 from .policy import keys
 from .policy.admission import Hold
 from .policy.minshare import HELD_REASON, QueueJob, hold_of, job_request
@@ -109,23 +109,21 @@ class MinShareHolds:
         self.store.put(PYTORCHJOBS, out)
 
     # ---------------------------------------------------------------- inputs, from the caches
-    def _queues(self) -> list[Any]:
+    def _parsed(self, resource: Resource, parse: Callable[[dict[str, Any]], Any]) -> list[Any]:
+        """The cached objects of ``resource`` that parse (one that does not is left out)."""
         out = []
-        for obj in self.store.items(QUEUES):
+        for obj in self.store.items(resource):
             try:
-                out.append(parse_queue(obj))
+                out.append(parse(obj))
             except ParseError:
                 continue
         return out
 
+    def _queues(self) -> list[Any]:
+        return self._parsed(QUEUES, parse_queue)
+
     def _nodes(self) -> list[Any]:
-        out = []
-        for obj in self.store.items(NODES):
-            try:
-                out.append(parse_node(obj))
-            except ParseError:
-                continue
-        return out
+        return self._parsed(NODES, parse_node)
 
     def _queue_jobs(self, key: str, plan: PodGroupPlan) -> list[QueueJob]:
         """Every unfinished PyTorchJob we would give a PodGroup, with its plan (``key``'s is ``plan``).

@@ -20,17 +20,13 @@ from typing import Any
 import pytest
 
 from elastic_controller.kube.client import KubeClient
-from elastic_controller.kube.errors import KubeError, NotFoundError
+from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
-from tests.harness.stack import (
-    WEBHOOKS,
-    kc,  # noqa: F401 - the fixture
-    pytorchjob,
-    start_stack,
-    wait_until,
-)
+from tests.harness import stack
+from tests.harness.stack import WEBHOOKS, delete_quietly, pytorchjob, start_stack, wait_until
 
+kc = stack.kc  # a fixture
 pytestmark = pytest.mark.e2e
 
 
@@ -55,7 +51,7 @@ def _held_events(client: KubeClient, ns: str, job: str) -> list[dict[str, Any]]:
             and (e.get("involvedObject") or {}).get("name") == job]
 
 
-def test_a_job_past_the_min_share_is_held_until_room_is_left(kc: KubeClient, box: Any,  # noqa: F811
+def test_a_job_past_the_min_share_is_held_until_room_is_left(kc: KubeClient, box: Any,
                                                             box_process: Any, kubeconfig: str, namespace: str,
                                                             serving_cert: tuple[Path, Path],
                                                             tmp_path: Path) -> None:
@@ -99,13 +95,4 @@ def test_a_job_past_the_min_share_is_held_until_room_is_left(kc: KubeClient, box
         annotations = kc.get(PYTORCHJOBS, "b", namespace)["metadata"].get("annotations") or {}
         assert keys.HELD not in annotations
     finally:
-        for job in ("a", "b", "c"):
-            try:
-                kc.delete(PYTORCHJOBS, job, namespace)
-            except KubeError:
-                pass
-        for name, res in ((hook, WEBHOOKS), (queue, QUEUES)):
-            try:
-                kc.delete(res, name)
-            except KubeError:
-                pass
+        delete_quietly(kc, namespace, ("a", "b", "c"), ((hook, WEBHOOKS), (queue, QUEUES)))

@@ -24,7 +24,7 @@ from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
 from tests.harness import stack
-from tests.harness.stack import WEBHOOKS, pytorchjob, start_stack, wait_until
+from tests.harness.stack import WEBHOOKS, delete_quietly, pytorchjob, start_stack, wait_until
 
 kc = stack.kc  # a fixture
 pytestmark = pytest.mark.e2e
@@ -108,13 +108,4 @@ def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, 
         assert len(_running(kc, namespace, "small")) == 5  # none of its workers went for big
     finally:
         stop.set()
-        for job in ("small", "big"):
-            try:
-                kc.delete(PYTORCHJOBS, job, namespace)
-            except KubeError:
-                pass
-        for name, res in ((hook, WEBHOOKS), (queue, QUEUES)):
-            try:
-                kc.delete(res, name)
-            except KubeError:
-                pass
+        delete_quietly(kc, namespace, ("small", "big"), ((hook, WEBHOOKS), (queue, QUEUES)))

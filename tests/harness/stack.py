@@ -209,3 +209,19 @@ def podgroup_gone(kc: KubeClient, ns: str, name: str) -> bool:
         return False
     except NotFoundError:
         return True
+
+
+def delete_quietly(kc: KubeClient, namespace: str, jobs: tuple[str, ...], cluster: tuple[tuple[str, Resource], ...],
+                   ) -> None:
+    """A scenario's cleanup: its PyTorchJobs in ``namespace``, then cluster-scoped (name, resource)
+    pairs (its webhook configuration, its queue); what is gone already is no error."""
+    for job in jobs:
+        try:
+            kc.delete(PYTORCHJOBS, job, namespace)
+        except KubeError:
+            pass
+    for name, res in cluster:
+        try:
+            kc.delete(res, name)
+        except KubeError:
+            pass
