@@ -89,6 +89,9 @@ def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, 
         wait_until("big runs its min set (master + 2 workers)", lambda: len(_running(kc, namespace, "big")) >= 3, 60)
         big = kc.get(PODGROUPS, "big", namespace)["spec"]
         assert big["minMember"] == 3 and big["minTaskMember"] == {"master": 1, "worker": 2}, big
+        # the operator makes big's 9 pods one after another: all of them before judging their gates
+        wait_until("big's 9 pods exist", lambda: len(kc.list(
+            PODS, namespace, label_selector="training.kubeflow.org/job-name=big")[0]) == 9, 60)
         stop.set()
         small_pods = kc.list(PODS, namespace, label_selector="training.kubeflow.org/job-name=small")[0]
         assert all(GATE not in _gates(p) for p in small_pods)
