@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checkpoint_access import CheckpointAccess
-from .controller_holds import MinShareHolds
+from .controller_holds import MinShareHolds, namespace_queue
 from .execute.gates import lift_gate
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
@@ -280,8 +280,7 @@ class Controller:
         if job.finished or job.suspended:
             return self._retire(raw, job, pg)
         self._check_pods(raw, job)
-        ns_obj = self.store.get(NAMESPACES, ns)
-        ns_queue = ((ns_obj or {}).get("metadata") or {}).get("annotations", {}).get(keys.NAMESPACE_QUEUE)
+        ns_queue = namespace_queue(self.store, ns)
         try:
             plan = plan_podgroup(job, self.cfg, ns_queue)
         except JobSpecError as exc:

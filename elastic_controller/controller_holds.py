@@ -31,12 +31,19 @@ from .policy.model import JobView
 from .policy.neighbours import job_neighbour
 from .policy.parse import ParseError, parse_job, parse_node, parse_pod, parse_queue
 from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
-from .policy.quantity import Resources
+from .policy.quantity import Resources, add
 from .policy.settings import ElasticConfig
 
 log = logging.getLogger(__name__)
 
 _Row = tuple[JobView, PodGroupPlan, Resources, float]  # a job, its plan, what it asks for, its creation time
+
+
+def namespace_queue(store: Store, namespace: str) -> str | None:
+    """The queue a namespace names for its jobs (its ``scheduling.volcano.sh/queue-name``), if any."""
+    ns_obj = store.get(NAMESPACES, namespace)
+    queue = (((ns_obj or {}).get("metadata") or {}).get("annotations") or {}).get(keys.NAMESPACE_QUEUE)
+    return str(queue) if queue else None
 
 
 def applies(cfg: ElasticConfig, plan: PodGroupPlan) -> bool:
@@ -132,8 +139,7 @@ class MinShareHolds:
         memo: dict[tuple[str, str, str], _Row | None] = {}
         for raw in self.store.items(PYTORCHJOBS):
             meta = raw.get("metadata") or {}
-            ns_obj = self.store.get(NAMESPACES, str(meta.get("namespace") or ""))
-            ns_queue = ((ns_obj or {}).get("metadata") or {}).get("annotations", {}).get(keys.NAMESPACE_QUEUE)
+            ns_queue = namespace_queue(self.store, str(meta.get("namespace") or ""))
             mkey = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""), str(ns_queue or ""))
             row = self._rows.get(mkey) if mkey[1] else None
             if row is None and mkey not in self._rows:
@@ -144,21 +150,25 @@ class MinShareHolds:
             job, this, request, created = row
             if job.key == key:
                 this = plan
-            pg = self.store.get(PODGROUPS, job.name, job.namespace)
-            admitted = pg is not None and \
-                ((pg.get("metadata") or {}).get("labels") or {}).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY
-            placed: dict[str, int] = {}
-            for pod in self.job_pods(job) if admitted else ():
-                try:
-                    view = parse_pod(pod, self.cfg)
-                except ParseError:
-                    continue
-                if view.placed:
-                    for k, v in view.requests.items():
-                        placed[k] = placed.get(k, 0) + v
+            admitted, placed = self._admitted(job) if this.queue == plan.queue else (False, {})  # else unread
             out.append(QueueJob(this, created, request, admitted, placed))
         self._rows = {k: v for k, v in memo.items() if k[1]}
         return out
+
+    def _admitted(self, job: JobView) -> tuple[bool, Resources]:
+        """Whether the job's PodGroup (ours) exists, and what its placed pods hold."""
+        pg = self.store.get(PODGROUPS, job.name, job.namespace)
+        if pg is None or ((pg.get("metadata") or {}).get("labels") or {}).get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
+            return False, {}
+        placed: Resources = {}
+        for pod in self.job_pods(job):
+            try:
+                view = parse_pod(pod, self.cfg)
+            except ParseError:
+                continue
+            if view.placed:
+                placed = add(placed, view.requests)
+        return True, placed
 
     def _row(self, raw: dict[str, Any], ns_queue: str | None) -> _Row | None:
         try:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from .admission import Gang, Hold, min_share_holds
 from .model import NodeView, QueueView
 from .podgroups import PodGroupPlan
-from .quantity import Resources
+from .quantity import Resources, add, total
 from .settings import ElasticConfig
 from .shares import Usage, cluster_capacity, dominant_resource, plan_shares
 
@@ -45,17 +45,13 @@ class QueueJob:
     plan: PodGroupPlan
     created: float  # creation time (epoch seconds): the queue's order among new jobs
     request: Resources  # what all of its pods ask for (its spec: replicas x per-pod requests)
-    admitted: bool  # its PodGroup (ours) exists
-    placed: Resources  # what its placed (bound, live) pods hold
+    admitted: bool  # its PodGroup (ours) exists (only read for the jobs of the queue judged)
+    placed: Resources  # what its placed (bound, live) pods hold (the same)
 
 
 def job_request(replicas: Iterable[tuple[int, Resources]]) -> Resources:
     """Sum of ``count x requests`` over a job's replica specs."""
-    out: dict[str, int] = {}
-    for count, requests in replicas:
-        for k, v in requests.items():
-            out[k] = out.get(k, 0) + count * v
-    return out
+    return total({k: count * v for k, v in requests.items()} for count, requests in replicas)
 
 
 def rooms(cfg: ElasticConfig, queues: Sequence[QueueView], nodes: Sequence[NodeView],
@@ -87,8 +83,7 @@ def hold_of(cfg: ElasticConfig, key: str, jobs: Sequence[QueueJob], queues: Sequ
         return None
     requests: dict[str, Resources] = {}
     for j in jobs:
-        have = requests.get(j.plan.queue, {})
-        requests[j.plan.queue] = {k: have.get(k, 0) + j.request.get(k, 0) for k in set(have) | set(j.request)}
+        requests[j.plan.queue] = add(requests.get(j.plan.queue, {}), j.request)
     room = rooms(cfg, queues, nodes, requests)
     if queue not in room:
         return None
