@@ -72,6 +72,7 @@ def min_share_holds(queue: str, members: Iterable[Gang], room: float, share: flo
     (``room``). Rigid jobs and jobs admitted whole (``gang_workers``: their gang is their max) do not
     count and are never held here; new elastic jobs are let in in the queue's order while they fit
     under the limit, a later one whose min set fits passing an earlier one whose min set does not.
+    When no elastic min set of the queue would run or be let in, the first held job is let in.
 
     Why: an elastic job's min set is never taken back (a job is not shrunk below its min), so the
     big elastic jobs that start at their min in a full queue keep its share until they end, and the
@@ -90,6 +91,11 @@ def min_share_holds(queue: str, members: Iterable[Gang], room: float, share: flo
                 f"{limit:g}; it is let in when they leave room (rigid jobs and jobs admitted whole do not count)"))
             continue
         held += g.need
+    if out and held <= 1e-6:
+        # No elastic min set of the queue runs or is let in: nothing could leave room for the first
+        # held job (held, it would wait until other jobs raise the queue's share, or forever, since a
+        # queue's deserved share is capped at what its jobs ask for). It is let in.
+        del out[next(iter(out))]
     return out
 
 

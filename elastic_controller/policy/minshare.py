@@ -16,11 +16,10 @@ same inputs the simulator's allocator gives it (``simulate/enqueue.py``, ``_hold
   whether it counts (elastic and not admitted whole), whether it is **let in** (its PodGroup of ours
   exists: the controller lets a job in by creating it) and what its placed pods hold.
 
-A job is never held again once its PodGroup exists. **One exception to the simulator's rule**: a job is
-let in when no elastic min set of its queue is let in (nothing that could leave room for it: held, it
-would wait until other jobs raise its queue's share, or forever; a queue's deserved share is capped at
+A job is never held again once its PodGroup exists, and a job is let in when no elastic min set of
+its queue is let in (``min_share_holds``, as in the simulator: a queue's deserved share is capped at
 what its jobs ask for, so a lone elastic job whose min set is more than the key's fraction of its max
-would never start). Pure: the controller (``controller.py``,
+would otherwise never start). Pure: the controller (``controller.py``,
 ``Controller._min_share_hold``) builds the ``QueueJob`` rows from its caches."""
 
 from __future__ import annotations
@@ -97,8 +96,4 @@ def hold_of(cfg: ElasticConfig, key: str, jobs: Sequence[QueueJob], queues: Sequ
         gangs.append(Gang(j.plan.key, queue, (0, j.created, j.plan.key), need,
                           j.plan.bounds.elastic and not j.plan.whole, placed > 0, j.admitted,
                           min(placed, need)))
-    hold = min_share_holds(queue, gangs, room[queue], share).get(key)
-    if hold is not None and not any(g.elastic and g.admitted and (g.running_min if g.started else g.need) > 0
-                                    for g in gangs):
-        return None  # nothing of the queue's could leave room: held, it would wait for others to come
-    return hold
+    return min_share_holds(queue, gangs, room[queue], share).get(key)

@@ -34,6 +34,20 @@ def test_new_elastic_jobs_are_let_in_in_order_while_their_min_sets_fit_under_the
     assert "elasticMinShare 0.5" in held["b"].reason and "48 of its 100" in held["b"].reason
 
 
+def test_the_first_held_job_is_let_in_when_no_elastic_min_set_of_the_queue_would_be() -> None:
+    # nothing of the queue's could leave room for "big" (60 > 0.5 x 100): held, it would wait forever
+    assert min_share_holds("q", [gang("big", 0, 60), gang("bigger", 1, 70)], 100, 0.5) == {
+        "bigger": min_share_holds("q", [gang("big", 0, 60), gang("bigger", 1, 70)], 100, 0.5)["bigger"]}
+    # a rigid job running does not count: still nothing elastic could leave room
+    assert list(min_share_holds("q", [gang("rigid", 0, 90, elastic=False, started=True, running_min=90),
+                                      gang("big", 1, 60)], 100, 0.5)) == []
+    # a later job that fits is let in: the first stays held (the queue's min sets leave room later)
+    assert list(min_share_holds("q", [gang("big", 0, 60), gang("small", 1, 10)], 100, 0.5)) == ["big"]
+    # an elastic min set running: held as before
+    assert list(min_share_holds("q", [gang("run", 0, 4, started=True, running_min=4), gang("big", 1, 60)],
+                                100, 0.5)) == ["big"]
+
+
 def test_a_share_of_1_holds_nothing_and_volcano_admission_holds_nothing() -> None:
     members = [gang("running", 0, 90, started=True, running_min=90), gang("a", 1, 50)]
     assert holds(members, {"q": 100.0}, lambda _q: ADMISSION_VOLCANO) == {}
