@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.helmbox import helm
-from tests.harness.realstack import NAMESPACE, RELEASE, wait_installed
+from tests.harness import realstack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from datetime import UTC
@@ -34,17 +33,9 @@ CHECKPOINT_EVERY = 20  # examples/training/elastic_train.py's default
 
 
 @pytest.fixture(scope="module")
-def installed(box: Any, kube: Any) -> Iterator[Any]:
-    from kubernetes import client
-
-    box.kubectl("create", "namespace", NAMESPACE, check=False)
-    helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")  # a kept box's
-    rt.install(box)
-    try:
-        wait_installed(box, kube(client.CoreV1Api))
+def installed(box: Any) -> Iterator[Any]:
+    with realstack.installed(box, rt.notice_queue()):
         yield box
-    finally:
-        helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")
 
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
