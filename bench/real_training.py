@@ -436,9 +436,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     and has done this many steps, this script SIGKILLs the training process of its highest worker
     (nobody planned it: the job must recover through the restart path), before any gang.
     `torch_dir`, `launcher`: see `training_job` (the result's `torch` is what the job imported)."""
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
-    api = client.ApiClient(cfg)
+    api = config.new_client_from_config(config_file=str(b.kubeconfig))
     core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
     tag = uuid.uuid4().hex[:5]
     ns, qa, qb = f"train-{tag}", NOTICE_QUEUE if notice_seconds else f"train-a-{tag}", f"train-b-{tag}"
@@ -673,12 +671,6 @@ def _mem_gib() -> int:
     except (OSError, StopIteration, ValueError):
         return 0
     return round(kib / 2**20)
-
-
-def _cfg(b: Box) -> client.Configuration:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
-    return cfg
 
 
 if __name__ == "__main__":

@@ -76,7 +76,6 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
 
     from kubernetes import client
 
-    from hack.localbox.realnode import RealNodes
     from tests.harness.realstack import (
         COOLDOWN,
         KF,
@@ -102,7 +101,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     wait_until("the job runs 4 workers", lambda: len(running(core, ns, "job")) >= 4, 180, interval=1)
     where = {p.metadata.name: p.spec.node_name for p in running(core, ns, "job")}
     healthy = where["job-worker-2"]  # keeps an elastic worker: the victim a miscount would pick
-    nodes = RealNodes(box, box.opts.real_nodes, box.opts.real_node_gpus)
+    nodes = box.real
     lost = next(i for i in range(box.opts.real_nodes) if nodes.name(i) != healthy)
     live = sorted(n for n, node in where.items() if node == healthy)
     ghosts = sorted(n for n, node in where.items() if node != healthy)
