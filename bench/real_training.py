@@ -72,10 +72,9 @@ from elastic_controller.policy.contract import sentence_of  # noqa: E402
 from elastic_controller.policy.keys import LAST_DECISION, RESIZE, RESIZE_IN_PLACE, RESTARTS_USED  # noqa: E402
 from hack import training_log  # noqa: E402
 from hack.localbox import Box, BoxOptions, dockerfile, image, realnode  # noqa: E402
-from tests.harness.chart import CHART  # noqa: E402
+from tests.harness import realstack  # noqa: E402
 from tests.harness.helmbox import helm  # noqa: E402
 from tests.harness.realstack import (  # noqa: E402
-    CONFIG_SETS,
     GATE,
     KF,
     NAMESPACE,
@@ -83,9 +82,7 @@ from tests.harness.realstack import (  # noqa: E402
     VC,
     create_queues,
     delete_queues,
-    diagnose,
     running,
-    wait_installed,
     worker_pods,
 )
 from tests.harness.waiting import wait_until  # noqa: E402
@@ -116,22 +113,15 @@ def bring_up(name: str | None) -> tuple[Box, bool]:
     return b, True
 
 
-NOTICE_QUEUE = "train-notice"  # the queue whose victims get a notice (noticeSeconds from install())
+NOTICE_QUEUE = "train-notice"  # the queue whose victims get a notice (noticeSeconds from notice_queue())
 NOTICE_SECONDS = 30
 STEP_SECONDS = 0.25  # the training script's simulated compute per step (was 0.1: a fast run ended before it grew)
 
 
-def install(b: Box, notice_seconds: int = NOTICE_SECONDS) -> None:
-    """Our chart, as the real tier installs it, plus queue NOTICE_QUEUE with `notice_seconds`."""
-    b.kubectl("create", "namespace", NAMESPACE, check=False)
-    sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
-                                   "networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
-    sets += [f"--set-json={s}" for s in CONFIG_SETS]
-    sets.append(f'--set-json=config.queues.{NOTICE_QUEUE}={{"noticeSeconds": {notice_seconds}}}')
-    r = helm(b, "install", RELEASE, str(ROOT / CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
-             *sets)
-    if r.returncode != 0:
-        raise SystemExit(f"helm install failed: {r.stderr}\n{diagnose(b)}")
+def notice_queue(seconds: int = NOTICE_SECONDS) -> list[str]:
+    """The chart's `--set-json` for queue NOTICE_QUEUE, whose victims get a notice of SECONDS:
+    realstack.install(box, notice_queue()) is our chart as this script installs it."""
+    return [f'config.queues.{NOTICE_QUEUE}={{"noticeSeconds": {seconds}}}']
 
 
 # ---------------------------------------------------------------------------- the job
@@ -435,7 +425,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     """The scenario: the job starts at min and takes its elastic workers, then `gangs` gangs come one
     after another (each waits until it runs, or until the job ends when the job may not be shrunk:
     its restart budget spent); the job grows back after each gang it gave way to. `notice_seconds`:
-    the job runs in NOTICE_QUEUE, whose victims get an eviction notice (install() configured it with
+    the job runs in NOTICE_QUEUE, whose victims get an eviction notice (the install's notice_queue() set
     this many seconds; 0: another queue, no notice). `evict_directly`: no gang; the
     job's highest worker is evicted through the Eviction API by this script (not our agent), the
     way a node drain or another scheduler would: with `max_restarts` 0 the survivors' torchrun has no
@@ -446,9 +436,7 @@ def run(b: Box, *, steps: int, gangs: int, max_restarts: int, notice_seconds: in
     and has done this many steps, this script SIGKILLs the training process of its highest worker
     (nobody planned it: the job must recover through the restart path), before any gang.
     `torch_dir`, `launcher`: see `training_job` (the result's `torch` is what the job imported)."""
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
-    api = client.ApiClient(cfg)
+    api = config.new_client_from_config(config_file=str(b.kubeconfig))
     core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
     tag = uuid.uuid4().hex[:5]
     ns, qa, qb = f"train-{tag}", NOTICE_QUEUE if notice_seconds else f"train-a-{tag}", f"train-b-{tag}"
@@ -643,9 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     b, started = bring_up(a.box)
     try:
         if started or helm(b, "status", RELEASE, "-n", NAMESPACE).returncode != 0:
-            install(b, a.notice_seconds or NOTICE_SECONDS)
-            core = client.CoreV1Api(client.ApiClient(_cfg(b)))
-            wait_installed(b, core)
+            realstack.install(b, notice_queue(a.notice_seconds or NOTICE_SECONDS))
         kw: dict[str, Any] = {"steps": a.steps, "gangs": 0 if a.evict_directly or a.kill_at else a.gangs,
                               "max_restarts": a.max_restarts, "notice_seconds": a.notice_seconds,
                               "baseline": a.baseline, "shared_root": b.dir / "shared",
@@ -685,12 +671,6 @@ def _mem_gib() -> int:
     except (OSError, StopIteration, ValueError):
         return 0
     return round(kib / 2**20)
-
-
-def _cfg(b: Box) -> client.Configuration:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(b.kubeconfig), client_configuration=cfg)
-    return cfg
 
 
 if __name__ == "__main__":

@@ -378,10 +378,11 @@ class Box:
         `down()` stops too."""
         return self._spawn(name, argv, {"KUBECONFIG": str(self.kubeconfig), **(env or {})})
 
-    def stop(self, name: str) -> None:
+    def stop(self, name: str, grace: float = 10.0) -> None:
+        """Stop a process of the box (a component, or one `spawn` started); `run` starts a component again."""
         p = self.procs.pop(name, None)
         if p:
-            self._kill(p)
+            self._kill(p, grace)
             self._popen.pop(name, None)
             self._save()
 

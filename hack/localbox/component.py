@@ -3,8 +3,9 @@
 `Component` is one process: its command line, environment, the files it reads (written before each
 launch: they may name its ports), and its readiness check. A component module's builder returns a
 `Spec`: the keys of the ports the component needs and a pure function from the ports the runtime
-picked to the `Component`. The runtime, `box.Box.run`, is the only code that starts, checks, restarts
-(after a lost port race, on other ports) and stops them (the kwok `components` pattern).
+picked to the `Component`. The runtime, `box.Box.run` and `Box.stop`, is the only code that starts,
+checks, restarts (after a lost port race, on other ports; a stopped kubelet) and stops them (the
+kwok `components` pattern).
 
 `BoxLike` is the protocol of the box that component modules with more than a process use (the
 apiserver's CRDs, the training operator's certificates, real nodes), typed so that box.py (which
@@ -84,7 +85,4 @@ class BoxLike(Protocol):
 
     def wait_started(self, name: str, t0: float) -> None: ...
 
-    # realnode.py stops and restarts kubelets
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc: ...
-
-    def _kill(self, proc: Proc, grace: float = 10.0) -> None: ...
+    def stop(self, name: str, grace: float = 10.0) -> None: ...

@@ -85,6 +85,18 @@ def kube_scheduler_spec(kubeconfig: Path) -> Spec:
         f"--authorization-kubeconfig={kc}", "--leader-elect=false", "--bind-address=127.0.0.1",
         f"--secure-port={ports['kube_scheduler']}", "-v=1"), always))
 
+
+def kubelet_spec(i: int, d: Path, name: str) -> Spec:
+    """Node i's kubelet (NAME) on the files RealNodes._kubelet_files wrote in D (its kubelet.yaml
+    names the ports picked with them, kept across a restart); ready once its healthz answers."""
+    argv = (str(paths.binary("kubelet")), f"--config={d / 'kubelet.yaml'}", f"--kubeconfig={d / 'kubeconfig'}",
+            f"--hostname-override={name}", f"--node-ip={GATEWAY}", f"--root-dir={d / 'kubelet'}",
+            f"--cert-dir={d / 'kubelet-pki'}",
+            f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]},nvidia.com/gpu.present=true", "-v=1")
+    return Spec(f"kubelet-{i}", (), lambda ports: Component(f"kubelet-{i}", argv, http_ready(
+        f"http://127.0.0.1:{ports[f'kubelet_{i}_healthz']}/healthz", expect="ok")))
+
+
 class RealNodesUnavailable(BoxError):
     """This host cannot run real nodes (said loudly; the real tier skips with this text)."""
 
@@ -351,14 +363,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return p
 
     def _start_kubelet(self, i: int) -> None:
-        d = self._kubelet_files(i)
-        name = self.name(i)
-        argv = [str(paths.binary("kubelet")), f"--config={d / 'kubelet.yaml'}", f"--kubeconfig={d / 'kubeconfig'}",
-                f"--hostname-override={name}", f"--node-ip={GATEWAY}", f"--root-dir={d / 'kubelet'}",
-                f"--cert-dir={d / 'kubelet-pki'}",
-                f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]},nvidia.com/gpu.present=true", "-v=1"]
-        self.box.run(Spec(f"kubelet-{i}", (), lambda ports: Component(f"kubelet-{i}", tuple(argv), always)),
-                     wait=False)  # ready: its Node (_ready)
+        self.box.run(kubelet_spec(i, self._kubelet_files(i), self.name(i)), wait=False)  # ready: its Node (_ready)
 
     def _nodes(self) -> list[dict[str, Any]]:
         sel = f"{NODE_LABEL[0]}={NODE_LABEL[1]}"
@@ -390,16 +395,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     # ------------------------------------------------------------------ faults (tests)
     def stop_kubelet(self, i: int) -> None:
-        """Stop node i's kubelet (its pods keep running, as when a node loses its kubelet)."""
-        p = self.box.procs.get(f"kubelet-{i}")
-        if p is not None and proc_alive(p):
-            self.box._kill(p, 5.0)
+        """Stop node i's kubelet through the runtime (its pods keep running, as when a node loses its kubelet)."""
+        self.box.stop(f"kubelet-{i}", grace=5.0)
 
     def start_kubelet(self, i: int) -> None:
-        """Start node i's kubelet again with the arguments it had (works on a loaded box)."""
-        p = self.box.procs[f"kubelet-{i}"]
-        if not proc_alive(p):
-            self.box._spawn(f"kubelet-{i}", p.argv)
+        """Start node i's kubelet again through the runtime, on its files and ports, and wait for its
+        healthz (works on a loaded box); a running one is left alone."""
+        p = self.box.procs.get(f"kubelet-{i}")
+        if p is None or not proc_alive(p):
+            self.box.run(kubelet_spec(i, self.node_dir(i), self.name(i)))
 
     # ------------------------------------------------------------------ stop
     def teardown(self, procs: dict[str, Proc], kill: Callable[[Proc, float], None]) -> None:

@@ -1,17 +1,23 @@
 """Our chart installed on the real-node box (helm, our image imported into both nodes) and what the
 real tier's jobs are made of: the PROBE program a pod runs to record its signals and exits, the
-records it leaves, PyTorchJobs of it, Volcano queues, and the install's readiness and diagnosis."""
+records it leaves, PyTorchJobs of it, Volcano queues, and the install's readiness and diagnosis.
+`install` (`uninstall`, `installed`) is the one in-cluster install, for tests/real and the bench."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
 from hack.localbox import image
+from tests.harness.chart import CHART
+from tests.harness.helmbox import helm
 from tests.harness.kubeflow import pytorchjob_manifest
 from tests.harness.waiting import wait_until
 
@@ -80,6 +86,50 @@ CONFIG_SETS = [  # --set-json: `helm --set` would make 0.3 a string, which the c
     "config.defaults.maxScaleUpPerCycle=8", "config.defaults.minScaleUpGain=0.3",
     "config.defaults.minWorkersToShrink=2",
 ]
+# our image as the box's nodes have it (imported, never pulled), the NetworkPolicy for the box's pod CIDR
+CHART_SETS = ("image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
+              "networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}")
+
+
+def create_namespace(box: Any) -> None:
+    """Our namespace, as an admin makes it: Pod Security `restricted` enforced (left from before: fine)."""
+    box.kubectl("create", "namespace", NAMESPACE, check=False)
+    box.kubectl("label", "--overwrite", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
+
+
+def install(box: Any, json_sets: Sequence[str] = ()) -> float:
+    """Our chart on BOX: `helm install` of our image (CHART_SETS), the e2e tier's time constants
+    (CONFIG_SETS) and JSON_SETS (more `--set-json`), then wait_installed; the seconds to ready. A
+    failure raises AssertionError with the namespace's pods, Jobs and events."""
+    create_namespace(box)
+    sets = [f"--set={s}" for s in CHART_SETS] + [f"--set-json={s}" for s in (*CONFIG_SETS, *json_sets)]
+    t0 = time.monotonic()
+    r = helm(box, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s", *sets)
+    if r.returncode != 0:
+        raise AssertionError(f"helm install failed: {r.stderr}\n{diagnose(box)}")
+    api = config.new_client_from_config(config_file=str(box.kubeconfig))
+    try:
+        wait_installed(box, client.CoreV1Api(api))
+    finally:
+        api.close()
+    return time.monotonic() - t0
+
+
+def uninstall(box: Any, check: bool = True) -> None:
+    """`helm uninstall --wait` of our release; `check`: a failure (no release included) raises."""
+    r = helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")
+    if check and r.returncode != 0:
+        raise AssertionError(f"helm uninstall failed: {r.stderr}")
+
+
+@contextmanager
+def installed(box: Any, json_sets: Sequence[str] = ()) -> Iterator[float]:
+    """install() (a kept box's release removed first) for a with block, uninstalled after it."""
+    uninstall(box, check=False)
+    try:
+        yield install(box, json_sets)
+    finally:
+        uninstall(box, check=False)
 
 
 def diagnose(box: Any) -> str:

@@ -11,28 +11,21 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from tests.harness import realstack
-from tests.harness.chart import CHART
-from tests.harness.helmbox import helm
 from tests.harness.realstack import (
-    CONFIG_SETS,
     COOLDOWN,
     GATE,
     GPUS_PER_WORKER,
     KF,
-    NAMESPACE,
     PROBE,
-    RELEASE,
     VC,
     create_queues,
-    diagnose,
+    delete_queues,
     pytorchjob,
     records,
     running,
@@ -107,18 +100,7 @@ def smoke_story(box: Any, core: Any, objs: Any, ns: str, out_dir: Path) -> dict[
                 objs.delete_namespaced_custom_object(*KF, ns, "pytorchjobs", job)
             except client.ApiException:
                 pass
-        for q in (qa, qb):
-            try:
-                objs.delete_cluster_custom_object(*VC, "queues", q)
-            except client.ApiException:
-                pass
-
-
-@pytest.fixture
-def install_namespace(box: Any) -> Iterator[str]:
-    box.kubectl("create", "namespace", NAMESPACE, check=False)
-    box.kubectl("label", "--overwrite", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
-    yield NAMESPACE
+        delete_queues(objs, qa, qb)
 
 
 def no_gates_or_finalizers_left(core: Any) -> None:
@@ -130,29 +112,21 @@ def no_gates_or_finalizers_left(core: Any) -> None:
 
 
 def test_helm_install_runs_in_the_cluster_and_shrinks_a_real_job_for_a_gang(
-        box: Any, kube: Any, namespace: str, install_namespace: str, out_dir: Path) -> None:
+        box: Any, kube: Any, namespace: str, out_dir: Path) -> None:
     core, objs = kube(client.CoreV1Api), kube(client.CustomObjectsApi)
-    sets = [f"--set={s}" for s in ["image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",
-                                   "networkPolicy.enabled=true", "networkPolicy.podCIDRs.ipv4={10.88.0.0/16}"]]
-    sets += [f"--set-json={s}" for s in CONFIG_SETS]
-    t0 = time.monotonic()
-    install = helm(box, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
-                   *sets)
-    assert install.returncode == 0, install.stderr + diagnose(box)
-    wait_installed(box, core)
-    installed_in = time.monotonic() - t0
+    installed_in = realstack.install(box)
     try:
         timings = smoke_story(box, core, objs, namespace, out_dir)
         print(f"\n[real] helm install ready in {installed_in:.1f}s; story: {json.dumps(timings)}")
     finally:
-        un = helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")
-        assert un.returncode == 0, un.stderr
+        realstack.uninstall(box)
     no_gates_or_finalizers_left(core)
 
 
 def test_kustomize_overlay_installs_and_its_webhook_mutates_through_the_service(
-        box: Any, kube: Any, namespace: str, install_namespace: str) -> None:
+        box: Any, kube: Any, namespace: str) -> None:
     core = kube(client.CoreV1Api)
+    realstack.create_namespace(box)
     overlay = ROOT / "manifests" / "overlays" / "kind"
     applied = box.kubectl("apply", "-k", str(overlay), check=False, timeout=120)
     assert applied.returncode == 0, applied.stderr

@@ -157,15 +157,13 @@ def test_a_lost_node_takes_its_pods_and_keeps_its_gpus_across_a_kubelet_restart(
     """The kubelet of real-1 stops: its node goes NotReady (node-monitor grace 20 s), the pod that
     tolerates that for 2 s is evicted by the node lifecycle controller; the kubelet comes back:
     Ready again, and its fake GPUs are still allocatable."""
-    from hack.localbox.realnode import RealNodes
-
     core = kube(client.CoreV1Api)
     pod = probe_pod("lost", out_dir, node="real-1")
     pod["spec"]["tolerations"] = [{"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}
                                   for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
     core.create_namespaced_pod(namespace, pod)
     wait_until("the probe on real-1 started", lambda: records(out_dir, "lost").get("start"), 60)
-    nodes = RealNodes(box, box.opts.real_nodes, box.opts.real_node_gpus)
+    nodes = box.real  # its kubelets stop and start through the box's runtime
     t = time.monotonic()
     nodes.stop_kubelet(1)
     try:

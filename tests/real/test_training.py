@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.helmbox import helm
-from tests.harness.realstack import NAMESPACE, RELEASE, wait_installed
+from tests.harness import realstack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from datetime import UTC
@@ -34,17 +33,9 @@ CHECKPOINT_EVERY = 20  # examples/training/elastic_train.py's default
 
 
 @pytest.fixture(scope="module")
-def installed(box: Any, kube: Any) -> Iterator[Any]:
-    from kubernetes import client
-
-    box.kubectl("create", "namespace", NAMESPACE, check=False)
-    helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")  # a kept box's
-    rt.install(box)
-    try:
-        wait_installed(box, kube(client.CoreV1Api))
+def installed(box: Any) -> Iterator[Any]:
+    with realstack.installed(box, rt.notice_queue()):
         yield box
-    finally:
-        helm(box, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "180s")
 
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +76,6 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
 
     from kubernetes import client
 
-    from hack.localbox.realnode import RealNodes
     from tests.harness.realstack import (
         COOLDOWN,
         KF,
@@ -111,7 +101,7 @@ def test_a_lost_nodes_pods_are_no_workers_and_no_victims(installed: Any, kube: A
     wait_until("the job runs 4 workers", lambda: len(running(core, ns, "job")) >= 4, 180, interval=1)
     where = {p.metadata.name: p.spec.node_name for p in running(core, ns, "job")}
     healthy = where["job-worker-2"]  # keeps an elastic worker: the victim a miscount would pick
-    nodes = RealNodes(box, box.opts.real_nodes, box.opts.real_node_gpus)
+    nodes = box.real
     lost = next(i for i in range(box.opts.real_nodes) if nodes.name(i) != healthy)
     live = sorted(n for n, node in where.items() if node == healthy)
     ghosts = sorted(n for n, node in where.items() if node != healthy)

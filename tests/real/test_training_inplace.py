@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.harness import realstack
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import real_training as rt
 
@@ -36,17 +38,9 @@ WAIT_LIMIT = 5.0  # seconds: the restart path's stall less its restart part, on 
 
 
 @pytest.fixture(scope="module")
-def installed(box: Any, kube: Any) -> Iterator[Any]:
-    from kubernetes import client
-
-    box.kubectl("create", "namespace", rt.NAMESPACE, check=False)
-    rt.helm(box, "uninstall", rt.RELEASE, "--namespace", rt.NAMESPACE, "--wait", "--timeout", "180s")  # a kept box's
-    rt.install(box)
-    try:
-        rt.wait_installed(box, kube(client.CoreV1Api))
+def installed(box: Any) -> Iterator[Any]:
+    with realstack.installed(box, rt.notice_queue()):
         yield box
-    finally:
-        rt.helm(box, "uninstall", rt.RELEASE, "--namespace", rt.NAMESPACE, "--wait", "--timeout", "180s")
 
 
 def summary(name: str, result: dict[str, Any]) -> dict[str, Any]:

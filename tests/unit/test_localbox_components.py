@@ -94,8 +94,8 @@ def test_coredns_corefile_is_a_file_of_the_value() -> None:
 def server() -> Iterator[int]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = b'{"health":"true"}' if self.path == "/health" else b"no"
-            self.send_response(200 if self.path == "/health" else 404)
+            body = {"/health": b'{"health":"true"}', "/healthz": b"ok"}.get(self.path, b"no")
+            self.send_response(200 if body != b"no" else 404)
             self.end_headers()
             self.wfile.write(body)
 
@@ -140,6 +140,44 @@ def test_the_runtime_picks_ports_writes_files_prepares_and_runs(tmp_path: Path,
     finally:
         box.down(quiet=True)
     assert not box.dir.exists()
+
+
+def test_a_kubelet_is_a_value_on_its_node_files_ready_on_its_healthz(server: int) -> None:
+    d = BOX / "nodes" / "real-1"
+    spec = realnode.kubelet_spec(1, d, "real-1")
+    assert spec.name == "kubelet-1" and spec.ports == ()  # its ports are in its kubelet.yaml, kept on a restart
+    c = spec.build({**PORTS, "kubelet_1_healthz": server})
+    assert flag(c, "--config") == str(d / "kubelet.yaml") and flag(c, "--hostname-override") == "real-1"
+    assert c.ready() and not spec.build({**PORTS, "kubelet_1_healthz": 1}).ready()
+
+
+def test_a_kubelet_stops_and_starts_again_through_the_runtime(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """RealNodes.stop_kubelet / start_kubelet: Box.stop, then Box.run of the kubelet's value (its
+    readiness waited for); a running kubelet is left alone."""
+    monkeypatch.setenv("VOLCANO_ELASTIC_CACHE", str(tmp_path / "cache"))
+    box = Box(BoxOptions(name="unit", quiet=True, timeout=20))
+    box.dir.mkdir(parents=True)
+    built: list[tuple[int, Path, str]] = []
+
+    def kubelet(i: int, d: Path, name: str) -> Spec:
+        built.append((i, d, name))
+        return Spec(f"kubelet-{i}", (), lambda ports: Component(f"kubelet-{i}", ("sleep", "30"), always))
+
+    monkeypatch.setattr(realnode, "kubelet_spec", kubelet)
+    nodes = realnode.RealNodes(box, 2, 4)
+    try:
+        box.run(kubelet(1, nodes.node_dir(1), "real-1"))
+        first = box.procs["kubelet-1"].pid
+        nodes.start_kubelet(1)
+        assert box.procs["kubelet-1"].pid == first and len(built) == 1  # running: left alone
+        nodes.stop_kubelet(1)
+        assert "kubelet-1" not in box.procs
+        nodes.start_kubelet(1)
+        assert built[-1] == (1, box.dir / "nodes" / "real-1", "real-1")
+        assert box.procs["kubelet-1"].pid != first
+    finally:
+        box.down(quiet=True)
 
 
 def test_our_stack_command_lines_are_what_our_cli_accepts() -> None:
