@@ -72,9 +72,9 @@ def _load(path: Path) -> dict[str, Row]:
 
 def _cells(c: dict[str, object]) -> dict[str, float]:
     worst = c["worst"]
-    return {"avg": float(c["avg"]), "median": float(c["median"]),  # type: ignore[arg-type]
-            "worst": float(worst[1]["ratio"]), "over": float(c["over"]),  # type: ignore[index]
-            "restarts": float(c["restarts"])}  # type: ignore[arg-type]
+    assert isinstance(worst, tuple)
+    out = {m: c[m] for m in ("avg", "median", "over", "restarts")} | {"worst": worst[1]["ratio"]}
+    return {m: float(v) for m, v in out.items()}  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:
