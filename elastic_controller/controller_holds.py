@@ -27,7 +27,7 @@ from .kube.resources import NAMESPACES, NODES, PODGROUPS, PYTORCHJOBS, QUEUES, R
 from .policy import keys
 from .policy.admission import Hold
 from .policy.minshare import HELD_REASON, QueueJob, hold_of, job_request
-from .policy.model import JobView
+from .policy.model import JobView, PodView
 from .policy.neighbours import job_neighbour
 from .policy.parse import ParseError, parse_job, parse_node, parse_pod, parse_queue
 from .policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup
@@ -64,6 +64,9 @@ class MinShareHolds:
         self._lock = threading.Lock()
         self._held: dict[str, tuple[str, str]] = {}  # ns/job -> (its queue, the reason last recorded)
         self._rows: dict[tuple[str, str, str], _Row | None] = {}  # (uid, resourceVersion, ns queue) -> row
+        # resource -> (uid or name, resourceVersion) -> the object parsed (None: it does not parse)
+        self._views: dict[str, dict[tuple[str, str], Any]] = {}
+        self._pod_views: dict[str, dict[tuple[str, str], PodView | None]] = {}  # the same per queue, its pods
 
     def held(self, queue: str | None = None) -> list[str]:
         """The held jobs (of ``queue`` only, when given)."""
@@ -117,13 +120,26 @@ class MinShareHolds:
 
     # ---------------------------------------------------------------- inputs, from the caches
     def _parsed(self, resource: Resource, parse: Callable[[dict[str, Any]], Any]) -> list[Any]:
-        """The cached objects of ``resource`` that parse (one that does not is left out)."""
+        """The cached objects of ``resource`` that parse (one that does not is left out), each parsed
+        once per resourceVersion: a check at 1,000 nodes would otherwise parse them all again."""
+        seen = self._views.get(resource.plural, {})
+        now: dict[tuple[str, str], Any] = {}
         out = []
         for obj in self.store.items(resource):
-            try:
-                out.append(parse(obj))
-            except ParseError:
-                continue
+            meta = obj.get("metadata") or {}
+            key = (str(meta.get("uid") or meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+            if key[1] and key in seen:
+                view = seen[key]
+            else:
+                try:
+                    view = parse(obj)
+                except ParseError:
+                    view = None
+            if key[1]:
+                now[key] = view
+            if view is not None:
+                out.append(view)
+        self._views[resource.plural] = now
         return out
 
     def _queues(self) -> list[Any]:
@@ -137,6 +153,8 @@ class MinShareHolds:
         A job's plan, request and creation time are kept per resourceVersion (and namespace queue)."""
         out = []
         memo: dict[tuple[str, str, str], _Row | None] = {}
+        known = self._pod_views.get(plan.queue, {})
+        pods: dict[tuple[str, str], PodView | None] = {}
         for raw in self.store.items(PYTORCHJOBS):
             meta = raw.get("metadata") or {}
             ns_queue = namespace_queue(self.store, str(meta.get("namespace") or ""))
@@ -150,23 +168,34 @@ class MinShareHolds:
             job, this, request, created = row
             if job.key == key:
                 this = plan
-            admitted, placed = self._admitted(job) if this.queue == plan.queue else (False, {})  # else unread
+            admitted, placed = (self._admitted(job, known, pods) if this.queue == plan.queue
+                                else (False, {}))  # (other queues: unread)
             out.append(QueueJob(this, created, request, admitted, placed))
         self._rows = {k: v for k, v in memo.items() if k[1]}
+        self._pod_views[plan.queue] = pods
         return out
 
-    def _admitted(self, job: JobView) -> tuple[bool, Resources]:
-        """Whether the job's PodGroup (ours) exists, and what its placed pods hold."""
+    def _admitted(self, job: JobView, known: dict[tuple[str, str], PodView | None],
+                  seen: dict[tuple[str, str], PodView | None]) -> tuple[bool, Resources]:
+        """Whether the job's PodGroup (ours) exists, and what its placed pods hold (each pod parsed once
+        per resourceVersion: ``known`` from the queue's last check, ``seen`` kept for its next)."""
         pg = self.store.get(PODGROUPS, job.name, job.namespace)
         if pg is None or ((pg.get("metadata") or {}).get("labels") or {}).get(keys.MANAGED_BY_LABEL) != keys.MANAGED_BY:
             return False, {}
         placed: Resources = {}
         for pod in self.job_pods(job):
-            try:
-                view = parse_pod(pod, self.cfg)
-            except ParseError:
-                continue
-            if view.placed:
+            meta = pod.get("metadata") or {}
+            key = (str(meta.get("uid") or meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+            if key[1] and key in known:
+                view = known[key]
+            else:
+                try:
+                    view = parse_pod(pod, self.cfg)
+                except ParseError:
+                    view = None
+            if key[1]:
+                seen[key] = view
+            if view is not None and view.placed:
                 placed = add(placed, view.requests)
         return True, placed
 
