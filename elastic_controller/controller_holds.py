@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .kube.api import KubeAPI, owner_ref
 from .kube.caches import Store
@@ -35,6 +35,7 @@ from .policy.quantity import Resources, add
 from .policy.settings import ElasticConfig
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _Row = tuple[JobView, PodGroupPlan, Resources, float]  # a job, its plan, what it asks for, its creation time
 
@@ -122,25 +123,11 @@ class MinShareHolds:
     def _parsed(self, resource: Resource, parse: Callable[[dict[str, Any]], Any]) -> list[Any]:
         """The cached objects of ``resource`` that parse (one that does not is left out), each parsed
         once per resourceVersion: a check at 1,000 nodes would otherwise parse them all again."""
-        seen = self._views.get(resource.plural, {})
+        known = self._views.get(resource.plural, {})
         now: dict[tuple[str, str], Any] = {}
-        out = []
-        for obj in self.store.items(resource):
-            meta = obj.get("metadata") or {}
-            key = (str(meta.get("uid") or meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
-            if key[1] and key in seen:
-                view = seen[key]
-            else:
-                try:
-                    view = parse(obj)
-                except ParseError:
-                    view = None
-            if key[1]:
-                now[key] = view
-            if view is not None:
-                out.append(view)
+        views = [_parse_once(obj, parse, known, now) for obj in self.store.items(resource)]
         self._views[resource.plural] = now
-        return out
+        return [v for v in views if v is not None]
 
     def _queues(self) -> list[Any]:
         return self._parsed(QUEUES, parse_queue)
@@ -184,17 +171,7 @@ class MinShareHolds:
             return False, {}
         placed: Resources = {}
         for pod in self.job_pods(job):
-            meta = pod.get("metadata") or {}
-            key = (str(meta.get("uid") or meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
-            if key[1] and key in known:
-                view = known[key]
-            else:
-                try:
-                    view = parse_pod(pod, self.cfg)
-                except ParseError:
-                    view = None
-            if key[1]:
-                seen[key] = view
+            view = _parse_once(pod, lambda p: parse_pod(p, self.cfg), known, seen)
             if view is not None and view.placed:
                 placed = add(placed, view.requests)
         return True, placed
@@ -212,3 +189,21 @@ class MinShareHolds:
             return None
         request = job_request((r.replicas, r.requests) for r in job.replicas.values())
         return job, plan, request, job.created.timestamp() if job.created else 0.0
+
+
+def _parse_once(obj: dict[str, Any], parse: Callable[[dict[str, Any]], T], known: dict[tuple[str, str], T | None],
+                seen: dict[tuple[str, str], T | None]) -> T | None:
+    """``parse(obj)`` (None: it does not parse), taken from ``known`` when this resourceVersion of the
+    object was parsed before; kept in ``seen`` (the memo of the next check)."""
+    meta = obj.get("metadata") or {}
+    key = (str(meta.get("uid") or meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+    if key[1] and key in known:
+        view = known[key]
+    else:
+        try:
+            view = parse(obj)
+        except ParseError:
+            view = None
+    if key[1]:
+        seen[key] = view
+    return view
