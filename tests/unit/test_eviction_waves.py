@@ -17,19 +17,30 @@ from typing import Any
 
 import pytest
 
+from elastic_controller.agent import Agent, InjectedFault
 from elastic_controller.execute.evictions import waves
-from elastic_controller.execute.executor import CycleReport, Executor, NotLeaderError, parse_record
+from elastic_controller.execute.executor import (
+    RECORD_GRACE_SECONDS,
+    CycleReport,
+    Executor,
+    NotLeaderError,
+    parse_record,
+)
 from elastic_controller.execute.plan import execute_decision
+from elastic_controller.execute.resume import PLAN_GRACE_SECONDS
 from elastic_controller.kube.errors import ConflictError
-from elastic_controller.kube.fake import FakeKube
+from elastic_controller.kube.events import EventRecorder
+from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import PODGROUPS, PODS, Resource
 from elastic_controller.policy import keys
 from elastic_controller.policy.actions import CycleDecision, Evict
 from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import CyclePlan, Eviction
 from elastic_controller.policy.notices import NoticeReview
+from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.executeworld import executor, store_snapshot
+from tests.harness.fakecluster import Clock, Killed, fake_kube, kill_at, real_writes
 
 NS = "team-a"
 
@@ -224,3 +235,91 @@ def test_waves_follow_the_shared_jobs_in_decision_order() -> None:
                evict("g5", 0)]
     assert [[a.gang for a in w] for w in waves(actions)] == [["g0", "g3", "g4"], ["g1", "g5"], ["g2"]]
     assert waves([]) == []
+
+
+# ---------------------------------------------------------------- a crash in a wave, then a new leader
+
+def three_gangs() -> list[Any]:
+    """Jobs a0..a2 (elastic 2..6, all running) each fill their node; gangs b0..b2 (4 x 1 GPU) starve:
+    the plan evicts 4 workers of a_i for b_i, one wave of three independent gangs."""
+    objs: list[Any] = [b.queue("default")]
+    for i in range(3):
+        objs += [b.node(f"n{i}", gpus=6), b.pytorchjob(NS, f"a{i}", workers=6, min_r=2, max_r=6),
+                 *b.elastic_job(NS, f"a{i}", min_r=2, max_r=6, nodes=[f"n{i}"]),
+                 *b.gang("team-b", f"b{i}", members=4, gpus=1)]
+    return b.items(*objs)
+
+
+def agent_on(kube: FakeKube, clock: Clock, identity: str) -> Agent:
+    return Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity=identity)
+
+
+def left_behind(kube: FakeKube) -> list[str]:
+    """What a crash may not leave once a new leader has run a cycle: a job whose eviction stamp names
+    pods none of which was evicted (a cooldown of evictions that did not happen), or a pod still
+    claimed for a gang and not evicted (a plan neither finished nor dropped)."""
+    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in kube.of(PODS)}
+    out = []
+    for pg in kube.of(PODGROUPS):
+        ann = pg["metadata"].get("annotations") or {}
+        rec = parse_record(ann.get(keys.SCALE_RECORD))
+        if rec is None or rec.path != "evict" or rec.at != ann.get(keys.LAST_SCALE_TIME):
+            continue
+        if not any(key not in pods or pods[key]["metadata"].get("uid") != uid or
+                   pods[key]["metadata"].get("deletionTimestamp") for key, uid in rec.pods.items()):
+            out.append(f"cooldown without evictions: {pg['metadata']['name']}")
+    for key, p in pods.items():
+        meta = p["metadata"]
+        if (meta.get("annotations") or {}).get(keys.EVICTED_FOR) and not meta.get("deletionTimestamp"):
+            out.append(f"claimed, not evicted: {key}")
+    return out
+
+
+def crash_then_recover(crash: Callable[[FakeKube, Agent], type[BaseException]]) -> tuple[FakeKube, dict[str, str]]:
+    """The first agent's cycle crashes (``crash`` arms it); a second agent runs a cycle, and another
+    once the plan grace has passed. The world after, and the claims the crash left."""
+    kube = fake_kube(three_gangs())
+    clock = Clock()
+    first = agent_on(kube, clock, "first")
+    with pytest.raises(crash(kube, first)):
+        first.run_cycle()
+    crashed = {p["metadata"]["name"]: p["metadata"]["annotations"][keys.EVICTED_FOR] for p in kube.of(PODS)
+               if keys.EVICTED_FOR in (p["metadata"].get("annotations") or {})}
+    kube.faults.clear()
+    clock.later(RECORD_GRACE_SECONDS + 1)
+    second = agent_on(kube, clock, "second")
+    second.run_cycle()
+    # a plan another writer began is finished at once when every victim still passes, else left to
+    # its writer until PLAN_GRACE_SECONDS have passed, then dropped (execute/resume.py)
+    clock.later(PLAN_GRACE_SECONDS)
+    second.run_cycle()
+    return kube, crashed
+
+
+@pytest.mark.parametrize("step", ["victims-stamped", "jobs-stamped", "evicted-one"])
+def test_a_crash_at_a_fault_point_of_a_wave_leaves_every_gangs_plan_finished_or_dropped(step: str) -> None:
+    def at_step(kube: FakeKube, agent: Agent) -> type[BaseException]:
+        agent.faults = {step: "raise"}
+        return InjectedFault
+
+    kube, crashed = crash_then_recover(at_step)
+    # every gang of the wave had claimed its victims when the first gang's fault point was reached
+    # (one after the other: only b0's four)
+    assert sorted(set(crashed.values())) == ["team-b/b0", "team-b/b1", "team-b/b2"] and len(crashed) == 12
+    assert left_behind(kube) == []
+
+
+def writes_of_one_cycle() -> int:
+    kube = fake_kube(three_gangs())
+    agent_on(kube, Clock(), "first").run_cycle()
+    return len(real_writes(kube))
+
+
+@pytest.mark.parametrize("n", range(writes_of_one_cycle()))
+def test_a_crash_at_any_write_of_a_wave_leaves_every_gangs_plan_finished_or_dropped(n: int) -> None:
+    def at_write(kube: FakeKube, agent: Agent) -> type[BaseException]:
+        kill_at(kube, n)
+        return Killed
+
+    kube, _ = crash_then_recover(at_write)
+    assert left_behind(kube) == []
