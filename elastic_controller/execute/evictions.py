@@ -82,6 +82,8 @@ class _Gang:
     before: dict[str, dict[str, str]]  # job -> its PodGroup's annotations when the wave started
     stamped_jobs: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> the stamp we wrote
     stamped_pods: list[str] = field(default_factory=list)
+    claimed: set[str] = field(default_factory=set)  # pods whose claim was written (set in the pool's threads)
+    first_failed: bool = False  # its first eviction failed: the rest of its victims are not evicted
     done: list[Eviction] = field(default_factory=list)
     failures: list[tuple[Eviction, KubeError]] = field(default_factory=list)
     out: bool = False  # failed and undone: takes no further step
@@ -99,7 +101,7 @@ class _Gang:
         return sorted({e.job for e in self.action.victims})
 
 
-Task = tuple[str, Callable[[], None]]
+Task = tuple[str, Callable[[], object]]
 
 
 class _Wave:
@@ -110,23 +112,31 @@ class _Wave:
         self.stamp = format_time(now)
         self.gangs = [_Gang(a, {j: ex.pg_annotations(j) for j in sorted({e.job for e in a.victims})})
                       for a in actions]
+        self.halted = False  # a non-KubeError met by an eviction or a copy (set in the pool's threads)
 
     def live(self) -> list[_Gang]:
         return [g for g in self.gangs if not g.out]
 
-    def step(self, tasks: Callable[[_Gang], list[Task]]) -> list[tuple[_Gang, list[Done[None]]]]:
-        """One round: every live gang's ``tasks`` in one pool run; each gang's results, in order."""
+    def step(self, tasks: Callable[[_Gang], Sequence[Task]],
+             after: Callable[[_Gang], list[list[int]]] | None = None) -> list[tuple[_Gang, list[Done[object]]]]:
+        """One pool run: every live gang's ``tasks``; each gang's results, in order. ``after``: per
+        gang, for each of its tasks, the indices of its own earlier tasks it starts after."""
         gangs = self.live()
         per = [tasks(g) for g in gangs]
-        results = self.ex.pool.run([t for ts in per for t in ts])
-        out: list[tuple[_Gang, list[Done[None]]]] = []
-        i = 0
+        deps: list[list[int]] = []
+        at = 0
         for g, ts in zip(gangs, per, strict=True):
-            out.append((g, results[i:i + len(ts)]))
-            i += len(ts)
+            deps += [[at + k for k in ks] for ks in (after(g) if after is not None else [[] for _ in ts])]
+            at += len(ts)
+        results = self.ex.pool.run([t for ts in per for t in ts], deps if after is not None else None)
+        out: list[tuple[_Gang, list[Done[object]]]] = []
+        at = 0
+        for g, ts in zip(gangs, per, strict=True):
+            out.append((g, results[at:at + len(ts)]))
+            at += len(ts)
         return out
 
-    def settle(self, outcomes: list[tuple[_Gang, list[Done[None]]]]) -> None:
+    def settle(self, outcomes: list[tuple[_Gang, list[Done[object]]]]) -> None:
         """After a step before the evictions: a gang with a failure (a ``KubeError``, its first) is
         reported and undone; then a lost Lease (or a bug) met by any gang stops the plan."""
         stop: Exception | None = None
@@ -154,19 +164,28 @@ class _Wave:
     def run(self) -> None:
         ex = self.ex
         # 1. The plan's record: each victim names the gang. Recovery finds an interrupted plan here.
-        # Each step's writes go out concurrently (Executor.pool), the step ends before the next.
-        marked = self.step(lambda g: [(e.pod, partial(ex.patch_pod_annotations, e.pod, {keys.EVICTED_FOR: g.gang}))
-                                      for e in g.evictions])
-        for g, results in marked:
-            g.stamped_pods.extend(e.pod for e, res in zip(g.evictions, results, strict=True) if res.ok)
-        self.settle(marked)
-        # a victim past its PDB is a DELETE (pdb.py); every victim a PDB holds is remembered, not just the first
-        tried = self.step(lambda g: [(e.pod, partial(remove, ex, e, dry_run=True)) for e in g.evictions])
+        # Then every eviction dry-run (a victim past its PDB is a DELETE: pdb.py). Both in one run: a
+        # pod's dry-run is keyed by the pod, so it goes once its own claim is answered (and only if
+        # that claim was written); the dry-runs write nothing, the claims still come first.
+        def claim(g: _Gang, e: Eviction) -> None:
+            ex.patch_pod_annotations(e.pod, {keys.EVICTED_FOR: g.gang})
+            g.claimed.add(e.pod)
+
+        def dry_run(g: _Gang, e: Eviction) -> None:
+            if e.pod in g.claimed:
+                remove(ex, e, dry_run=True)
+
+        tried = self.step(lambda g: [(e.pod, partial(claim, g, e)) for e in g.evictions] +
+                                    [(e.pod, partial(dry_run, g, e)) for e in g.evictions])
         for g, results in tried:
-            for e, res in zip(g.evictions, results, strict=True):
-                if isinstance(res.error, TooManyRequestsError):
-                    ex.refused_by_pdb(e.pod, g.gang, self.now)
-        self.settle(tried)
+            n = len(g.evictions)
+            g.stamped_pods.extend(e.pod for e, res in zip(g.evictions, results[:n], strict=True) if res.ok)
+            if all(res.ok for res in results[:n]):  # (as alone: no dry-run counts once a claim failed)
+                # every victim a PDB holds is remembered, not just the first
+                for e, res in zip(g.evictions, results[n:], strict=True):
+                    if isinstance(res.error, TooManyRequestsError):
+                        ex.refused_by_pdb(e.pod, g.gang, self.now)
+        self.settle(tried)  # (a gang's first failure: its claims' before its dry-runs')
         for _ in self.live():  # once per gang still going, as when each went alone
             ex.fault("victims-stamped")
         # 2. Cooldown state, before acting: a job is never scaled without its stamp.
@@ -200,10 +219,12 @@ class _Wave:
                                       f"evicting elastic worker(s) {names} now {room}{why}")
 
     def evict(self) -> None:
-        """3. Evict: each gang's first victim alone, then its others at once. A race (the dry-run
-        passed, the real call did not: a PDB tightened, the pod replaced) or an outage met on a gang's
-        first stops that gang's plan before anything else of it is evicted; the others passed the same
-        dry-run moments ago and go out together. Whatever failed among them: what was evicted is kept
+        """3. Evict: each gang's first victim alone, then its others at once (after its first, in the
+        same pool run: a gang waits for its own first eviction, not for every gang's). A race (the
+        dry-run passed, the real call did not: a PDB tightened, the pod replaced) or an outage met on a
+        gang's first stops that gang's plan before anything else of it is evicted; a lost Lease (or a
+        bug) met by any eviction or copy stops every eviction not yet started. The others passed the
+        same dry-run moments ago and go out together. Whatever failed among them: what was evicted is kept
         and booked, the rest is undone (the claims of the pods not evicted; the stamps of the jobs none
         of whose victims was). The jobs' copies of their stamps (``ex.copy_stamp``: for people, never
         read by a decision) go out alongside the first evictions, one round less; an undo takes them
@@ -213,40 +234,63 @@ class _Wave:
         stop: Exception | None = None
         stopped: set[str] = set()  # gangs that met the stop (no undo: the next leader judges the rest)
 
-        def evict_one(g: _Gang, e: Eviction) -> None:  # booked in its own task: a crash of another loses no booking
-            remove(ex, e)
+        def evict_one(g: _Gang, e: Eviction) -> bool:  # booked in its own task: a crash of another loses no booking
+            try:
+                remove(ex, e)
+            except KubeError:
+                raise
+            except Exception:
+                self.halted = True  # a lost Lease (or a bug): no victim's eviction starts after it
+                raise
             ex.evicted(e.pod, e.uid, e.job, e.queue, g.gang, e.reason, report, resumed=False, past_pdb=e.past_pdb,
                        fairness=g.action.fairness)
             ex.fault("evicted-one")
+            return True
 
-        for first in (True, False):
-            batches = [(g, g.evictions[:1] if first else g.evictions[1:]) for g in gangs]
-            batches = [(g, batch) for g, batch in batches if batch and not g.failures]
-            if stop is not None or not batches:
-                break
-            tasks: list[Task] = []
-            spans = []
-            for g, batch in batches:
-                copies = [(j, partial(ex.copy_stamp, j, g.stamped_jobs[j])) for j in g.jobs] if first else []
-                spans.append((g, batch, len(tasks), len(copies)))
-                tasks += [(e.pod, partial(evict_one, g, e)) for e in batch] + copies
-            results = ex.pool.run(tasks)
-            for g, batch, at, n_copies in spans:
-                mine = results[at:at + len(batch) + n_copies]
-                halted: list[Exception] = []
-                for res in mine[len(batch):]:  # (a copy logs its own failure; a lost Lease stops the plan)
-                    if res.error is not None and not isinstance(res.error, KubeError):
-                        halted.append(res.error)
-                for e, res in zip(batch, mine[:len(batch)], strict=True):
-                    if res.ok:
+        def first(g: _Gang, e: Eviction) -> bool:
+            try:
+                return evict_one(g, e)
+            except Exception:
+                g.first_failed = True
+                raise
+
+        def then(g: _Gang, e: Eviction) -> bool:  # False: not tried (its gang's first failed, or the plan stops)
+            return False if g.first_failed or self.halted else evict_one(g, e)
+
+        def copy(j: str, ours: dict[str, str]) -> bool:
+            try:
+                ex.copy_stamp(j, ours)  # (logs its own KubeError)
+            except Exception:
+                self.halted = True
+                raise
+            return True
+
+        # One run: each gang's first victim and its jobs' copies, then (after them, and only once its
+        # first was evicted) its other victims, together.
+        def tasks(g: _Gang) -> list[Task]:
+            rest = g.evictions[1:]
+            return [(g.evictions[0].pod, partial(first, g, g.evictions[0])),
+                    *((j, partial(copy, j, g.stamped_jobs[j])) for j in g.jobs),
+                    *((e.pod, partial(then, g, e)) for e in rest)]
+
+        def after(g: _Gang) -> list[list[int]]:
+            head = 1 + len(g.jobs)
+            return [[] for _ in range(head)] + [list(range(head)) for _ in g.evictions[1:]]
+
+        for g, results in self.step(tasks, after):
+            head = 1 + len(g.jobs)
+            halted = [r.error for r in results[1:head] if r.error is not None and not isinstance(r.error, KubeError)]
+            for e, res in zip(g.evictions, results[:1] + results[head:], strict=True):
+                if res.ok:
+                    if res.value:
                         g.done.append(e)
-                    elif isinstance(res.error, KubeError):
-                        g.failures.append((e, res.error))
-                    elif res.error is not None:
-                        halted.append(res.error)
-                if halted:
-                    stop = stop or halted[0]
-                    stopped.add(g.gang)
+                elif isinstance(res.error, KubeError):
+                    g.failures.append((e, res.error))
+                elif res.error is not None:
+                    halted.append(res.error)
+            if halted:
+                stop = stop or halted[0]
+                stopped.add(g.gang)
         for g in gangs:
             if g.failures and g.gang not in stopped:
                 self.race(g)

@@ -147,7 +147,7 @@ def test_ten_independent_gangs_evict_in_the_rounds_of_one() -> None:
         assert ann.get(keys.RESTARTS_USED) == "1" and ann.get(keys.RESTART_COUNTED) == rec.id
     assert claims(kube) == {f"j{i}-worker-{w}": f"team-b/g{i}" for i in range(10) for w in (4, 5)}
     # one gang's rounds, not ten times as many (one after the other: 10 x)
-    assert one.count >= 5
+    assert one.count >= 4  # claims and dry-runs, stamps, evictions, restart counts
     assert ten.count == one.count
     # the claims of different gangs were in flight together
     assert any(other.startswith("j1-") for other in flight.alongside.get("j0-worker-4", set()))
