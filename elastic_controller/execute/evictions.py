@@ -17,7 +17,9 @@ evicts from one of its jobs (so two gangs shrinking one job keep their order: th
 compare-and-swap is over the earlier one's stamp, and its ``SpendRestart`` counts on the earlier
 one's count), else into the first. The gangs of one wave write disjoint objects; they go through
 the steps above in lockstep, each step one ``Executor.pool`` run for all of them, so a wave costs
-the rounds of one gang. Each gang succeeds or fails on its own exactly as alone: a failure (a
+the rounds of one gang: the claims with the dry-runs (a pod's dry-run right after its own claim),
+the stamps, the evictions (a gang's other victims right after its own first), the restart counts.
+Each gang succeeds or fails on its own exactly as alone: a failure (a
 ``KubeError``: 409, 429, an outage) undoes that gang's writes, before its wave's next step, and
 never stops or undoes another gang's. A lost Lease (or any other non-``KubeError``) stops the whole
 plan, as before: the wave's other failed gangs are undone first (the undo is fenced too), nothing
