@@ -323,3 +323,38 @@ def test_a_crash_at_any_write_of_a_wave_leaves_every_gangs_plan_finished_or_drop
 
     kube, _ = crash_then_recover(at_write)
     assert left_behind(kube) == []
+
+
+def test_a_race_on_one_gangs_first_eviction_stops_that_gang_alone() -> None:
+    # g1's first victim was replaced since the dry-run (a 409 on the real eviction): none of g1's
+    # other victims is evicted and its claims and stamp are taken back; g0 and g2, in the same run,
+    # are evicted whole.
+    kube, ex = executor(jobs(3))
+
+    def replaced(verb: str, res: Resource, ns: str, name: str, dry_run: bool) -> None:
+        if verb == "evict" and not dry_run and name == "j1-worker-5":
+            raise ConflictError("pod j1-worker-5: uid precondition failed", 409, "Conflict")
+
+    kube.faults.append(replaced)
+    report = CycleReport(CyclePlan())
+    evictions = [victim(i, w, f"team-b/g{i}") for i in range(3) for w in (5, 4, 3)]
+    execute_decision(ex, decide(ex, evictions), b.NOW, report)
+    assert list(report.failed) == ["team-b/g1"] and report.failed["team-b/g1"].startswith("error after 0 eviction(s)")
+    assert [p for p in real_evictions(kube) if p.startswith("j1-")] == ["j1-worker-5"]  # the rest never tried
+    assert sorted(report.evicted) == sorted(f"{NS}/j{i}-worker-{w}" for i in (0, 2) for w in (5, 4, 3))
+    assert claims(kube) == {f"j{i}-worker-{w}": f"team-b/g{i}" for i in (0, 2) for w in (5, 4, 3)}
+    assert keys.SCALE_RECORD not in pg_annotations(kube, "j1") and keys.RESTARTS_USED not in pg_annotations(kube, "j1")
+
+
+def test_a_pdb_on_one_gangs_victim_fails_that_gang_alone_and_is_remembered() -> None:
+    kube, ex = executor(jobs(3))
+    kube.pdb_blocked.add(f"{NS}/j2-worker-4")
+    report = CycleReport(CyclePlan())
+    evictions = [victim(i, w, f"team-b/g{i}") for i in range(3) for w in (5, 4)]
+    execute_decision(ex, decide(ex, evictions), b.NOW, report)
+    assert list(report.failed) == ["team-b/g2"] and report.failed["team-b/g2"].startswith("pdb")
+    assert ex.recent_pdb_refusals(b.NOW) == frozenset({f"{NS}/j2-worker-4"})
+    assert sorted(report.evicted) == sorted(f"{NS}/j{i}-worker-{w}" for i in (0, 1) for w in (5, 4))
+    assert not any(p.startswith("j2-") for p in real_evictions(kube))
+    assert keys.SCALE_RECORD not in pg_annotations(kube, "j2")
+    assert set(claims(kube).values()) == {"team-b/g0", "team-b/g1"}  # g2's taken back
