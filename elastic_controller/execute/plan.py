@@ -3,7 +3,8 @@
 are not counted yet (``Executor.count_restart``), each starving gang's ``Evict`` or ``GiveNotice``,
 then the ``LiftGates``, then the records (every starving gang's ``RecordGang`` and held job's ``Hold``:
 ``last-decision`` and Event). The notice actions (``EvictDueNotice``, ``WithdrawNotice``) come earlier
-in the cycle (``notices.act_on_notices``). ``AnnounceSize`` is the controller's to write
+in the cycle (``notices.act_on_notices``). Consecutive ``Evict`` actions go out in waves of gangs that share no
+victim job, each wave in lockstep (``evictions.execute_eviction_waves``). ``AnnounceSize`` is the controller's to write
 (``target-workers``, by the same rule, ``policy/announce.py``, once the pods change: two writers of one
 annotation would race), except an in-place event (issue 39: ``ShrinkInPlace``, and an ``AnnounceSize``
 with a generation, ``inplace.announce_resize``: the generation and the size in one patch per pod; the
@@ -17,7 +18,7 @@ from datetime import datetime
 from ..policy.actions import AnnounceSize, CycleDecision, Evict, GiveNotice, LiftGates, ShrinkInPlace, SpendRestart
 from ..policy.model import Snapshot
 from .decisions import record_tasks, write_decisions
-from .evictions import execute_evictions
+from .evictions import execute_eviction_waves
 from .executor import CycleReport, Executor
 from .gates import execute_releases
 from .inplace import announce_resize, shrink_in_place
@@ -32,10 +33,17 @@ def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, repor
     # The records no action's outcome changes (a gang that waits, a held job) go out alongside the
     # scale-ups' writes when there are any (one run: no writer idles), else with the others at the end.
     early = record_tasks(ex, decision, report, now, snapshot, early=True) if lifts else []
-    for action in decision.actions:
+    # Consecutive Evicts go out in waves (evictions.py: gangs sharing no victim job in lockstep, one
+    # pool run per step for all of them); a GiveNotice or ShrinkInPlace between them keeps its place.
+    evicts: list[Evict] = []
+    for action in (*decision.actions, None):
         if isinstance(action, Evict):
-            execute_evictions(ex, action, now, report)
-        elif isinstance(action, GiveNotice):
+            evicts.append(action)
+            continue
+        if evicts:
+            execute_eviction_waves(ex, evicts, now, report)
+            evicts = []
+        if isinstance(action, GiveNotice):
             give_notice(ex, action, now, report)
         elif isinstance(action, ShrinkInPlace):
             shrink_in_place(ex, action, now, report)
