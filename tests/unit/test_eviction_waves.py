@@ -18,14 +18,8 @@ from typing import Any
 import pytest
 
 from elastic_controller.agent import Agent, InjectedFault
+from elastic_controller.execute import executor as xr
 from elastic_controller.execute.evictions import waves
-from elastic_controller.execute.executor import (
-    RECORD_GRACE_SECONDS,
-    CycleReport,
-    Executor,
-    NotLeaderError,
-    parse_record,
-)
 from elastic_controller.execute.plan import execute_decision
 from elastic_controller.execute.resume import PLAN_GRACE_SECONDS
 from elastic_controller.kube.errors import ConflictError
@@ -59,7 +53,7 @@ def victim(job: int, worker: int, gang: str) -> Eviction:
     return Eviction(f"{NS}/{pod}", f"n{job}", f"{NS}/j{job}", "default", gang, "test", f"uid-{NS}-{pod}")
 
 
-def decide(ex: Executor, evictions: Sequence[Eviction]) -> CycleDecision:
+def decide(ex: xr.Executor, evictions: Sequence[Eviction]) -> CycleDecision:
     """The decision the policy hands the executor for ``evictions`` (one ``Evict`` per gang, in plan
     order, each with the restart its jobs use: ``cycle.shrinks``)."""
     actions = shrinks(store_snapshot(ex), ex.cfg, b.NOW, list(evictions))
@@ -70,7 +64,7 @@ def decide(ex: Executor, evictions: Sequence[Eviction]) -> CycleDecision:
 class Rounds:
     """Counts the executor's write-pool runs (rounds) that carry at least one request."""
 
-    def __init__(self, ex: Executor) -> None:
+    def __init__(self, ex: xr.Executor) -> None:
         self.count = 0
         run = ex.pool.run
 
@@ -122,11 +116,11 @@ def claims(kube: FakeKube) -> dict[str, str]:
     return out
 
 
-def run_gangs(n: int) -> tuple[FakeKube, Rounds, CycleReport, InFlight]:
+def run_gangs(n: int) -> tuple[FakeKube, Rounds, xr.CycleReport, InFlight]:
     """``n`` gangs, each evicting two workers of its own job, carried out as one cycle's decision."""
     kube, ex = executor(jobs(n))
     rounds, flight = Rounds(ex), InFlight(kube)
-    report = CycleReport(CyclePlan())
+    report = xr.CycleReport(CyclePlan())
     evictions = [victim(i, w, f"team-b/g{i}") for i in range(n) for w in (4, 5)]
     execute_decision(ex, decide(ex, evictions), b.NOW, report)
     return kube, rounds, report, flight
@@ -141,7 +135,7 @@ def test_ten_independent_gangs_evict_in_the_rounds_of_one() -> None:
     assert sorted(report.evicted) == sorted(f"{NS}/j{i}-worker-{w}" for i in range(10) for w in (4, 5))
     for i in range(10):
         ann = pg_annotations(kube, f"j{i}")
-        rec = parse_record(ann.get(keys.SCALE_RECORD))
+        rec = xr.parse_record(ann.get(keys.SCALE_RECORD))
         assert rec is not None and rec.gang == f"team-b/g{i}" and rec.path == "evict"
         assert ann[keys.LAST_SCALE_DIRECTION] == keys.Direction.DOWN.value
         assert ann.get(keys.RESTARTS_USED) == "1" and ann.get(keys.RESTART_COUNTED) == rec.id
@@ -162,12 +156,12 @@ def test_a_gang_sharing_a_victim_job_stamps_after_the_earlier_one() -> None:
     decision = decide(ex, evictions)
     assert [[a.gang for a in w] for w in waves(decision.of(Evict))] == \
         [["team-b/g0", "team-b/g2"], ["team-b/g1"]]
-    report = CycleReport(CyclePlan())
+    report = xr.CycleReport(CyclePlan())
     execute_decision(ex, decision, b.NOW, report)
     assert report.failed == {}
     assert sorted(report.evicted) == [f"{NS}/j0-worker-4", f"{NS}/j0-worker-5", f"{NS}/j1-worker-5"]
     j0 = pg_annotations(kube, "j0")
-    rec = parse_record(j0.get(keys.SCALE_RECORD))
+    rec = xr.parse_record(j0.get(keys.SCALE_RECORD))
     assert rec is not None and rec.gang == "team-b/g1"
     assert "team-b/g0" in rec.before.get(keys.LAST_DECISION, "")  # the second CAS saw the first's stamp
     assert j0.get(keys.RESTARTS_USED) == "2"  # both gangs' restarts counted, in order
@@ -180,7 +174,7 @@ def test_a_gang_sharing_a_victim_job_stamps_after_the_earlier_one() -> None:
     # two waves: twice the rounds of one (not three gangs' worth)
     _, alone_ex = executor(jobs(1))
     alone = Rounds(alone_ex)
-    execute_decision(alone_ex, decide(alone_ex, [victim(0, 5, "team-b/g0")]), b.NOW, CycleReport(CyclePlan()))
+    execute_decision(alone_ex, decide(alone_ex, [victim(0, 5, "team-b/g0")]), b.NOW, xr.CycleReport(CyclePlan()))
     assert rounds.count == 2 * alone.count
 
 
@@ -194,7 +188,7 @@ def test_one_gangs_failed_stamp_leaves_the_other_gangs_evicted() -> None:
             raise ConflictError("podgroup j1: the object has been modified", 409, "Conflict")
 
     kube.faults.append(conflict)
-    report = CycleReport(CyclePlan())
+    report = xr.CycleReport(CyclePlan())
     evictions = [victim(i, w, f"team-b/g{i}") for i in range(3) for w in (4, 5)]
     execute_decision(ex, decide(ex, evictions), b.NOW, report)
     assert list(report.failed) == ["team-b/g1"] and report.failed["team-b/g1"].startswith("conflict")
@@ -218,9 +212,9 @@ def test_a_lost_lease_in_a_wave_stops_the_whole_plan() -> None:
             leading[0] = False
 
     kube.faults.append(lose)
-    report = CycleReport(CyclePlan())
+    report = xr.CycleReport(CyclePlan())
     evictions = [victim(i, w, f"team-b/g{i}") for i in range(3) for w in (4, 5)]
-    with pytest.raises(NotLeaderError):
+    with pytest.raises(xr.NotLeaderError):
         execute_decision(ex, decide(ex, evictions), b.NOW, report)
     assert real_evictions(kube) == [] and report.evicted == []
     assert all(keys.SCALE_RECORD not in pg_annotations(kube, f"j{i}") for i in range(3))
@@ -262,7 +256,7 @@ def left_behind(kube: FakeKube) -> list[str]:
     out = []
     for pg in kube.of(PODGROUPS):
         ann = pg["metadata"].get("annotations") or {}
-        rec = parse_record(ann.get(keys.SCALE_RECORD))
+        rec = xr.parse_record(ann.get(keys.SCALE_RECORD))
         if rec is None or rec.path != "evict" or rec.at != ann.get(keys.LAST_SCALE_TIME):
             continue
         if not any(key not in pods or pods[key]["metadata"].get("uid") != uid or
@@ -286,7 +280,7 @@ def crash_then_recover(crash: Callable[[FakeKube, Agent], type[BaseException]]) 
     crashed = {p["metadata"]["name"]: p["metadata"]["annotations"][keys.EVICTED_FOR] for p in kube.of(PODS)
                if keys.EVICTED_FOR in (p["metadata"].get("annotations") or {})}
     kube.faults.clear()
-    clock.later(RECORD_GRACE_SECONDS + 1)
+    clock.later(xr.RECORD_GRACE_SECONDS + 1)
     second = agent_on(kube, clock, "second")
     second.run_cycle()
     # a plan another writer began is finished at once when every victim still passes, else left to
@@ -336,7 +330,7 @@ def test_a_race_on_one_gangs_first_eviction_stops_that_gang_alone() -> None:
             raise ConflictError("pod j1-worker-5: uid precondition failed", 409, "Conflict")
 
     kube.faults.append(replaced)
-    report = CycleReport(CyclePlan())
+    report = xr.CycleReport(CyclePlan())
     evictions = [victim(i, w, f"team-b/g{i}") for i in range(3) for w in (5, 4, 3)]
     execute_decision(ex, decide(ex, evictions), b.NOW, report)
     assert list(report.failed) == ["team-b/g1"] and report.failed["team-b/g1"].startswith("error after 0 eviction(s)")
@@ -349,7 +343,7 @@ def test_a_race_on_one_gangs_first_eviction_stops_that_gang_alone() -> None:
 def test_a_pdb_on_one_gangs_victim_fails_that_gang_alone_and_is_remembered() -> None:
     kube, ex = executor(jobs(3))
     kube.pdb_blocked.add(f"{NS}/j2-worker-4")
-    report = CycleReport(CyclePlan())
+    report = xr.CycleReport(CyclePlan())
     evictions = [victim(i, w, f"team-b/g{i}") for i in range(3) for w in (5, 4)]
     execute_decision(ex, decide(ex, evictions), b.NOW, report)
     assert list(report.failed) == ["team-b/g2"] and report.failed["team-b/g2"].startswith("pdb")
