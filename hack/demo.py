@@ -60,10 +60,12 @@ kind: ElasticConfig
 namespaceQueues: {{team-vision: vision, team-nlp: nlp}}
 agent: {{intervalSeconds: 1}}
 defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3, maxScaleUpPerCycle: 2,
-            minScaleUpGain: 0.3}}
+            minScaleUpGain: 0.3, wholeGangUpTo: 0, elasticMinShare: 1, noticeSeconds: 0}}
 """
 # minScaleUpGain 0.3 (default 1): in step 4, A's growth from 6 back to 8 workers (+33 %) is worth a
 # restart in this story; with the default it would keep its 6 until more room frees up.
+# wholeGangUpTo 0, elasticMinShare 1, noticeSeconds 0 (defaults 4, 0.5, 60): the story shows A's
+# workers evicted at once for B, not after a minute's notice.
 T0 = time.monotonic()
 
 

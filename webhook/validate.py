@@ -22,7 +22,7 @@ from elastic_controller.policy.model import JobView
 from elastic_controller.policy.neighbours import KUEUE_QUEUE_LABEL, job_neighbour
 from elastic_controller.policy.parse import ParseError, parse_job
 from elastic_controller.policy.podgroups import JobSpecError, PodGroupPlan, plan_podgroup, resolve_queue
-from elastic_controller.policy.settings import ElasticConfig
+from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from elastic_controller.policy.worldsizes import check_worker_sizes
 
 # torchrun restarts the whole worker group whenever a node leaves, and counts it against
@@ -31,6 +31,8 @@ from elastic_controller.policy.worldsizes import check_worker_sizes
 MIN_MAX_RESTARTS = 3
 # What the kubelet gives a pod between SIGTERM and SIGKILL when its spec does not say.
 DEFAULT_GRACE_SECONDS = 30
+# The built-in notice: the default every queue has unless the admin sets one (notice_warning).
+DEFAULT_NOTICE_SECONDS = QueuePolicy().noticeSeconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,18 +277,24 @@ def _worker_pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def notice_warning(obj: Mapping[str, Any], job: JobView, plan: PodGroupPlan, cfg: ElasticConfig) -> str:
-    """A notice longer than the workers' grace period: the time the queue gives a victim to
-    checkpoint is only there for training code that watches ``evict-after``; on SIGTERM alone
-    the job has just the grace period. "" when there is nothing to say.
+    """A notice an admin chose longer than the workers' grace period: the time the queue gives a
+    victim to checkpoint is only there for training code that watches ``evict-after``; on SIGTERM
+    alone the job has just the grace period. "" when there is nothing to say.
+
+    Only a notice other than the built-in default (``QueuePolicy().noticeSeconds``, 60 s) warns: the
+    default is longer than Kubernetes' default grace period (30 s), so it would warn about every
+    elastic job that sets none, and a job that ignores ``evict-after`` still gets what it got
+    before the default had a notice (SIGTERM and its grace period, only later). A job admitted whole
+    (``wholeGangUpTo``) is never a victim and gets no warning either.
 
     The queue is the one the webhook can see (the job's, else the config's namespace map, else
     the default); a namespace annotation it cannot read may route the job elsewhere."""
-    if not plan.bounds.elastic:
-        return ""  # only elastic workers are ever victims
+    if not plan.bounds.elastic or plan.whole:
+        return ""  # only elastic workers above a gang's need are ever victims
     queue, _ = resolve_queue(job, None, cfg)
     notice = cfg.queue_policy(queue).noticeSeconds
     grace = worker_grace_seconds(obj)
-    if notice <= grace:
+    if notice <= grace or notice == DEFAULT_NOTICE_SECONDS:
         return ""
     return (f"queue {queue!r} gives evicted workers a {notice}s notice ({keys.EVICT_AFTER}) but their "
             f"terminationGracePeriodSeconds is {grace}: checkpoint when the notice appears (see "

@@ -64,11 +64,11 @@ class QueuePolicy:
     admission: str = ADMISSION_VOLCANO
     # A job of at most this many workers (its max) is admitted whole: its gang is its max, not its min
     # (admission.gang_workers; issue 38). 0: every job's gang is its min (the behaviour before).
-    wholeGangUpTo: int = 0
+    wholeGangUpTo: int = 4
     # The min sets of the queue's elastic jobs (not those admitted whole) may hold at most this
     # fraction of its deserved share; a new elastic job that would pass it is held
     # (admission.min_share_holds; issue 38). 1: no limit beyond the share (the behaviour before).
-    elasticMinShare: float = 1.0
+    elasticMinShare: float = 0.5
 
     def snooze_seconds(self, in_place: bool = False) -> int:
         """scaleUpSnoozeSeconds; unset, the job's cooldown (``cooldown_seconds``: a job resized in
@@ -76,7 +76,7 @@ class QueuePolicy:
         return self.cooldown_seconds(in_place) if self.scaleUpSnoozeSeconds is None else self.scaleUpSnoozeSeconds
     # Seconds between marking a victim (volcano-elastic.io/evict-after) and evicting it, so that its
     # job can checkpoint; 0 evicts at once.
-    noticeSeconds: int = 0
+    noticeSeconds: int = 60
     # A job resized in place (issue 39): the longest wait between telling a victim to leave the group
     # and evicting it (sooner once its pod says volcano-elastic.io/left). In place of noticeSeconds.
     inPlaceLeaveSeconds: int = 60

@@ -35,7 +35,8 @@ def config_text() -> str:
     return (f"agent: {{intervalSeconds: {INTERVAL}}}\n"
             "gating: {enabled: true}\n"
             "defaults: {cooldownSeconds: 30, minRuntimeSeconds: 5, starvationSeconds: 3,"
-            f" maxScaleUpPerCycle: 8, minScaleUpGain: 0.3, noticeSeconds: {NOTICE}}}\n")
+            f" maxScaleUpPerCycle: 8, minScaleUpGain: 0.3, wholeGangUpTo: 0, elasticMinShare: 1,"
+            f" noticeSeconds: {NOTICE}}}\n")
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from elastic_controller.policy.times import parse_time
 from hack.localbox import ours
 from hack.localbox.procs import free_port
 from tests.harness import stack
+from tests.harness.legacy import LEGACY
 from tests.harness.stack import WEBHOOKS, pytorchjob, register_webhook, wait_until
 
 kc = stack.kc  # a fixture
@@ -73,7 +74,7 @@ def _config(**defaults: Any) -> str:
     base: dict[str, Any] = {"cooldownSeconds": COOLDOWN, "minRuntimeSeconds": 2, "starvationSeconds": 600,
                             "firstRendezvousSeconds": 0, "minScaleUpGain": 0, "maxScaleUpPerCycle": 8,
                             "minWorkersToShrink": 2, "scaleUpAfterCheckpointSeconds": None,
-                            "orderBy": "attainedService"}
+                            "orderBy": "attainedService", **LEGACY}
     base.update(defaults)
     return ("agent: {intervalSeconds: 1}\ngating: {enabled: true}\n"
             f"defaults: {json.dumps(base)}\n")  # JSON is YAML

@@ -24,6 +24,7 @@ from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
 from tests.harness import stack
+from tests.harness.legacy import LEGACY_FLOW
 from tests.harness.stack import WEBHOOKS, delete_quietly, pytorchjob, start_stack, wait_until
 
 kc = stack.kc  # a fixture
@@ -57,7 +58,9 @@ def test_a_job_past_the_min_share_is_held_until_room_is_left(kc: KubeClient, box
                                                             tmp_path: Path) -> None:
     queue = f"minshare-{uuid.uuid4().hex[:5]}"
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"agent: {{intervalSeconds: 1}}\nqueues: {{{queue}: {{elasticMinShare: 0.5}}}}\n")
+    # B (2..4 workers) must be elastic from its min to be held: the other two keys as before
+    cfg.write_text(f"agent: {{intervalSeconds: 1}}\ndefaults: {{{LEGACY_FLOW}}}\n"
+                   f"queues: {{{queue}: {{elasticMinShare: 0.5}}}}\n")
     hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
     kc.create(QUEUES, {"metadata": {"name": queue}, "spec": {"weight": 1, "reclaimable": True}})
     try:

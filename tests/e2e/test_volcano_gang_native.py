@@ -20,6 +20,7 @@ from elastic_controller.kube.resources import NAMESPACES
 from hack.localbox import Box, paths
 from hack.localbox.box import version_tuple
 from tests.harness.boxfixtures import box_fixture
+from tests.harness.legacy import LEGACY_FLOW
 from tests.harness.stack import COOLDOWN, Scenario, start_stack, wait_until
 
 VOLCANO = paths.versions().get("VOLCANO_VERSION", "")
@@ -34,7 +35,7 @@ def gang_native_config() -> str:
     return ("agent: {intervalSeconds: 1}\n"
             "gating: {enabled: false}\n"
             f"defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3600,"
-            " maxScaleUpPerCycle: 8}\n")
+            f" maxScaleUpPerCycle: 8, {LEGACY_FLOW}}}\n")
 
 
 def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from elastic_controller.kube.errors import KubeError
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
 from tests.harness import stack
+from tests.harness.legacy import LEGACY_FLOW
 from tests.harness.stack import WEBHOOKS, delete_quietly, pytorchjob, start_stack, wait_until
 
 kc = stack.kc  # a fixture
@@ -68,7 +69,9 @@ def test_small_job_runs_whole_and_a_big_one_as_before(kc: KubeClient, box: Any, 
     in ``defaults`` (every queue the same: the webhook leaves the gang's workers ungated)."""
     queue = f"whole-{uuid.uuid4().hex[:5]}"
     cfg = tmp_path / "config.yaml"
-    key = f"queues: {{{queue}: {{wholeGangUpTo: 4}}}}" if where == "queue" else "defaults: {wholeGangUpTo: 4}"
+    # every other queue at 0 (as before issue 38's defaults) for "queue"; the other two keys as before
+    key = (f"defaults: {{{LEGACY_FLOW}}}\nqueues: {{{queue}: {{wholeGangUpTo: 4}}}}" if where == "queue"
+           else "defaults: {wholeGangUpTo: 4, elasticMinShare: 1, noticeSeconds: 0}")
     cfg.write_text(f"agent: {{intervalSeconds: 1}}\n{key}\n")
     hook = start_stack(kc, box, box_process, kubeconfig, cfg, serving_cert, namespace)
     kc.create(QUEUES, {"metadata": {"name": queue}, "spec": {"weight": 1, "reclaimable": True}})

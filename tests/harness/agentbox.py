@@ -18,12 +18,14 @@ from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import NotFoundError
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, Resource
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
+from tests.harness.legacy import legacy_policy
 from tests.harness.waiting import wait_until as _wait_until
 
 KINDS = {"Pod": PODS, "PodGroup": PODGROUPS, "PyTorchJob": PYTORCHJOBS}
-FAST = ElasticConfig(defaults=QueuePolicy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
+# (the three keys of issue 38 as before: the scenarios evict at once and shrink small jobs)
+FAST = ElasticConfig(defaults=legacy_policy(starvationSeconds=0, minRuntimeSeconds=0, cooldownSeconds=300))
 
 
 def wait_until(what: str, fn: Callable[[], Any], timeout: float = 30, interval: float = 0.2) -> Any:

@@ -12,6 +12,7 @@ from elastic_controller.kube.resources import PODS
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import fake_kube
+from tests.harness.legacy import legacy_config
 
 EVICTED_FOR = "volcano-elastic.io/evicted-for"
 LAST = "volcano-elastic.io/last-scale-time"
@@ -28,7 +29,7 @@ def world() -> list[Any]:
 
 def make(*groups: Any, cfg: ElasticConfig | None = None, store: Any = None) -> tuple[FakeKube, Agent]:
     kube = fake_kube(*groups)
-    agent = Agent(kube, store or FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube),
+    agent = Agent(kube, store or FakeStore(kube), cfg or legacy_config(), EventRecorder(kube),
                   clock=lambda: b.NOW)
     return kube, agent
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from elastic_controller.policy.cycle import plan_cycle
 from elastic_controller.policy.keys import WORKER_COUNTS, WORKER_STEP
-from elastic_controller.policy.settings import ElasticConfig
+from tests.harness.legacy import legacy_config
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
@@ -264,9 +264,9 @@ def snapshot_of(*groups: Any, cfg: Any = None) -> Any:
 
 
 def plan_of(*groups: Any, cfg: Any = None, now: datetime = NOW) -> Any:
-    """``plan_cycle`` on builder objects (default config, ``NOW``)."""
+    """``plan_cycle`` on builder objects (the old defaults, tests/harness/legacy.py, unless ``cfg``; ``NOW``)."""
 
-    cfg = cfg or ElasticConfig()
+    cfg = cfg or legacy_config()
     return plan_cycle(snapshot_of(*groups, cfg=cfg), cfg, now)
 
 

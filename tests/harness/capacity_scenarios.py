@@ -15,6 +15,7 @@ from typing import Any
 from elastic_controller.kube.client import KubeClient
 from elastic_controller.kube.errors import KubeError, NotFoundError
 from elastic_controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, QUEUES
+from tests.harness.legacy import LEGACY_FLOW
 from tests.harness.stack import WEBHOOKS, pytorchjob, start_stack, wait_until
 
 GPU = "nvidia.com/gpu"
@@ -24,7 +25,7 @@ COOLDOWN = 30
 def config_text(hierarchy: bool) -> str:
     return ("agent: {intervalSeconds: 1}\n"
             f"defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 2, starvationSeconds: 3,"
-            " maxScaleUpPerCycle: 8}\n"
+            f" maxScaleUpPerCycle: 8, {LEGACY_FLOW}}}\n"
             f"shares: {{plugin: capacity, hierarchy: {'true' if hierarchy else 'false'}}}\n")
 
 

@@ -16,13 +16,15 @@ from elastic_controller.kube.resources import PODGROUPS
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.agentbox import clean
+from tests.harness.legacy import legacy_config
 
 
 class Running:
     def __init__(self, client: KubeClient, cfg: ElasticConfig | None = None) -> None:
         self.caches = Caches(client)
         self.recorder = EventRecorder(client)
-        self.ctl = Controller(client, self.caches, cfg or ElasticConfig(), self.recorder, workers=2,
+        # (the three keys of issue 38 as before unless cfg says: the tier's jobs are elastic from their min)
+        self.ctl = Controller(client, self.caches, cfg or legacy_config(), self.recorder, workers=2,
                               resync_seconds=5)
         self.caches.add_handler(self.ctl.on_event)
         self.caches.start()

@@ -12,6 +12,7 @@ from typing import Any
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig
+from tests.harness.legacy import legacy_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
 PLANNED_AT = "2026-01-01T13:00:00Z"  # the time the bundled examples are planned at (their README)
@@ -24,7 +25,7 @@ def example_items(name: str) -> list[dict[str, Any]]:
 
 
 def snapshot_of(items: list[dict[str, Any]], cfg: ElasticConfig | None = None) -> Snapshot:
-    return parse_objects(items, cfg or ElasticConfig())[0]
+    return parse_objects(items, cfg or legacy_config())[0]
 
 
 def example_snapshot(name: str, edit: Callable[[list[dict[str, Any]]], object] | None = None,

@@ -16,10 +16,10 @@ from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import Eviction, GateRelease
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.agentworld import MUTATING
 from tests.harness.fakecluster import fake_kube
+from tests.harness.legacy import legacy_config
 
 EVICTED_FOR = "volcano-elastic.io/evicted-for"
 DECISION = "volcano-elastic.io/last-decision"
@@ -29,7 +29,7 @@ def executor(*groups: Any, leading: list[bool] | None = None, dry_run: bool = Fa
              faults: dict[str, str] | None = None) -> tuple[FakeKube, Executor]:
     kube = fake_kube(*groups)
     store = FakeStore(kube)
-    cfg = ElasticConfig()
+    cfg = legacy_config()
     recorder = EventRecorder(kube)
     lease = leading if leading is not None else [True]
     ex = Executor(kube, store, cfg, recorder, metrics=NoMetrics(),

@@ -15,8 +15,8 @@ from elastic_controller.execute.executor import CycleReport
 from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES, Resource
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
+from tests.harness.legacy import legacy_config
 
 KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS, NAMESPACES)}
 # The verbs in FakeKube.calls that write.
@@ -86,7 +86,7 @@ def real_writes(kube: FakeKube) -> list[tuple[str, str, str, str, bool]]:
 
 def restarted(kube: FakeKube, **kw: Any) -> Agent:
     """A new agent (empty memory) on ``kube``: default config, its clock at ``builders.NOW``."""
-    return Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW, **kw)
+    return Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: b.NOW, **kw)
 
 
 def kill_then_restart(kube: FakeKube, agent: Agent, n: int) -> tuple[CycleReport, list[str]]:

@@ -12,9 +12,10 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import Clock, fake_kube
+from tests.harness.legacy import legacy_defaults
 
 NOTICE = 120
-CFG = parse_config({"defaults": {"noticeSeconds": NOTICE}})
+CFG = parse_config({"defaults": legacy_defaults({"noticeSeconds": NOTICE})})
 VICTIMS = ["a-worker-4", "a-worker-5"]
 
 

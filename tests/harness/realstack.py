@@ -19,6 +19,7 @@ from hack.localbox import image
 from tests.harness.chart import CHART
 from tests.harness.helmbox import helm
 from tests.harness.kubeflow import pytorchjob_manifest
+from tests.harness.legacy import LEGACY_SETS
 from tests.harness.waiting import wait_until
 
 # The probe: records start, SIGTERM, exit and the first eviction notice it sees in its
@@ -85,6 +86,9 @@ CONFIG_SETS = [  # --set-json: `helm --set` would make 0.3 a string, which the c
     "config.defaults.minRuntimeSeconds=5", "config.defaults.starvationSeconds=3",
     "config.defaults.maxScaleUpPerCycle=8", "config.defaults.minScaleUpGain=0.3",
     "config.defaults.minWorkersToShrink=2",
+    # the three keys of issue 38 as before: the tiers' jobs (1..4, 2..4 workers) are shrunk and their
+    # victims evicted at once, which a job admitted whole (wholeGangUpTo: 4) never is
+    *LEGACY_SETS,
 ]
 # our image as the box's nodes have it (imported, never pulled), the NetworkPolicy for the box's pod CIDR
 CHART_SETS = ("image.repository=volcano-elastic", "image.tag=dev", "image.pullPolicy=Never",

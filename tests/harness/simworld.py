@@ -11,14 +11,17 @@ from elastic_controller.simulate.engine import SimSettings, simulate
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.simtypes import JobResult
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.legacy import legacy_config
 
 ONE_NODE = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("default"),))
 LINEAR = SimSettings(curve=ScalingCurve(per_doubling=1.0), checkpoint_interval=0.0)
 
 
 def with_defaults(**changes: object) -> ElasticConfig:
-    """The default config with ``changes`` to its queue defaults (``QueuePolicy`` fields)."""
-    base = ElasticConfig()
+    """The defaults as they were before issue 38 (every job elastic from its min, no limit on the min
+    sets, no notice: tests/harness/legacy.py) with ``changes`` to them (``QueuePolicy`` fields): the
+    one knob a test turns against that."""
+    base = legacy_config()
     return dataclasses.replace(base, defaults=dataclasses.replace(base.defaults, **changes))  # type: ignore[arg-type]
 
 

@@ -21,6 +21,7 @@ from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJO
 from hack.localbox import ours
 from hack.localbox.procs import free_port
 from tests.harness.kubeflow import pytorchjob_manifest
+from tests.harness.legacy import LEGACY_FLOW
 from tests.harness.waiting import wait_until as _wait_until
 
 WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
@@ -45,7 +46,7 @@ def config_text(gating: bool = True) -> str:
     return (f"agent: {{intervalSeconds: 1}}\n"
             f"gating: {{enabled: {'true' if gating else 'false'}}}\n"
             f"defaults: {{cooldownSeconds: {COOLDOWN}, minRuntimeSeconds: 5, starvationSeconds: 3,"
-            f" maxScaleUpPerCycle: 8, minScaleUpGain: 0.3}}\n")  # A regrows 6 -> 8 (+33 %) after B
+            f" maxScaleUpPerCycle: 8, minScaleUpGain: 0.3, {LEGACY_FLOW}}}\n")  # A regrows 6 -> 8 (+33 %) after B
 
 
 @dataclass

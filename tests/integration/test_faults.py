@@ -24,6 +24,7 @@ from elastic_controller.kube.resources import LEASES, PODGROUPS, PODS, PYTORCHJO
 from tests.harness import agentbox as support
 from tests.harness import builders as b
 from tests.harness.agentbox import EVICTED_FOR, FAST, LAST, Cluster, clean, scenario, terminating, wait_until
+from tests.harness.legacy import LEGACY_FLOW
 
 kc, cluster, harness = support.kc, support.cluster, support.harness  # fixtures
 
@@ -245,7 +246,8 @@ def test_controller_process_killed_mid_plan_the_next_one_finishes_it_within_seco
     config = tmp_path / "config.yaml"
     config.write_text("apiVersion: volcano-elastic.io/v1alpha1\nkind: ElasticConfig\n"
                       "agent: {intervalSeconds: 1}\n"
-                      "defaults: {starvationSeconds: 0, minRuntimeSeconds: 0, cooldownSeconds: 300}\n")
+                      "defaults: {starvationSeconds: 0, minRuntimeSeconds: 0, cooldownSeconds: 300,"
+                      f" {LEGACY_FLOW}}}\n")
     argv = [sys.executable, "-m", "elastic_controller", "controller", f"--kubeconfig={kubeconfig}",
             f"--config={config}", "--http-port=0", "--no-leader-elect"]
     first = box_process("doomed", argv, env={"VOLCANO_ELASTIC_FAULT": "jobs-stamped=exit"})

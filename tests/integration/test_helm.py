@@ -95,7 +95,7 @@ def test_helm_install_webhook_works_and_uninstall_leaves_no_gate(helm_box: Box, 
     try:
         wait_for("our webhook", answers_ready(port, box.ca_file), 30, log)
         # 1. the webhook works through the configurations helm installed
-        pod = operator_pod(team, "j", 3, "2:4")
+        pod = operator_pod(team, "j", 3, "2:8")
 
         def created() -> bool:
             return kubectl(box, "create", "-f", "-", stdin=json.dumps(pod)).returncode == 0
@@ -134,6 +134,6 @@ def test_helm_install_webhook_works_and_uninstall_leaves_no_gate(helm_box: Box, 
     assert f"lifted {GATE} from {team}/j-worker-3" in release.stdout
     assert _gates(box, team, "j-worker-3") == []
     # with the webhook configurations gone, new PyTorchJob pods no longer depend on the webhook
-    later = operator_pod(team, "j", 2, "2:4")
+    later = operator_pod(team, "j", 2, "2:8")
     assert kubectl(box, "create", "-f", "-", stdin=json.dumps(later)).returncode == 0
     assert _gates(box, team, "j-worker-2") == []

@@ -189,7 +189,8 @@ def test_controller_works_with_exactly_its_rbac(box: Any, installed: list[dict[s
     # a Lease held by a controller of an earlier test expires within its 15 s duration
     pg = wait_for("the PodGroup the controller creates", lambda: get_json(
         box, "podgroups.scheduling.volcano.sh", name, f"--namespace={namespace}"), 90, log)
-    assert pg["spec"]["minMember"] == job["spec"]["elasticPolicy"]["minReplicas"]
+    # 2..4 workers: admitted whole under the shipped wholeGangUpTo (4): its gang is its max
+    assert pg["spec"]["minMember"] == job["spec"]["elasticPolicy"]["maxReplicas"]
     # the job's ServiceAccount may patch exactly its pods: granted by the controller as itself, which
     # RBAC allows only because its ClusterRole holds pods patch and roles/rolebindings create
     role = wait_for("the checkpoint Role the controller grants", lambda: get_json(
@@ -291,7 +292,7 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
         accepted(apply(box, hooks, dry_run=False), "the local overlay's webhook configurations")
 
         def mutated() -> dict[str, Any] | None:
-            out = dry_run_create(box, operator_pod(namespace, "j", 3, "2:4"))
+            out = dry_run_create(box, operator_pod(namespace, "j", 3, "2:8"))
             return json.loads(out.stdout) if out.returncode == 0 else None
 
         pod = wait_for("the elastic pod mutated through the URL", mutated, 30, Path(proc.log))
@@ -307,10 +308,10 @@ def test_local_overlay_webhooks_admit_through_the_url(box: Any, installed: list[
 
         box.stop(Path(proc.log).stem)  # the webhook goes away: Fail refuses its pods, only its pods
         refused = wait_for("a refusal with the webhook down", lambda: (
-            lambda r: r if r.returncode != 0 else None)(dry_run_create(box, operator_pod(namespace, "j", 1, "2:4"))),
+            lambda r: r if r.returncode != 0 else None)(dry_run_create(box, operator_pod(namespace, "j", 1, "2:8"))),
             30)
         assert "mutate-pods.volcano-elastic.io" in refused.stderr, refused.stderr
-        other = dry_run_create(box, operator_pod(namespace, "j", 1, "2:4", labelled=False))
+        other = dry_run_create(box, operator_pod(namespace, "j", 1, "2:8", labelled=False))
         assert other.returncode == 0, f"a pod without the operator label depends on our webhook: {other.stderr}"
     finally:
         for kind in WEBHOOK_KINDS:

@@ -20,12 +20,13 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.contract import ScaleRecord
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from tests.harness.agentbox import FAST, ts
+from tests.harness.legacy import legacy_policy
 from tests.harness.tenantbox import cleanup, starving_world
 
 pytestmark = pytest.mark.integration
-SLOW = ElasticConfig(defaults=QueuePolicy(starvationSeconds=3600, minRuntimeSeconds=0, cooldownSeconds=300))
+SLOW = ElasticConfig(defaults=legacy_policy(starvationSeconds=3600, minRuntimeSeconds=0, cooldownSeconds=300))
 
 
 @pytest.fixture

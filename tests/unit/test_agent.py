@@ -18,6 +18,7 @@ from elastic_controller.policy.settings import AgentConfig, ElasticConfig
 from tests.harness import builders as b
 from tests.harness.agentworld import EVICTED_FOR, LAST, MUTATING, make, pod, world
 from tests.harness.fakecluster import KINDS, Killed, fake_kube, kill_at
+from tests.harness.legacy import legacy_config
 
 GATE = "volcano-elastic.io/scale-up"
 
@@ -82,7 +83,7 @@ def test_a_pod_a_pdb_protects_is_no_victim_next_cycle() -> None:
 def test_a_pdb_refusal_is_forgotten_after_a_while() -> None:
     now = [b.NOW]
     kube = fake_kube(world())
-    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
+    agent = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: now[0])
     kube.pdb_blocked.add("team-a/a-worker-4")
     agent.run_cycle()
     assert agent._pdb_refused(now[0]) == {"team-a/a-worker-4"}
@@ -120,7 +121,7 @@ class LaggingStore(FakeStore):
 
 def test_ledger_covers_a_lagging_cache() -> None:
     kube = fake_kube(world())
-    agent = Agent(kube, LaggingStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
+    agent = Agent(kube, LaggingStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: b.NOW)
     agent.run_cycle()
     assert agent.run_cycle().evicted == []  # the cache still shows the victims running
     assert len(kube.verbs("evict", dry_run=False)) == 2
@@ -159,7 +160,7 @@ def test_restarted_agent_neither_evicts_twice_nor_forgets_cooldowns(after_real_e
     with pytest.raises(Killed):
         agent.run_cycle()
     kube.faults.clear()
-    restarted = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
+    restarted = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: b.NOW)
     restarted.run_cycle()
     restarted.run_cycle()
     real = [c[3] for c in kube.verbs("evict", dry_run=False) if c[3] != "" and c[0] == "evict"]
@@ -258,7 +259,7 @@ def test_each_victim_gets_its_event_even_when_the_informer_already_dropped_it() 
     eviction (under load the watch delivers the deletion first, and the Event was lost)."""
     kube = fake_kube(world())
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.of(PODS)}
-    agent = Agent(kube, _RacingStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW)
+    agent = Agent(kube, _RacingStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: b.NOW)
     report = agent.run_cycle()
     assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"]
     got = sorted((e["involvedObject"]["name"], e["involvedObject"]["uid"]) for e in kube.of(EVENTS)
@@ -302,7 +303,7 @@ def test_a_checkpoint_note_is_not_logged_anew_every_cycle(caplog: pytest.LogCapt
                 b.ts(b.ago(3600))
     kube = fake_kube(objs)
     now = [b.NOW]
-    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: now[0])
+    agent = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="elastic_controller.agent")
 
     report = agent.run_cycle()

@@ -18,10 +18,10 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.leader import LeaderElector, LeaseSettings
 from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS, PYTORCHJOBS, Resource
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.agentworld import EVICTED_FOR, LAST, make, pod, world
 from tests.harness.fakecluster import Killed, kill_at, kill_then_restart, real_writes, restarted
+from tests.harness.legacy import legacy_config
 
 DIRECTION = "volcano-elastic.io/last-scale-direction"
 DECISION = "volcano-elastic.io/last-decision"
@@ -131,7 +131,7 @@ def test_gates_lifted_by_an_agent_killed_mid_loop_are_announced() -> None:
     assert events(kube, "ScaledUp") == []  # killed before counting
     kube.faults.clear()
     later = b.NOW + timedelta(seconds=RECORD_GRACE_SECONDS + 1)
-    Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: later).run_cycle()
+    Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: later).run_cycle()
     scaled_up = events(kube, "ScaledUp")
     assert len(scaled_up) == 1 and "1 of 2 elastic pod(s)" in scaled_up[0]["message"]
     decision = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][DECISION]
@@ -239,7 +239,7 @@ def test_the_controller_writes_nothing_while_not_leading() -> None:
     kube.add(PYTORCHJOBS, b.pytorchjob("ns", "j", workers=4, min_r=2, max_r=4))
     leading = [False]
     fenced = FencedAPI(kube, lambda: leading[0])
-    ctl = Controller(fenced, FakeStore(kube), ElasticConfig(), EventRecorder(kube))
+    ctl = Controller(fenced, FakeStore(kube), legacy_config(), EventRecorder(kube))
     with pytest.raises(NotLeadingError):
         ctl.reconcile("ns/j")
     assert kube.of(PODGROUPS) == [] and not [c for c in kube.calls if c[0] != "get" and c[1] != "events"]

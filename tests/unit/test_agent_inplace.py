@@ -18,6 +18,7 @@ from elastic_controller.policy import contract, keys
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import Clock, fake_kube
+from tests.harness.legacy import legacy_config
 
 VICTIMS = ["a-worker-4", "a-worker-5"]
 STAYING = ["a-worker-1", "a-worker-2", "a-worker-3"]
@@ -47,7 +48,7 @@ def make(cfg: ElasticConfig | None = None, *, in_place: bool = True
 
     kube.patch = recording  # type: ignore[method-assign]
     clock = Clock()
-    agent = Agent(kube, FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube), clock=clock)
+    agent = Agent(kube, FakeStore(kube), cfg or legacy_config(), EventRecorder(kube), clock=clock)
     return kube, agent, clock, patches
 
 

@@ -10,9 +10,9 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import EVENTS, NODES, PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import Clock, fake_kube, load
+from tests.harness.legacy import LEGACY, legacy_config
 from tests.harness.noticeworld import CFG, NOTICE, VICTIMS, make, noticed
 
 
@@ -122,7 +122,7 @@ def test_a_checkpoint_under_notice_wakes_the_loop_at_once() -> None:
         agent._wake.clear()
         agent.on_event(res, "MODIFIED", kube.patch(res, name, stamped, "team-a"))
         assert agent._wake.is_set(), res.plural
-    quiet, agent2, _ = make(parse_config({}))  # no notices: A's workers are evicted at once
+    quiet, agent2, _ = make(parse_config({"defaults": LEGACY}))  # no notices: A's workers are evicted at once
     agent2.run_cycle()
     assert agent2.last_report is not None and not agent2.last_report.noticed
     agent2.run_cycle()  # nothing pending either
@@ -227,7 +227,7 @@ def test_dry_run_gives_no_notice() -> None:
 
 
 def test_queues_without_a_notice_evict_at_once() -> None:
-    kube, agent, _ = make(ElasticConfig())
+    kube, agent, _ = make(legacy_config())
     report = agent.run_cycle()
     assert sorted(report.evicted) == ["team-a/a-worker-4", "team-a/a-worker-5"] and report.noticed == {}
     assert all(keys.EVICT_AFTER not in ann(kube, n) for n in VICTIMS)

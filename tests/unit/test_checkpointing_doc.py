@@ -163,6 +163,8 @@ def test_example_job_uses_the_contract_and_passes_validation() -> None:
     base = load_config_file(ROOT / "manifests" / "base" / "config.yaml")
     job["metadata"]["uid"] = "0000"
     assert validate_job(job, base).warnings == ()
-    # a queue whose notice is longer than the example's grace period: the owner hears about it
-    long_notice = parse_config({"defaults": {"noticeSeconds": grace + 1}})
+    # a queue whose notice is longer than the example's grace period: the owner hears about it, once
+    # the job (2..4 workers) is not admitted whole (wholeGangUpTo 4, the default: never a victim)
+    assert validate_job(job, parse_config({"defaults": {"noticeSeconds": grace + 1}})).warnings == ()
+    long_notice = parse_config({"defaults": {"noticeSeconds": grace + 1, "wholeGangUpTo": 0}})
     assert any("terminationGracePeriodSeconds" in w for w in validate_job(job, long_notice).warnings)

@@ -21,10 +21,10 @@ from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS
 from elastic_controller.notice import Notices
 from elastic_controller.policy import keys
 from elastic_controller.policy.parse import format_time, parse_time
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.agentworld import evict_world, gate_world
 from tests.harness.fakecluster import Clock, fake_kube, load
+from tests.harness.legacy import legacy_config
 
 SKEW = 300.0
 
@@ -78,7 +78,7 @@ def test_ages_are_judged_against_the_servers_clock() -> None:
 
     kube = fake_kube(world())
     metrics = Metrics()
-    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), server_clock=skewed_clock(b.NOW),
+    agent = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), server_clock=skewed_clock(b.NOW),
                   metrics=metrics, self_ref={"kind": "Lease", "namespace": "kube-system", "name": "ve"})
     report = agent.run_cycle()
     assert report.evicted == [] and abs(report.clock_skew - SKEW) < 1.1
@@ -87,13 +87,13 @@ def test_ages_are_judged_against_the_servers_clock() -> None:
     assert reasons.count("ClockSkew") == 1 and "EvictedForGang" not in reasons, reasons  # (+ GangWaiting)
     control = fake_kube(world())
     local = b.NOW + timedelta(seconds=SKEW)
-    assert Agent(control, FakeStore(control), ElasticConfig(), EventRecorder(control),
+    assert Agent(control, FakeStore(control), legacy_config(), EventRecorder(control),
                  clock=lambda: local).run_cycle().evicted != []
 
 
 def test_stamps_are_never_in_the_servers_future() -> None:
     kube = fake_kube(evict_world())
-    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), server_clock=skewed_clock(b.NOW))
+    agent = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), server_clock=skewed_clock(b.NOW))
     assert agent.run_cycle().evicted
     stamp = parse_time(kube.get(PODGROUPS, "a", "team-a")["metadata"]["annotations"][keys.LAST_SCALE_TIME])
     assert stamp is not None and b.NOW - timedelta(seconds=2) <= stamp <= b.NOW
@@ -102,7 +102,7 @@ def test_stamps_are_never_in_the_servers_future() -> None:
 # ---------------------------------------------------------------------- a second writer
 def executor(kube: FakeKube, identity: str, metrics: Any = None) -> Executor:
     store = FakeStore(kube)
-    cfg = ElasticConfig()
+    cfg = legacy_config()
     rec = EventRecorder(kube)
     ex = Executor(kube, store, cfg, rec, metrics=metrics or NoMetrics(), notices=Notices(kube, store, cfg, rec),
                   dry_run=False, identity=identity)
@@ -152,10 +152,10 @@ def test_an_undo_restores_its_own_stamp_over_an_earlier_writers() -> None:
 def test_a_restarted_leader_does_not_take_its_predecessor_for_a_second_writer() -> None:
     kube = fake_kube(evict_world())
     clock = Clock()
-    Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="old").run_cycle()
+    Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, identity="old").run_cycle()
     clock.later(20)
     metrics = Metrics()
-    Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="new",
+    Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, identity="new",
           metrics=metrics).run_cycle()
     assert "SecondWriter" not in [e["reason"] for e in kube.of(EVENTS)] and "other_writers" not in metrics.alarms
 
@@ -166,12 +166,12 @@ def test_a_second_active_writer_is_said() -> None:
     kube = fake_kube([o for o in world if (o["metadata"].get("namespace") != "team-b")])
     clock = Clock()
     metrics = Metrics()
-    ours = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="ours",
+    ours = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, identity="ours",
                  metrics=metrics)
     assert ours.run_cycle().evicted == []  # nothing waits yet
     load(kube, [o for o in world if o["metadata"].get("namespace") == "team-b"])
     clock.later(1)
-    other = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity="other")
+    other = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, identity="other")
     assert other.run_cycle().evicted
     clock.later(1)
     ours.run_cycle()
@@ -190,13 +190,13 @@ def test_a_scale_up_cut_by_a_lost_lease_says_what_it_lifted() -> None:
     def may_write() -> bool:
         fences[0] += 1
         return fences[0] <= 3  # the stamp (PodGroup; the job's copy goes out with the last-decision), two lifts
-    old = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, may_write=may_write)
+    old = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, may_write=may_write)
     report = old.run_cycle()
     assert report.not_leader and len(report.released) == 2
     scaled = [e["message"] for e in kube.of(EVENTS) if e["reason"] == "ScaledUp"]
     assert len(scaled) == 1 and "2 of 3" in scaled[0]
     clock.later(10)
-    Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock).run_cycle()
+    Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock).run_cycle()
     decision = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.LAST_DECISION]
     # the next leader corrects the record, then (same cycle) publishes the job's cooldown hold over it:
     # either way the PodGroup never keeps the old leader's unfinished "lifting 3"
@@ -206,7 +206,7 @@ def test_a_scale_up_cut_by_a_lost_lease_says_what_it_lifted() -> None:
 
 def test_a_full_scale_up_says_how_many_it_lifted() -> None:
     kube = fake_kube(gate_world())
-    Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=Clock()).run_cycle()
+    Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=Clock()).run_cycle()
     decision = kube.get(PODGROUPS, "j", "ns")["metadata"]["annotations"][keys.LAST_DECISION]
     assert " up: 3 gate(s) lifted; " in decision
     assert next(e["message"] for e in kube.of(EVENTS) if e["reason"] == "ScaledUp").startswith(
@@ -218,7 +218,7 @@ def test_gangs_that_fit_while_nothing_is_placed_raise_the_scheduler_alarm() -> N
     kube = fake_kube(b.items(b.node("n1"), b.queue("default"), b.gang("team-b", "b", members=2, gpus=1)))
     clock = Clock()
     metrics = Metrics()
-    agent = Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, metrics=metrics)
+    agent = Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, metrics=metrics)
     assert agent.run_cycle().scheduler_idle == 0.0
     clock.later(SCHEDULER_IDLE_SECONDS + 5)
     report = agent.run_cycle()

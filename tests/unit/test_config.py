@@ -252,7 +252,7 @@ def test_shares(doc: dict[str, Any], plugin: str, hierarchy: bool) -> None:
 
 
 def test_notice_seconds_default_and_per_queue() -> None:
-    assert parse_config({}).defaults.noticeSeconds == 0  # evict at once, as before the notice existed
+    assert parse_config({}).defaults.noticeSeconds == 60  # a minute to checkpoint (issue 38's judge)
     cfg = load_config("defaults: {noticeSeconds: 30}\nqueues: {research: {noticeSeconds: 120}, batch: {}}\n")
     assert cfg.queue_policy("research").noticeSeconds == 120
     assert cfg.queue_policy("batch").noticeSeconds == 30 and cfg.queue_policy("other").noticeSeconds == 30

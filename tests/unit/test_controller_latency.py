@@ -10,15 +10,15 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore, raise_on
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS, ROLEBINDINGS, ROLES
 from elastic_controller.kube.workqueue import WorkQueue
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import load
+from tests.harness.legacy import legacy_config
 
 
 def controller(*groups: object) -> tuple[FakeKube, Controller]:
     kube = FakeKube()
     load(kube, b.queue("default"), *groups)
-    return kube, Controller(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube))
+    return kube, Controller(kube, FakeStore(kube), legacy_config(), EventRecorder(kube))
 
 
 def writes(kube: FakeKube) -> list[tuple[str, str]]:

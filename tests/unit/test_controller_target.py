@@ -12,8 +12,8 @@ from elastic_controller.kube.events import EventRecorder
 from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import NODES, PODGROUPS, PODS, PYTORCHJOBS, QUEUES
 from elastic_controller.policy import keys
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
+from tests.harness.legacy import legacy_config
 
 GATE = keys.DEFAULT_GATE
 
@@ -25,7 +25,7 @@ def make(*, min_r: int = 2, max_r: int = 4, running: int = 2) -> tuple[FakeKube,
     kube.add(PYTORCHJOBS, b.pytorchjob("ns", "j", workers=max_r, min_r=min_r, max_r=max_r))
     for obj in b.elastic_job("ns", "j", min_r=min_r, max_r=max_r, nodes=["n0"], running=running):
         kube.add(PODGROUPS if obj["kind"] == "PodGroup" else PODS, obj)
-    ctl = Controller(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube))
+    ctl = Controller(kube, FakeStore(kube), legacy_config(), EventRecorder(kube))
     for p in kube.of(PODS):
         ctl.on_event(PODS, "ADDED", p)
     while ctl.queue.get(0) is not None:  # drained: only what the test does next is queued

@@ -29,6 +29,7 @@ from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.agentworld import evict_world, gate_world
 from tests.harness.fakecluster import Clock, Killed, fake_kube, kill_at, real_writes
+from tests.harness.legacy import legacy_config
 
 NOTICE_CFG = parse_config({"defaults": {"noticeSeconds": 120}})
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,12 +78,12 @@ def race_on_first_eviction(kube: FakeKube) -> None:
     kube.faults.append(raise_on("evict", "pods", dry_run=False, error=ConflictError("race", 409)))
 
 
-IMMEDIATE = Run(evict_world, ElasticConfig())
-RACE = Run(evict_world, ElasticConfig(), extra=race_on_first_eviction)
+IMMEDIATE = Run(evict_world, legacy_config())
+RACE = Run(evict_world, legacy_config(), extra=race_on_first_eviction)
 NOTICE = Run(evict_world, NOTICE_CFG)
 WITHDRAW = Run(evict_world, NOTICE_CFG, gang_deleted)
 DUE = Run(evict_world, NOTICE_CFG, notice_due)
-GATES = Run(gate_world, ElasticConfig())
+GATES = Run(gate_world, legacy_config())
 
 SCENARIOS: dict[str, Run] = {
     "victims-stamped": IMMEDIATE, "jobs-stamped": IMMEDIATE, "evicted-one": IMMEDIATE,

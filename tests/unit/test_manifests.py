@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from elastic_controller.config import load_config, load_config_file
+from elastic_controller.config import load_config, load_config_file, parse_config
 from tests.harness.manifests import (
     CHECKS,
     EXAMPLES,
@@ -142,7 +142,10 @@ def test_example_jobs_pass_our_validation() -> None:
     assert specs["Worker"]["replicas"] == policy["maxReplicas"] > policy["minReplicas"]
     assert specs["Worker"]["restartPolicy"] == "OnFailure"
     plan = plan_podgroup(parse_job(elastic), cfg)
-    assert plan.min_member == policy["minReplicas"] and plan.bounds.elastic
+    # at most 4 workers: admitted whole under the default wholeGangUpTo (4); elastic from its min at 0
+    assert plan.min_member == policy["maxReplicas"] and plan.whole and plan.bounds.elastic
+    plan = plan_podgroup(parse_job(elastic), parse_config({"defaults": {"wholeGangUpTo": 0}}))
+    assert plan.min_member == policy["minReplicas"] and not plan.whole
     plan = plan_podgroup(parse_job(static), cfg)
     assert not plan.bounds.elastic and plan.min_member == 4
 

@@ -22,9 +22,10 @@ from elastic_controller.policy.decisions import Eviction
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
 from tests.harness import builders as b
+from tests.harness.legacy import LEGACY
 
 KINDS: dict[str, Resource] = {r.kind: r for r in (PODS, NODES, PODGROUPS, QUEUES, PYTORCHJOBS)}
-CFG = parse_config({"queues": {"research": {"noticeSeconds": 120}}})
+CFG = parse_config({"defaults": LEGACY, "queues": {"research": {"noticeSeconds": 120}}})  # others: no notice
 T = b.NOW
 
 

@@ -14,9 +14,10 @@ from elastic_controller.kube.resources import EVENTS, PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.actions import Evict, GiveNotice
 from elastic_controller.policy.cycle import decide, plan_cycle
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import Clock, fake_kube
+from tests.harness.legacy import legacy_config, legacy_policy
 
 A_WORKERS = [f"team-a/a-worker-{i}" for i in range(6)]
 
@@ -30,7 +31,7 @@ def world(*extra: Any) -> list[Any]:
 
 
 def agent(kube: FakeKube, clock: Clock, cfg: ElasticConfig | None = None) -> Agent:
-    return Agent(kube, FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube), clock=clock)
+    return Agent(kube, FakeStore(kube), cfg or legacy_config(), EventRecorder(kube), clock=clock)
 
 
 def real(kube: FakeKube, verb: str) -> list[str]:
@@ -71,7 +72,7 @@ def test_another_jobs_victims_are_preferred_to_passing_a_pdb() -> None:
                  b.elastic_job("team-c", "c", min_r=2, max_r=6, nodes=["n2"]))
     snap = b.snapshot_of(objs)
     refused = frozenset(A_WORKERS)
-    plan = plan_cycle(snap, ElasticConfig(), b.NOW, pdb_refused=refused)
+    plan = plan_cycle(snap, legacy_config(), b.NOW, pdb_refused=refused)
     victims = [e for e in plan.evictions if e.for_gang == "team-b/b"]
     assert victims and all(e.job == "team-c/c" and not e.past_pdb for e in victims), victims
 
@@ -83,7 +84,7 @@ def test_min_workers_masters_and_rigid_jobs_stay_protected() -> None:
                    b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
                    b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"]),
                    b.gang("team-b", "b", members=7, gpus=1))
-    plan = plan_cycle(b.snapshot_of(objs), ElasticConfig(), b.NOW, pdb_refused=frozenset(A_WORKERS))
+    plan = plan_cycle(b.snapshot_of(objs), legacy_config(), b.NOW, pdb_refused=frozenset(A_WORKERS))
     assert plan.evictions == () and plan.starving[0].decision == "wait"
     kube, clock = fake_kube(objs), Clock()
     kube.pdb_blocked = set(A_WORKERS)
@@ -96,7 +97,7 @@ def test_min_workers_masters_and_rigid_jobs_stay_protected() -> None:
 
 def test_a_victim_past_its_pdb_is_evicted_now_not_noticed() -> None:
     # Its notice's own eviction would be refused again: no notice for it, the immediate path.
-    cfg = ElasticConfig(defaults=QueuePolicy(noticeSeconds=60))
+    cfg = ElasticConfig(defaults=legacy_policy(noticeSeconds=60))
     snap = b.snapshot_of(world())
     out = decide(snap, cfg, b.NOW, pdb_refused=frozenset(A_WORKERS))
     assert not out.of(GiveNotice)
@@ -122,7 +123,7 @@ def test_the_replan_past_a_pdb_serves_only_the_gangs_a_pdb_kept_waiting() -> Non
     # review B1: the whole cycle planned again with a's pods as candidates gave 6 a-pods past the PDB
     # (for b and d) and left c untouched; c's spare workers make room for one gang without the PDB
     refused = frozenset(f"team-a/a-worker-{i}" for i in range(8))
-    plan = plan_cycle(b.snapshot_of(two_gangs()), ElasticConfig(), b.NOW, pdb_refused=refused)
+    plan = plan_cycle(b.snapshot_of(two_gangs()), legacy_config(), b.NOW, pdb_refused=refused)
     past = [e for e in plan.evictions if e.past_pdb]
     assert len(past) == 2 and all(e.job == "team-a/a" for e in past), plan.evictions
     rest = [e for e in plan.evictions if not e.past_pdb]
@@ -143,7 +144,7 @@ def test_only_the_victims_past_a_pdb_lose_their_notice() -> None:
                    b.pytorchjob("team-c", "c", workers=6, min_r=4, max_r=6),
                    b.elastic_job("team-c", "c", min_r=4, max_r=6, nodes=["n2"]),
                    b.gang("team-b", "b", members=4, gpus=1))
-    cfg = ElasticConfig(defaults=QueuePolicy(noticeSeconds=300))
+    cfg = ElasticConfig(defaults=legacy_policy(noticeSeconds=300))
     out = decide(b.snapshot_of(objs), cfg, b.NOW, pdb_refused=frozenset(f"team-a/a-worker-{i}" for i in range(6)))
     evicts, notices = out.of(Evict), out.of(GiveNotice)
     assert len(evicts) == 1 and len(notices) == 1, out.actions
@@ -161,4 +162,4 @@ def test_pass_pdb_off_never_passes_one() -> None:
     plan = plan_cycle(b.snapshot_of(world()), cfg, b.NOW, pdb_refused=frozenset(A_WORKERS))
     assert plan.evictions == () and plan.starving[0].decision == "wait"
     assert "PDB refused eviction" in plan.starving[0].reason
-    assert plan_cycle(b.snapshot_of(world()), ElasticConfig(), b.NOW, pdb_refused=frozenset(A_WORKERS)).evictions
+    assert plan_cycle(b.snapshot_of(world()), legacy_config(), b.NOW, pdb_refused=frozenset(A_WORKERS)).evictions

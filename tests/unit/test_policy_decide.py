@@ -23,9 +23,9 @@ from elastic_controller.policy.actions import (
 from elastic_controller.policy.announce import announced
 from elastic_controller.policy.cycle import PlanCache, decide, plan_cycle
 from elastic_controller.policy.notices import in_flight, review_notices, with_notices
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.examples import EXAMPLES, NOW, example_snapshot
+from tests.harness.legacy import legacy_config
 
 GANG = "team-nlp/bert"
 VICTIM_JOB = "team-vision/resnet"
@@ -33,7 +33,7 @@ VICTIM_JOB = "team-vision/resnet"
 
 def test_a_gang_s_victims_are_one_evict_action_with_its_restart_and_the_size_told() -> None:
     snap = example_snapshot("scale-down-for-gang")
-    d = decide(snap, ElasticConfig(), NOW)
+    d = decide(snap, legacy_config(), NOW)
     (evict,) = d.of(Evict)
     assert evict.gang == GANG and [v.pod for v in evict.victims] == [e.pod for e in d.plan.evictions]
     assert evict.restarts == (SpendRestart(VICTIM_JOB, 1),)
@@ -50,7 +50,7 @@ def test_a_gang_s_victims_are_one_evict_action_with_its_restart_and_the_size_tol
 
 def test_the_decision_is_the_plan_the_old_assembly_made() -> None:
     snap = example_snapshot("scale-down-for-gang")
-    cfg = ElasticConfig()
+    cfg = legacy_config()
     review = review_notices(snap, cfg, NOW)
     old = with_notices(plan_cycle(in_flight(snap, review), cfg, NOW), review, due=True)
     d = decide(snap, cfg, NOW)
@@ -68,7 +68,7 @@ def test_the_restart_count_goes_on_from_the_podgroup_never_the_job_copy() -> Non
         job["spec"]["elasticPolicy"]["maxRestarts"] = 10
         items.append(job)
 
-    d = decide(example_snapshot("scale-down-for-gang", counted), ElasticConfig(), NOW)
+    d = decide(example_snapshot("scale-down-for-gang", counted), legacy_config(), NOW)
     (evict,) = d.of(Evict)
     assert evict.restarts == (SpendRestart(VICTIM_JOB, 3),)
 
@@ -112,14 +112,14 @@ def test_notices_come_first_and_only_once() -> None:
 def test_a_notice_no_longer_needed_is_withdrawn() -> None:
     snap = example_snapshot("scale-down-for-gang", lambda i: _noticed(i, evict_after=NOW + timedelta(seconds=60),
                                                              gang="team-nlp/gone"))
-    d = decide(snap, ElasticConfig(), NOW)
+    d = decide(snap, legacy_config(), NOW)
     (w,) = d.of(WithdrawNotice)
     assert w.withdrawal.facts.pod == "team-vision/resnet-worker-15"
 
 
 def test_gates_and_holds_are_actions() -> None:
     snap = example_snapshot("scale-up-into-idle-gpus")
-    d = decide(snap, ElasticConfig(), NOW)
+    d = decide(snap, legacy_config(), NOW)
     lifts = d.of(LiftGates)
     assert lifts and [r for lift in lifts for r in lift.releases] == list(d.plan.gate_releases)
     assert all(len({r.job for r in lift.releases}) == 1 and lift.releases[0].job == lift.job for lift in lifts)
@@ -151,7 +151,7 @@ def test_the_cycle_s_world_gives_the_same_actions_as_a_walk(name: str) -> None:
     """With a ``PlanCache`` the sizes come from the cycle's World (its ghosts, its pods by group);
     without, from a walk over the snapshot: the same actions either way."""
     config = EXAMPLES / f"{name}.config.yaml"
-    cfg = load_config_file(config) if config.exists() else ElasticConfig()
+    cfg = load_config_file(config) if config.exists() else legacy_config()
     snap = example_snapshot(name, cfg=cfg)
     cold = decide(snap, cfg, NOW)
     warm = decide(snap, cfg, NOW, cache=PlanCache())

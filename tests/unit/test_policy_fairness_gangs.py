@@ -14,10 +14,11 @@ from elastic_controller.policy.actions import Evict, RecordGang
 from elastic_controller.policy.cycle import decide
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness.builders import NOW, ago, elastic_job, gang, node, snapshot_of
+from tests.harness.legacy import legacy_config
 
 
 def _cfg(**changes: Any) -> ElasticConfig:
-    base = ElasticConfig()
+    base = legacy_config()
     return replace(base, defaults=replace(base.defaults, **changes))
 
 

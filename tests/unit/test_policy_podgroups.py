@@ -12,6 +12,7 @@ from elastic_controller.policy.parse import effective_requests, parse_job
 from elastic_controller.policy.podgroups import JobSpecError, job_bounds, plan_podgroup, resolve_queue
 from elastic_controller.policy.settings import ElasticConfig
 from tests.harness.builders import pytorchjob
+from tests.harness.legacy import legacy_config
 
 GI = 2**30
 GPU = "nvidia.com/gpu"
@@ -151,7 +152,7 @@ def _times(res: dict[str, int], n: int) -> dict[str, int]:
 )
 def test_plan_podgroup_members(job: dict[str, Any], min_member: int, min_task: dict[str, int],
                                resources: dict[str, int]) -> None:
-    plan = plan_podgroup(parse_job(job), ElasticConfig())
+    plan = plan_podgroup(parse_job(job), legacy_config())  # gangs of their min (wholeGangUpTo 0)
     assert plan.min_member == min_member
     assert plan.min_task_member == min_task
     assert plan.min_resources == resources
@@ -163,7 +164,7 @@ def test_min_resources_use_effective_requests() -> None:
     tmpl = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     tmpl["initContainers"] = [c("init", requests={"cpu": "10"})]
     tmpl["overhead"] = {"cpu": "1"}
-    plan = plan_podgroup(parse_job(job), ElasticConfig())
+    plan = plan_podgroup(parse_job(job), legacy_config())
     assert plan.min_resources["cpu"] == 2 * 11000
 
 

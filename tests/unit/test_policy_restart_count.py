@@ -15,9 +15,9 @@ from elastic_controller.policy.actions import Evict, SpendRestart
 from elastic_controller.policy.cycle import decide
 from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
-from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.times import format_time
 from tests.harness import builders as b
+from tests.harness.legacy import legacy_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
 NOW = datetime.fromisoformat("2026-01-01T13:00:00+00:00")
@@ -27,7 +27,7 @@ VICTIM_JOB = "team-vision/resnet"
 def example(name: str, edit: Any) -> Snapshot:
     items = json.loads((EXAMPLES / f"{name}.json").read_text())["items"]
     edit(items)
-    return parse_objects(items, ElasticConfig())[0]
+    return parse_objects(items, legacy_config())[0]
 
 
 RECORD_ID = "0123456789abcdef"
@@ -60,7 +60,7 @@ GONE = {"team-vision/resnet-worker-16": "uid-gone"}  # evicted since: no such po
 
 
 def test_a_victim_gone_counts_one_restart_on_its_record() -> None:
-    d = decide(example("scale-down-for-gang", recorded(GONE)), ElasticConfig(), NOW)
+    d = decide(example("scale-down-for-gang", recorded(GONE)), legacy_config(), NOW)
     assert d.of(SpendRestart) == (SpendRestart(VICTIM_JOB, 2, RECORD_ID),)
     kinds = [type(a).__name__ for a in d.actions]
     assert kinds.index("SpendRestart") < kinds.index("Evict")  # counted before this cycle's shrinks
@@ -71,7 +71,7 @@ def test_a_victim_gone_counts_one_restart_on_its_record() -> None:
 
 def test_a_pod_replaced_under_the_same_name_is_a_victim_that_left() -> None:
     d = decide(example("scale-down-for-gang", recorded({"team-vision/resnet-worker-15": "an-older-uid"})),
-               ElasticConfig(), NOW)
+               legacy_config(), NOW)
     assert d.of(SpendRestart) == (SpendRestart(VICTIM_JOB, 2, RECORD_ID),)
 
 
@@ -80,21 +80,21 @@ def test_no_restart_while_the_victims_still_run_or_once_counted_or_for_another_s
     for edit in (recorded(running), recorded(GONE, counted=RECORD_ID),
                  recorded(GONE, at=format_time(NOW - timedelta(hours=1))),  # a later stamp without its record
                  recorded(GONE, path="up")):
-        d = decide(example("scale-down-for-gang", edit), ElasticConfig(), NOW)
+        d = decide(example("scale-down-for-gang", edit), legacy_config(), NOW)
         assert d.of(SpendRestart) == ()
-    d = decide(example("scale-down-for-gang", recorded(GONE, counted="another-record")), ElasticConfig(), NOW)
+    d = decide(example("scale-down-for-gang", recorded(GONE, counted="another-record")), legacy_config(), NOW)
     assert d.of(SpendRestart) == (SpendRestart(VICTIM_JOB, 2, RECORD_ID),)
 
 
 def test_an_unreadable_count_is_repaired_from_zero() -> None:
-    d = decide(example("scale-down-for-gang", recorded(GONE, used="lots")), ElasticConfig(), NOW)
+    d = decide(example("scale-down-for-gang", recorded(GONE, used="lots")), legacy_config(), NOW)
     assert d.of(SpendRestart) == (SpendRestart(VICTIM_JOB, 1, RECORD_ID),)
 
 
 def test_the_plan_counts_a_pending_restart_against_the_budget() -> None:
     # maxRestarts 3, 1 counted: one more shrink leaves 1 in reserve, allowed. With a restart that
     # happened and is not counted yet, the job has 2 used: a shrink would leave none in reserve.
-    cfg = ElasticConfig()
+    cfg = legacy_config()
     counted = decide(example("scale-down-for-gang", recorded({}, max_restarts=3)), cfg, NOW)
     assert [e.job for e in counted.plan.evictions] and {e.job for e in counted.plan.evictions} == {VICTIM_JOB}
     pending = decide(example("scale-down-for-gang", recorded(GONE, max_restarts=3)), cfg, NOW)
@@ -108,6 +108,6 @@ def test_status_shows_a_pending_restart_as_the_plan_counts_it() -> None:
 
     items = json.loads((EXAMPLES / "scale-down-for-gang.json").read_text())["items"]
     recorded(GONE, max_restarts=3)(items)
-    rows = [r for queue in build_rows(items, ElasticConfig(), NOW).values() for r in queue]
+    rows = [r for queue in build_rows(items, legacy_config(), NOW).values() for r in queue]
     (resnet,) = [r for r in rows if r["restarts"] is not None]
     assert resnet["restarts"]["used"] == 2 and resnet["restarts"]["max"] == 3

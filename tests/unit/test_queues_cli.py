@@ -55,7 +55,7 @@ def test_a_queues_own_policy_is_shown_beside_the_defaults(capsys: pytest.Capture
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
     assert code == 0
     assert rows["vision"][7:] == ["900s", "45s", "60s", "0.3", "4", "16/4", "queues.vision"]
-    assert rows["nlp"][7:] == ["120s", "30s", "-", "1", "4", "16/4", "defaults"]
+    assert rows["nlp"][7:] == ["120s", "30s", "60s", "1", "4", "16/4", "defaults"]  # the default notice
     assert (rows["vision"][3], rows["vision"][4], rows["nlp"][3], rows["nlp"][4]) == ("24", "32", "8", "0")
     code, out, _ = queues(capsys, "--from", str(EXAMPLES / "scale-down-for-gang.json"), "--config", str(cfg),
                           "-o", "yaml")

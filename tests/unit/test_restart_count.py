@@ -15,6 +15,7 @@ import pytest
 
 from elastic_controller.kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from elastic_controller.policy import keys
+from tests.harness.legacy import LEGACY
 from tests.harness.noticeworld import NOTICE, VICTIMS, make, noticed
 
 USED = keys.RESTARTS_USED
@@ -85,7 +86,7 @@ def test_victims_gone_by_themselves_under_notice_count_one_restart() -> None:
 def test_an_immediate_eviction_counts_in_its_own_cycle() -> None:
     from elastic_controller.config import parse_config
 
-    kube, agent, clock = make(parse_config({}))
+    kube, agent, clock = make(parse_config({"defaults": LEGACY}))
     report = agent.run_cycle()
     assert sorted(report.evicted) == [f"team-a/{n}" for n in VICTIMS]
     assert counts(kube) == ("1", "1")
@@ -116,7 +117,7 @@ def warnings(kube: Any) -> list[str]:
 def test_what_a_tenant_writes_on_its_job_does_not_shield_it(written: dict[str, str]) -> None:
     from elastic_controller.config import parse_config
 
-    kube, agent, _ = make(parse_config({}))
+    kube, agent, _ = make(parse_config({"defaults": LEGACY}))
     tenant_writes(kube, written)
     report = agent.run_cycle()
     # job A gives its two workers to gang B as if nothing had been written

@@ -21,6 +21,7 @@ from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.state import SimPod
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.legacy import legacy_policy
 
 LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 # reclaim scenarios: every PodGroup Inqueue at once (the overcommit plugin would keep a gang Pending
@@ -30,7 +31,8 @@ TREE = Path(__file__).resolve().parents[2] / "examples" / "simulate" / "departme
 
 
 def capacity(hierarchy: bool = False) -> ElasticConfig:
-    return ElasticConfig(shares=SharesConfig(plugin="capacity", hierarchy=hierarchy))
+    # (jobs of 1..4 workers are shrunk here: none admitted whole, as before issue 38's defaults)
+    return ElasticConfig(shares=SharesConfig(plugin="capacity", hierarchy=hierarchy), defaults=legacy_policy())
 
 
 def gpus(n: int) -> dict[str, int]:

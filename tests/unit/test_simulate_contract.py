@@ -17,13 +17,14 @@ from elastic_controller.cli import main
 from elastic_controller.policy import keys
 from elastic_controller.policy.decisions import CyclePlan
 from elastic_controller.policy.model import Snapshot
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, Simulator, default_planner, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate, powers_of_two, with_worker_counts
 from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec, TraceError, dump_csv, load_trace, parse_own_csv
+from tests.harness.legacy import legacy_config, legacy_policy
 
 LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 HEAD = "name,submit,min,max,gpus,work,workerCounts\n"
@@ -35,7 +36,7 @@ def one_node(gpus: int = 8) -> ClusterSpec:
 
 def with_notice(seconds: int) -> ElasticConfig:
     # minWorkersToShrink 0: the scenarios' A runs 2 workers, fewer than the default 4, and must give
-    return ElasticConfig(defaults=dataclasses.replace(QueuePolicy(), noticeSeconds=seconds, minWorkersToShrink=0))
+    return ElasticConfig(defaults=dataclasses.replace(legacy_policy(), noticeSeconds=seconds, minWorkersToShrink=0))
 
 
 def times(result: SimResult) -> dict[str, tuple[float, float]]:
@@ -113,7 +114,7 @@ def test_podgroup_carries_the_worker_counts_annotation() -> None:
         return plan(snapshot, cfg, now)
 
     jobs = [JobSpec("x", 0, 1, 3, 2, 600, worker_counts=(1, 3))]
-    simulate(jobs, one_node(), ElasticConfig(), "elastic", LINEAR, planner=spy)
+    simulate(jobs, one_node(), legacy_config(), "elastic", LINEAR, planner=spy)
     assert seen and all(a.get(keys.WORKER_COUNTS) == "1,3" for a in seen)
 
 
@@ -122,7 +123,7 @@ def test_growth_only_to_an_allowed_count(counts: tuple[int, ...], max_seen: int)
     """A rigid job holds 4 of 8 GPUs; x (1..3 workers of 2 GPUs) has room for one more worker: it
     grows to 2 when any count is allowed, and stays at 1 with counts 1|3 (3 does not fit)."""
     jobs = [JobSpec("big", 0, 1, 1, 4, 4 * 5000), JobSpec("x", 0, 1, 3, 2, 2 * 2000, worker_counts=counts)]
-    r = simulate(jobs, one_node(), ElasticConfig(), "elastic", LINEAR)
+    r = simulate(jobs, one_node(), legacy_config(), "elastic", LINEAR)
     x = r.jobs[1]
     assert x.max_seen == max_seen
     assert r.count_violations == 0
@@ -131,8 +132,8 @@ def test_growth_only_to_an_allowed_count(counts: tuple[int, ...], max_seen: int)
 def test_rigid_peers_ignore_the_counts_and_count_what_they_break() -> None:
     """static-max runs the job at max even when its counts never reach max; static-min at min."""
     jobs = [JobSpec("x", 0, 2, 3, 2, 1200, worker_counts=(2,))]
-    assert simulate(jobs, one_node(), ElasticConfig(), "static-max", LINEAR).count_violations == 1
-    assert simulate(jobs, one_node(), ElasticConfig(), "static-min", LINEAR).count_violations == 0
+    assert simulate(jobs, one_node(), legacy_config(), "static-max", LINEAR).count_violations == 1
+    assert simulate(jobs, one_node(), legacy_config(), "static-min", LINEAR).count_violations == 0
 
 
 # --- the eviction notice -------------------------------------------------------------------------
@@ -258,8 +259,9 @@ def test_summary_and_printout_report_the_notices(tmp_path: Path, capsys: pytest.
     (tmp_path / "cluster.yaml").write_text("nodes:\n  - {name: gpu, count: 1, gpus: 8}\n", encoding="utf-8")
     (tmp_path / "trace.csv").write_text("name,submit,min,max,gpus,work,workerCounts\na,0,1,2,4,8000,1|2\n"
                                         "b,200,1,1,4,4000,\n", encoding="utf-8")
-    (tmp_path / "elastic.yaml").write_text("defaults:\n  noticeSeconds: 60\n  minWorkersToShrink: 0\n",
-                                           encoding="utf-8")
+    # a (1..2 workers) elastic from its min, so that it gives a worker to b: wholeGangUpTo 0
+    (tmp_path / "elastic.yaml").write_text("defaults:\n  noticeSeconds: 60\n  minWorkersToShrink: 0\n"
+                                           "  wholeGangUpTo: 0\n", encoding="utf-8")
     assert main(["simulate", "--no-progress", "--no-plots", "--trace", str(tmp_path / "trace.csv"),
                  "--cluster", str(tmp_path / "cluster.yaml"), "--config", str(tmp_path / "elastic.yaml"),
                  "--policy", "elastic", "--checkpoint-interval", "1000", "--out", str(tmp_path / "out")]) == 0
@@ -298,9 +300,14 @@ def test_cli_worker_counts_fraction_and_checkpoint_on_notice_note(tmp_path: Path
     assert main([*base, "--checkpoint-on-notice", "-5"]) == 2
     assert "--checkpoint-on-notice -5: write the seconds" in capsys.readouterr().err
     written = tmp_path / "t.csv"
+    no_notice = tmp_path / "no-notice.yaml"
+    no_notice.write_text("defaults: {noticeSeconds: 0}\n", encoding="utf-8")
+    assert main([*base, "--config", str(no_notice), "--checkpoint-on-notice", "10"]) == 0
+    assert "--checkpoint-on-notice does nothing" in capsys.readouterr().err
+    # the default notice (60 s) is one it acts on
     assert main([*base, "--worker-counts-fraction", "1", "--write-trace", str(written),
                  "--checkpoint-on-notice", "10"]) == 0
-    assert "--checkpoint-on-notice does nothing" in capsys.readouterr().err
+    assert "--checkpoint-on-notice does nothing" not in capsys.readouterr().err
     jobs = parse_own_csv(written.read_text(encoding="utf-8"), str(written))
     assert all(bool(j.worker_counts) == (j.max_workers > j.min_workers) for j in jobs)
     assert any(j.worker_counts for j in jobs)
@@ -314,11 +321,11 @@ def test_elastic_grows_only_to_allowed_counts_on_generated_traces(seed: int) -> 
     spec = ClusterSpec((NodePool("n", 4, 8, 96_000, 2**40),), (QueueSpec("a"), QueueSpec("b", weight=2)))
     jobs = with_worker_counts(generate(spec, GeneratorOptions(jobs=25, seed=seed, load=1.2, max_hours=2.0)),
                               1.0, seed)
-    r = simulate(jobs, spec, ElasticConfig(), "elastic", SimSettings(checkpoint_interval=600))
+    r = simulate(jobs, spec, legacy_config(), "elastic", SimSettings(checkpoint_interval=600))
     assert all(j.finished for j in r.jobs) and not r.rejected_decisions
     counts = {j.name: j.worker_counts for j in jobs}
     for res in r.jobs:
         if counts[res.name]:
             assert res.max_seen in counts[res.name], (res.name, res.max_seen, counts[res.name])
-    gang = simulate(jobs, spec, ElasticConfig(), "volcano-gang", SimSettings(checkpoint_interval=600))
+    gang = simulate(jobs, spec, legacy_config(), "volcano-gang", SimSettings(checkpoint_interval=600))
     assert all(j.finished for j in gang.jobs)  # the peer ignores the counts and still runs

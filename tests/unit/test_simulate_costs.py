@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from elastic_controller.cli import main
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.simulate.classes import per_class
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
 from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import ImportOptions, JobSpec, TraceError, detect_format, load_trace
+from tests.harness.legacy import legacy_config, legacy_policy
 
 LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
 
@@ -41,7 +42,7 @@ def test_restarts_lose_the_work_since_the_last_checkpoint() -> None:
     and 300, nothing lost at the eviction), 360..1330 on 4 (970 s: 70 s = 280 lost when it
     regrows), then 2000 left on 8 from 1390: 1640."""
     jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 200, 1, 1, 4, 4000)]
-    any_size = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))  # A (2 workers) may give
+    any_size = ElasticConfig(defaults=legacy_policy(minWorkersToShrink=0))  # A (2 workers) may give
     r = simulate(jobs, cluster(), any_size, "elastic", dataclasses.replace(LINEAR, checkpoint_interval=100))
     assert times(r) == {"a": (0.0, 1640.0), "b": (330.0, 1330.0)}
     a = next(j for j in r.jobs if j.name == "a")
@@ -75,14 +76,14 @@ def test_jobs_publish_their_last_checkpoint_to_the_planner() -> None:
 
     jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 250, 1, 1, 4, 4000)]
     settings = dataclasses.replace(LINEAR, checkpoint_interval=100)
-    simulate(jobs, cluster(), ElasticConfig(), "elastic", settings, planner=planner)
+    simulate(jobs, cluster(), legacy_config(), "elastic", settings, planner=planner)
     assert seen, "no cycle saw a checkpoint time"
     for now, text in seen:
         age = (now - datetime.fromisoformat(text.replace("Z", "+00:00"))).total_seconds()
         assert 0 <= age < 100 + 60, (now, text)  # within one interval (plus a restart's penalty)
     off = dataclasses.replace(settings, publish_checkpoints=False)
     seen.clear()
-    simulate(jobs, cluster(), ElasticConfig(), "elastic", off, planner=planner)
+    simulate(jobs, cluster(), legacy_config(), "elastic", off, planner=planner)
     assert not seen
 
 
@@ -97,9 +98,9 @@ def test_enqueue_keeps_a_job_pending_beyond_the_overcommitted_idle_gpus() -> Non
     free: it starts only at 100. Without enqueue C takes the free GPU at 20."""
     jobs = [job("a", 0, 1, 1, 7, 700, queue="q1"), job("b", 10, 1, 1, 2, 200, queue="q2"),
             job("c", 20, 1, 1, 1, 100, queue="q2")]
-    r = simulate(jobs, TWO_QUEUES, ElasticConfig(), "static-max", LINEAR)
+    r = simulate(jobs, TWO_QUEUES, legacy_config(), "static-max", LINEAR)
     assert times(r) == {"a": (0.0, 100.0), "b": (100.0, 200.0), "c": (100.0, 200.0)}
-    r = simulate(jobs, TWO_QUEUES, ElasticConfig(), "static-max", dataclasses.replace(LINEAR, enqueue=False))
+    r = simulate(jobs, TWO_QUEUES, legacy_config(), "static-max", dataclasses.replace(LINEAR, enqueue=False))
     assert times(r)["c"] == (20.0, 120.0)
 
 
@@ -107,7 +108,7 @@ def test_proportion_admits_nothing_into_a_queue_holding_the_cluster_at_its_minim
     """proportion's JobEnqueueableFn: minReq + allocated - elastic + inqueue <= the whole cluster.
     A holds all 8 GPUs at its minimum: B of the same queue stays Pending (no preemption for it)."""
     jobs = [job("a", 0, 2, 2, 4, 800), job("b", 50, 1, 1, 1, 100, priority=1)]
-    r = simulate(jobs, cluster(), ElasticConfig(), "volcano-gang", LINEAR)
+    r = simulate(jobs, cluster(), legacy_config(), "volcano-gang", LINEAR)
     assert times(r) == {"a": (0.0, 100.0), "b": (100.0, 200.0)}
     assert r.evictions == 0
 
@@ -127,8 +128,8 @@ def test_gated_pods_reserve_nothing_at_enqueue() -> None:
     assert reservation(e) == 4
     jobs = [job("a", 0, 1, 1, 7, 700, queue="q1"), job("b", 10, 1, 2, 2, 400, queue="q2"),
             job("c", 20, 1, 1, 1, 100, queue="q2")]
-    assert times(simulate(jobs, TWO_QUEUES, ElasticConfig(), "elastic", LINEAR))["c"] == (20.0, 120.0)
-    assert times(simulate(jobs, TWO_QUEUES, ElasticConfig(), "static-min", LINEAR))["c"][0] == 100.0
+    assert times(simulate(jobs, TWO_QUEUES, legacy_config(), "elastic", LINEAR))["c"] == (20.0, 120.0)
+    assert times(simulate(jobs, TWO_QUEUES, legacy_config(), "static-min", LINEAR))["c"][0] == 100.0
 
 
 # --- volcano-gang --------------------------------------------------------------------------------
@@ -140,7 +141,7 @@ def test_volcano_gang_places_surplus_pods_and_gangpreempt_takes_the_whole_safe_b
     worker. At 130 the victims are gone: B starts, A's recreated pods fill 8 of the 10 free GPUs
     (restart, resumes at 190 on 12 GPUs): 1600 + 12 * (t - 190) = 11200 at t = 990."""
     jobs = [job("a", 0, 1, 4, 4, 11200), job("b", 100, 1, 1, 2, 2000, priority=1)]
-    r = simulate(jobs, cluster(nodes=2), ElasticConfig(), "volcano-gang", LINEAR)
+    r = simulate(jobs, cluster(nodes=2), legacy_config(), "volcano-gang", LINEAR)
     assert times(r) == {"a": (0.0, 990.0), "b": (130.0, 1130.0)}
     a = next(j for j in r.jobs if j.name == "a")
     assert (a.evictions, a.restarts, a.max_seen, a.min_seen) == (3, 2, 4, 1)
@@ -160,7 +161,7 @@ def test_volcano_gang_whole_bundles(whole: bool, checkpoint: float, expected: di
                                     restarts: int) -> None:
     jobs = [job("a", 0, 2, 2, 4, 800, queue="q1"), job("b", 50, 1, 1, 1, 100, queue="q2")]
     settings = dataclasses.replace(LINEAR, allow_whole_bundle=whole, checkpoint_interval=checkpoint)
-    r = simulate(jobs, TWO_QUEUES, ElasticConfig(), "volcano-gang", settings)
+    r = simulate(jobs, TWO_QUEUES, legacy_config(), "volcano-gang", settings)
     assert times(r) == expected
     assert r.restarts == restarts
 
@@ -168,14 +169,14 @@ def test_volcano_gang_whole_bundles(whole: bool, checkpoint: float, expected: di
 def test_volcano_gang_pod_cooldown_delays_the_victims() -> None:
     """The cdp option: A's surplus pods placed at 0 are no victims before 300."""
     jobs = [job("a", 0, 1, 4, 4, 40000), job("b", 100, 1, 1, 2, 2000, priority=1)]
-    r = simulate(jobs, cluster(nodes=2), ElasticConfig(), "volcano-gang",
+    r = simulate(jobs, cluster(nodes=2), legacy_config(), "volcano-gang",
                  dataclasses.replace(LINEAR, pod_cooldown=300))
     assert times(r)["b"][0] == 330.0
 
 
 def test_volcano_gang_does_not_preempt_equal_priority_in_its_queue() -> None:
     jobs = [job("a", 0, 1, 4, 4, 16000), job("b", 100, 1, 1, 2, 2000)]
-    r = simulate(jobs, cluster(nodes=2), ElasticConfig(), "volcano-gang", LINEAR)
+    r = simulate(jobs, cluster(nodes=2), legacy_config(), "volcano-gang", LINEAR)
     assert r.evictions == 0
     assert times(r)["b"] == (1000.0, 2000.0)
 
@@ -184,8 +185,8 @@ def test_volcano_gang_does_not_preempt_equal_priority_in_its_queue() -> None:
 
 def test_per_class_against_static_max() -> None:
     jobs = [job("a", 0, 1, 2, 4, 4000), job("r", 0, 1, 1, 4, 2000), job("s", 0, 1, 1, 4, 2000)]
-    ref = simulate(jobs, cluster(nodes=2), ElasticConfig(), "static-max", LINEAR)
-    low = simulate(jobs, cluster(nodes=2), ElasticConfig(), "static-min", LINEAR)
+    ref = simulate(jobs, cluster(nodes=2), legacy_config(), "static-max", LINEAR)
+    low = simulate(jobs, cluster(nodes=2), legacy_config(), "static-min", LINEAR)
     classes = per_class(low, ref)
     assert [(c["kind"], c["maxWorkers"], c["jobs"]) for c in classes] == [("elastic", 2, 1), ("rigid", 1, 2)]
     elastic, rigid = classes
@@ -320,7 +321,7 @@ def test_volcano_gang_skipping_unchanged_runs_changes_nothing() -> None:
     jobs = [dataclasses.replace(j, priority=1) if i % 5 == 0 else j for i, j in enumerate(jobs)]
 
     def trajectories(skip: bool) -> list[tuple[object, ...]]:
-        sim = Simulator(jobs, spec, ElasticConfig(), "volcano-gang", SimSettings())
+        sim = Simulator(jobs, spec, legacy_config(), "volcano-gang", SimSettings())
         assert sim.gang_actions is not None
         if not skip:
             sim.alloc.after_allocate = sim.gang_actions._run
@@ -342,7 +343,7 @@ def test_a_job_waiting_for_its_checkpoint_window_grows_at_its_next_checkpoint() 
     5 s interval at most). Before the simulator woke at checkpoints, no cycle came until A
     finished, and A never grew."""
     jobs = [job("b", 0, 1, 1, 8, 8 * 1000), job("a", 1, 1, 2, 8, 8 * 20_000)]
-    cfg = ElasticConfig(defaults=QueuePolicy(scaleUpAfterCheckpointSeconds=300, minScaleUpGain=1))
+    cfg = ElasticConfig(defaults=legacy_policy(scaleUpAfterCheckpointSeconds=300, minScaleUpGain=1))
     r = simulate(jobs, cluster(nodes=2), cfg, "elastic", dataclasses.replace(LINEAR, checkpoint_interval=1800))
     a = next(j for j in r.jobs if j.name == "a")
     ups = [t for t, d in a.scale_events if d == "up"]
@@ -361,7 +362,7 @@ def test_planning_at_every_agent_interval_changes_nothing(seed: int) -> None:
     from elastic_controller.simulate.generate import GeneratorOptions, generate
 
     two = ClusterSpec((NodePool("gpu", 8, 8, 96_000, 2**40),), (QueueSpec("a", weight=2), QueueSpec("b")))
-    cfg = ElasticConfig(queues={"b": QueuePolicy(scaleUpSnoozeSeconds=900, noticeSeconds=30)})
+    cfg = ElasticConfig(queues={"b": legacy_policy(scaleUpSnoozeSeconds=900, noticeSeconds=30)})
     jobs = generate(two, GeneratorOptions(jobs=40, load=1.2, seed=seed, max_hours=2))
     settings = SimSettings(restart_cost=fixed_cost(60), checkpoint_interval=1800)
     events = simulate(jobs, two, cfg, "elastic", settings)

@@ -8,17 +8,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate
 from elastic_controller.simulate.restarts import fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.legacy import legacy_config, legacy_policy
 
 # hand-computed trajectories: no checkpoint loss (tests of it set an interval)
 LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=fixed_cost(60))
-ANY_SIZE = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))  # jobs of any size may give
+ANY_SIZE = ElasticConfig(defaults=legacy_policy(minWorkersToShrink=0))  # jobs of any size may give
 
 
 def cluster(nodes: int = 1, gpus: int = 8, queues: tuple[QueueSpec, ...] = (QueueSpec("default"),)) -> ClusterSpec:
@@ -46,7 +47,7 @@ def times(result: SimResult) -> dict[str, tuple[float, float]]:
 ], ids=["elastic-grows-in-first-rendezvous", "elastic-grows-at-once-restarts", "static-max", "static-min"])
 def test_lone_job(policy: str, last_call: float, finish: float, restarts: int) -> None:
     settings = dataclasses.replace(LINEAR, rendezvous_last_call=last_call)
-    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), ElasticConfig(), policy, settings)
+    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), legacy_config(), policy, settings)
     assert times(r) == {"a": (0.0, finish)}
     assert r.restarts == restarts
     assert r.cooldown_violations == 0
@@ -84,17 +85,17 @@ def test_a_small_job_keeps_its_workers() -> None:
     """The same trace with the default minWorkersToShrink (4): A runs 2 workers, fewer than 4, so it
     is never a victim: it runs 0..1000 on 8 GPUs without a restart and B starts when A ends."""
     jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 200, 1, 1, 4, 4000)]
-    r = simulate(jobs, cluster(), ElasticConfig(), "elastic", LINEAR)
+    r = simulate(jobs, cluster(), legacy_config(), "elastic", LINEAR)
     assert times(r) == {"a": (0.0, 1000.0), "b": (1000.0, 2000.0)}
     assert r.jobs[0].restarts == 0 and r.evictions == 0
     # with minWorkersToShrink 2 it gives again (2 workers >= 2)
-    two = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=2))
+    two = ElasticConfig(defaults=legacy_policy(minWorkersToShrink=2))
     assert times(simulate(jobs, cluster(), two, "elastic", LINEAR))["b"] == (330.0, 1330.0)
 
 
 def test_static_max_gangs_run_one_after_another() -> None:
     jobs = [job("a", 0, 1, 2, 4, 8000), job("b", 10, 1, 2, 4, 800)]
-    r = simulate(jobs, cluster(), ElasticConfig(), "static-max", LINEAR)
+    r = simulate(jobs, cluster(), legacy_config(), "static-max", LINEAR)
     assert times(r) == {"a": (0.0, 1000.0), "b": (1000.0, 1100.0)}
     assert [j.queueing for j in r.jobs] == [0.0, 990.0]
     # 8 GPUs busy from 0 to 1100 over a span of 1100 s.
@@ -104,18 +105,18 @@ def test_static_max_gangs_run_one_after_another() -> None:
 def test_priority_then_fifo_within_a_queue() -> None:
     blocker = job("a", 0, 1, 1, 8, 800)  # holds the node until 100
     jobs = [blocker, job("b", 1, 1, 1, 8, 800), job("c", 2, 1, 1, 8, 800, priority=5)]
-    r = simulate(jobs, cluster(), ElasticConfig(), "static-max", LINEAR)
+    r = simulate(jobs, cluster(), legacy_config(), "static-max", LINEAR)
     assert times(r) == {"a": (0.0, 100.0), "c": (100.0, 200.0), "b": (200.0, 300.0)}
 
 
 def test_smaller_gang_is_not_blocked_by_a_bigger_one() -> None:
     jobs = [job("a", 0, 1, 1, 4, 400), job("big", 1, 1, 1, 8, 800), job("small", 2, 1, 1, 4, 400)]
-    r = simulate(jobs, cluster(), ElasticConfig(), "static-max", LINEAR)
+    r = simulate(jobs, cluster(), legacy_config(), "static-max", LINEAR)
     assert times(r) == {"a": (0.0, 100.0), "small": (2.0, 102.0), "big": (102.0, 202.0)}
 
 
 def test_scaling_efficiency_slows_bigger_jobs() -> None:
-    r = simulate([job("a", 0, 2, 2, 4, 8000)], cluster(), ElasticConfig(), "static-max",
+    r = simulate([job("a", 0, 2, 2, 4, 8000)], cluster(), legacy_config(), "static-max",
                  SimSettings(curve=ScalingCurve(0.8), checkpoint_interval=0))
     assert times(r) == {"a": (0.0, pytest.approx(8000 / (8 * 0.8)))}
 
@@ -126,7 +127,7 @@ def test_queues_share_by_weight() -> None:
     jobs = [job(f"h{i}", 0, 1, 1, 1, 100, queue="heavy") for i in range(8)]
     jobs += [job(f"l{i}", 0, 1, 1, 1, 100, queue="light") for i in range(8)]
     # allocate's shares alone (enqueue would admit 9.6 GPUs' worth of the 16 jobs, see test_enqueue_*)
-    r = simulate(jobs, cluster(nodes=8, gpus=1, queues=queues), ElasticConfig(), "static-max",
+    r = simulate(jobs, cluster(nodes=8, gpus=1, queues=queues), legacy_config(), "static-max",
                  dataclasses.replace(LINEAR, enqueue=False))
     first_wave = {j.name for j in r.jobs if j.start == 0.0}
     assert len(first_wave) == 8
@@ -136,7 +137,7 @@ def test_queues_share_by_weight() -> None:
 # --- invariants on generated traces --------------------------------------------------------------
 
 SMALL = ClusterSpec((NodePool("gpu", 6, 8, 96_000, 2**40),), (QueueSpec("a", 2), QueueSpec("b", 1)))
-FAST = ElasticConfig(defaults=QueuePolicy(cooldownSeconds=120, minRuntimeSeconds=60, starvationSeconds=20))
+FAST = ElasticConfig(defaults=legacy_policy(cooldownSeconds=120, minRuntimeSeconds=60, starvationSeconds=20))
 
 
 def small_trace(seed: int, jobs: int = 40, load: float = 1.0) -> list[JobSpec]:
@@ -221,7 +222,7 @@ def test_a_plan_evicting_a_master_or_core_pod_is_refused() -> None:
         return CyclePlan(evictions=tuple(Eviction(p.key, p.node_name, p.group_key, "default", "x", "test")
                                          for p in running))
 
-    r = simulate([job("a", 0, 2, 2, 4, 8000)], cluster(), ElasticConfig(), "elastic", EVERY_CYCLE,
+    r = simulate([job("a", 0, 2, 2, 4, 8000)], cluster(), legacy_config(), "elastic", EVERY_CYCLE,
                  planner=evict_everything)
     assert r.evictions == 0 and times(r) == {"a": (0.0, 1000.0)}
     assert any("role master is never evicted" in d for d in r.rejected_decisions)
@@ -245,7 +246,7 @@ def test_cooldown_violations_are_counted() -> None:
         return CyclePlan(evictions=tuple(Eviction(p.key, p.node_name, "ns/a", "default", "x", "t")
                                          for p in elastic))
 
-    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), ElasticConfig(), "elastic", EVERY_CYCLE,
+    r = simulate([job("a", 0, 1, 2, 4, 4000)], cluster(), legacy_config(), "elastic", EVERY_CYCLE,
                  planner=flap)
     assert r.cooldown_violations == 1
     assert r.jobs[0].scale_events == ((0.0, "up"), (5.0, "down"))

@@ -7,16 +7,17 @@ import dataclasses
 
 import pytest
 
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimSettings, simulate
 from elastic_controller.simulate.restarts import RestartCost, describe, fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.legacy import legacy_config, legacy_policy
 
 LINEAR = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=100, restart_cost=fixed_cost(60))
 CLUSTER = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("default"),))
-ANY_SIZE = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0))
+ANY_SIZE = ElasticConfig(defaults=legacy_policy(minWorkersToShrink=0))
 JOBS = [JobSpec("a", 0, 1, 2, 4, 8000), JobSpec("b", 200, 1, 1, 4, 4000)]
 
 
@@ -50,8 +51,8 @@ def test_only_our_agent_s_planned_events_are_in_place() -> None:
     two = ClusterSpec((NodePool("n", 2, 8, 96_000, 2**40),), (QueueSpec("default"),))
     jobs = [JobSpec("a", 0, 1, 4, 4, 11200), JobSpec("b", 100, 1, 1, 2, 2000, priority=1)]
     linear = dataclasses.replace(LINEAR, checkpoint_interval=0)
-    plain = simulate(jobs, two, ElasticConfig(), "volcano-gang", linear)
-    other = simulate(jobs, two, ElasticConfig(), "volcano-gang", dataclasses.replace(linear, restart_cost=cost))
+    plain = simulate(jobs, two, legacy_config(), "volcano-gang", linear)
+    other = simulate(jobs, two, legacy_config(), "volcano-gang", dataclasses.replace(linear, restart_cost=cost))
     assert next(j for j in plain.jobs if j.name == "a").restarts == 2
     assert [(j.name, j.finish, j.restarts, j.restart_seconds) for j in other.jobs] == \
         [(j.name, j.finish, j.restarts, j.restart_seconds) for j in plain.jobs]

@@ -10,17 +10,17 @@ from importlib.resources import files
 
 import pytest
 
-from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.simulate.cluster import parse_cluster
 from elastic_controller.simulate.engine import SimResult, SimSettings, simulate
 from elastic_controller.simulate.generate import GeneratorOptions, generate
+from tests.harness.legacy import legacy_config
 
 
 def _run(max_restarts: int | None) -> SimResult:
     base = files("elastic_controller") / "examples" / "sim"
     cluster = parse_cluster(base.joinpath("cluster.yaml").read_text(encoding="utf-8"), "<example>/cluster.yaml")
     jobs = generate(cluster, GeneratorOptions(jobs=80, seed=1, load=1.5))
-    return simulate(jobs, cluster, ElasticConfig(), "elastic", SimSettings(max_restarts=max_restarts))
+    return simulate(jobs, cluster, legacy_config(), "elastic", SimSettings(max_restarts=max_restarts))
 
 
 def _shrinks(r: SimResult) -> list[int]:

@@ -6,12 +6,13 @@ import dataclasses
 
 import pytest
 
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.simulate.cluster import ClusterSpec, NodePool, QueueSpec
 from elastic_controller.simulate.engine import SimSettings, simulate
 from elastic_controller.simulate.restarts import RestartCost, describe, fixed_cost
 from elastic_controller.simulate.scaling import ScalingCurve
 from elastic_controller.simulate.trace import JobSpec
+from tests.harness.legacy import legacy_policy
 
 TORCHRUN = RestartCost(model="torchrun", restart=25.0)
 KIT = RestartCost(model="kit", restart=25.0)
@@ -66,7 +67,7 @@ def test_the_engine_stalls_each_event_by_its_cost(cost: RestartCost, a_finish: f
     spec = ClusterSpec((NodePool("n", 1, 8, 96_000, 2**40),), (QueueSpec("default"),))
     jobs = [JobSpec("a", 0, 1, 2, 4, 8000), JobSpec("b", 200, 1, 1, 4, 4000)]
     settings = SimSettings(curve=ScalingCurve(1.0), checkpoint_interval=0, restart_cost=cost)
-    r = simulate(jobs, spec, ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=0)), "elastic", settings)
+    r = simulate(jobs, spec, ElasticConfig(defaults=legacy_policy(minWorkersToShrink=0)), "elastic", settings)
     a, b = r.jobs
     assert [d for _, d in a.scale_events] == ["up", "down", "up"]
     assert (a.start, a.finish, a.restarts) == (0.0, pytest.approx(a_finish), 2)

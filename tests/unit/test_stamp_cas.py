@@ -18,9 +18,9 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import PODGROUPS, PODS, Resource
 from elastic_controller.policy import keys
 from elastic_controller.policy.contract import ScaleRecord
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import fake_kube
+from tests.harness.legacy import legacy_config
 
 GANG = "team-b/b"
 STAMP_KEYS = (keys.LAST_SCALE_TIME, keys.LAST_SCALE_DIRECTION, keys.LAST_DECISION, keys.SCALE_RECORD)
@@ -68,7 +68,7 @@ def claimed(kube: FakeKube) -> list[str]:
 
 
 def run(kube: FakeKube) -> CycleReport:
-    return Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=lambda: b.NOW,
+    return Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=lambda: b.NOW,
                  identity="first-writer").run_cycle()
 
 

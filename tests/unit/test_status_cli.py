@@ -13,6 +13,7 @@ from elastic_controller.cli import main
 from elastic_controller.kube import client as kube_client
 from elastic_controller.kube.fake import FakeKube
 from tests.harness.examples import EXAMPLES, PLANNED_AT, example_items
+from tests.harness.legacy import LEGACY_FLOW
 from tests.harness.statuscli import (
     _a_kubeconfig,  # noqa: F401 - fixtures
     rows_of,
@@ -59,13 +60,16 @@ def test_json_and_yaml_are_versioned_with_queues_under_their_own_key(monkeypatch
     assert code == 0 and yaml.safe_load(out) == doc
 
 
-def test_gated_pods_say_why_with_the_planners_codes(monkeypatch: pytest.MonkeyPatch,
+def test_gated_pods_say_why_with_the_planners_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The bundled scale-up example: resnet (at its min, 2 of 2..16) grows now; gpt (3 of 4) could take
-    one more but +33% is below minScaleUpGain: plan's HOLD note, read-only, in status."""
+    one more but +33% is below minScaleUpGain: plan's HOLD note, read-only, in status. (gpt elastic from
+    its min: wholeGangUpTo 0, as the example's recorded plan was made.)"""
     serve(monkeypatch, *example_items("scale-up-into-idle-gpus"))
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(f"defaults: {{{LEGACY_FLOW}}}\n")
     plan_doc = json.loads((EXAMPLES / "scale-up-into-idle-gpus.expected.json").read_text())
-    _, out, _ = status(capsys, "-o", "json")
+    _, out, _ = status(capsys, "--config", str(legacy), "-o", "json")
     rows = rows_of(json.loads(out))
     resnet, gpt = rows["team-vision/resnet"], rows["team-nlp/gpt"]
     assert resnet["gatedReason"]["reason"] == "Growing" and resnet["gatedReason"]["message"].startswith(
@@ -73,13 +77,13 @@ def test_gated_pods_say_why_with_the_planners_codes(monkeypatch: pytest.MonkeyPa
     (note,) = plan_doc["notes"]
     assert gpt["gatedReason"] == {k: note[k] for k in ("job", "reason", "until", "message")}
     assert (resnet["elasticWorkers"], resnet["elasticMax"], resnet["fulfillment"]) == (0, 14, 0.0)
-    _, table_out, _ = status(capsys)
+    _, table_out, _ = status(capsys, "--config", str(legacy))
     line = next(line for line in table_out.splitlines() if "team-nlp/gpt" in line).split()
     assert line[4:6] == ["2/3", "-"] and line[7:9] == ["1", "BelowMinScaleUpGain"], line  # [6]: RESTARTS
     resnet_line = next(line for line in table_out.splitlines() if "team-vision/resnet" in line).split()
     assert resnet_line[4] == "0/14" and resnet_line[8] == "Growing"
     assert note["message"] not in table_out  # the code in the table, the whole reason under -o wide
-    _, wide, _ = status(capsys, "-o", "wide")
+    _, wide, _ = status(capsys, "--config", str(legacy), "-o", "wide")
     assert note["message"] in wide
     header = next(line for line in table_out.splitlines() if line.strip().startswith("JOB"))
     assert header.split()[:5] == ["JOB", "MIN", "CUR", "MAX", "ELASTIC"]

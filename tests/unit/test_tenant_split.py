@@ -10,9 +10,10 @@ import pytest
 
 from elastic_controller.policy.actions import Evict
 from elastic_controller.policy.cycle import decide
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from elastic_controller.policy.world import TOO_SMALL, build_world
 from tests.harness import builders as b
+from tests.harness.legacy import legacy_config, legacy_policy
 
 
 def split(namespaces: list[str], running: int = 2) -> list[Any]:
@@ -26,12 +27,12 @@ def split(namespaces: list[str], running: int = 2) -> list[Any]:
 
 
 def victims(objs: list[Any], cfg: ElasticConfig | None = None) -> list[str]:
-    out = decide(b.snapshot_of(objs), cfg or ElasticConfig(), b.NOW)
+    out = decide(b.snapshot_of(objs), cfg or legacy_config(), b.NOW)
     return [e.pod for a in out.of(Evict) for e in a.victims]
 
 
 def gang_reason(objs: list[Any]) -> str:
-    out = decide(b.snapshot_of(objs), ElasticConfig(), b.NOW)
+    out = decide(b.snapshot_of(objs), legacy_config(), b.NOW)
     return next(d.reason for d in out.plan.starving if d.pod_group == "other/g")
 
 
@@ -56,7 +57,7 @@ def test_split_across_queues_is_counted_per_queue() -> None:
     for o in objs:
         if o["kind"] == "PodGroup" and o["metadata"]["name"] == "part2":
             o["spec"]["queue"] = "r"
-    world = build_world(b.snapshot_of(objs), ElasticConfig(), b.NOW)
+    world = build_world(b.snapshot_of(objs), legacy_config(), b.NOW)
     assert world.tenant_workers("tenant/part0") == 4 and world.tenant_workers("tenant/part2") == 2
     assert not world.too_small_to_shrink("tenant/part0") and world.too_small_to_shrink("tenant/part2")
 
@@ -64,7 +65,7 @@ def test_split_across_queues_is_counted_per_queue() -> None:
 @pytest.mark.parametrize(("limit", "given"), [(4, 1), (7, 0), (2, 1), (0, 1)])
 def test_the_tenant_count_against_the_limit(limit: int, given: int) -> None:
     # 6 workers in the tenant: given from minWorkersToShrink <= 6, kept above
-    cfg = ElasticConfig(defaults=QueuePolicy(minWorkersToShrink=limit))
+    cfg = ElasticConfig(defaults=legacy_policy(minWorkersToShrink=limit))
     assert len(victims(split(["tenant", "tenant", "tenant"]), cfg)) == given
 
 
@@ -72,7 +73,7 @@ def test_growth_counts_the_tenant_at_its_new_size() -> None:
     # the gates ask the size a growth would give (never_victim(job, workers)): one of the tenant's
     # jobs grown from 1 to 3 makes the tenant 5 >= 4, a victim
     objs = split(["tenant", "solo"], running=1)
-    world = build_world(b.snapshot_of(objs), ElasticConfig(), b.NOW)
+    world = build_world(b.snapshot_of(objs), legacy_config(), b.NOW)
     assert world.tenant_workers("tenant/part0") == 1
     assert world.tenant_workers("tenant/part0", 3) == 3
     assert world.never_victim("tenant/part0") == TOO_SMALL and world.never_victim("tenant/part0", 4) is None
@@ -88,7 +89,7 @@ def test_a_big_job_does_not_strip_a_small_neighbours_protection() -> None:
                    b.pytorchjob("team-a", "small", workers=2, min_r=1, max_r=4),
                    *b.elastic_job("team-a", "small", min_r=1, max_r=4, running=2, nodes=["n0"]),
                    b.gang("other", "g", members=1, gpus=1))
-    world = build_world(b.snapshot_of(objs), ElasticConfig(), b.NOW)
+    world = build_world(b.snapshot_of(objs), legacy_config(), b.NOW)
     assert world.never_victim("team-a/small") == TOO_SMALL  # old code: None (tenant 10)
     assert world.tenant_workers("team-a/small") == 2
     assert world.never_victim("team-a/big") is None

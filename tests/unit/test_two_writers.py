@@ -22,11 +22,12 @@ from elastic_controller.kube.fake import FakeKube, FakeStore
 from elastic_controller.kube.resources import PODGROUPS, PODS
 from elastic_controller.policy import keys
 from elastic_controller.policy.contract import ScaleRecord
-from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
+from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.fakecluster import fake_kube
+from tests.harness.legacy import legacy_config, legacy_policy
 
-SLOW = ElasticConfig(defaults=QueuePolicy(starvationSeconds=3600))  # the loser's view: b has not starved
+SLOW = ElasticConfig(defaults=legacy_policy(starvationSeconds=3600))  # the loser's view: b has not starved
 
 
 def world() -> list[Any]:
@@ -38,7 +39,7 @@ def world() -> list[Any]:
 
 
 def agent(kube: FakeKube, identity: str, cfg: ElasticConfig | None = None, now: datetime = b.NOW) -> Agent:
-    return Agent(kube, FakeStore(kube), cfg or ElasticConfig(), EventRecorder(kube), clock=lambda: now,
+    return Agent(kube, FakeStore(kube), cfg or legacy_config(), EventRecorder(kube), clock=lambda: now,
                  identity=identity)
 
 

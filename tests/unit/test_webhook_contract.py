@@ -93,6 +93,9 @@ WARNED = [
     ("notice of the job's own queue", in_queue(JOB8, "research"), parse_config(
         {"queues": {"research": {"noticeSeconds": 45}}}), "a 45s notice"),
     ("notice from defaults", JOB8, parse_config({"defaults": {"noticeSeconds": 31}}), "queue 'default'"),
+    ("job of 4 under notice when none starts whole", job(workers=4, min_replicas=2, max_replicas=4),
+     parse_config({"defaults": {"wholeGangUpTo": 0}, "queues": {"research": {"noticeSeconds": 120}},
+                   "namespaceQueues": {"team-a": "research"}}), "a 120s notice"),
 ]
 
 
@@ -115,6 +118,11 @@ CLEAN = [
     # (an unbound namespace: in a bound one the namespace's queue is the job's, issue 36 T9)
     ("notice in another queue", in_queue(JOB8, "batch"), NOTICE_UNBOUND),
     ("non-elastic job under notice", job(elastic=False), NOTICE),
+    # the built-in notice (60 s) is longer than the default grace (30 s), and warns about nothing
+    ("the default notice", JOB8, CFG),
+    ("the default notice set by the admin", JOB8, parse_config({"defaults": {"noticeSeconds": 60}})),
+    # a job admitted whole (wholeGangUpTo, default 4) is never a victim
+    ("job admitted whole under notice", job(workers=4, min_replicas=2, max_replicas=4), NOTICE),
     ("other annotations", annotated(JOB8, **{"volcano-elastic.io/last-checkpoint-time": "not a time"}), CFG),
 ]
 

@@ -10,12 +10,13 @@ import pytest
 
 from elastic_controller.policy import keys
 from elastic_controller.policy.settings import ElasticConfig, GatingConfig
+from tests.harness.legacy import legacy_config, legacy_policy
 from tests.harness.webhook_objects import apply, decode_patch, pod, review
 from webhook.envelope import BadReviewError
 from webhook.mutate import escape
 from webhook.review import review_pod
 
-CFG = ElasticConfig()
+CFG = legacy_config()  # every elastic worker gated (no job admitted whole): what these tests are about
 GATE = keys.DEFAULT_GATE
 
 
@@ -176,7 +177,7 @@ def test_kueue_pods_are_left_alone(label: str) -> None:
 
 
 def test_configured_scheduler_and_gate_name() -> None:
-    cfg = ElasticConfig(schedulerName="vc", gating=GatingConfig(gateName="corp.io/hold"))
+    cfg = ElasticConfig(schedulerName="vc", gating=GatingConfig(gateName="corp.io/hold"), defaults=legacy_policy())
     after, _ = mutate(pod(index=3), cfg)
     assert after["spec"]["schedulerName"] == "vc"
     assert gates(after) == ["corp.io/hold"]

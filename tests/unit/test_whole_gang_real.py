@@ -52,19 +52,22 @@ def test_worker_only_job_counts_worker_0_in_its_gang() -> None:
     assert (p.min_member, p.min_task_member) == (4, {"worker": 4})
 
 
-def test_job_above_the_key_and_the_default_keep_their_min() -> None:
+def test_job_above_the_key_and_the_key_off_keep_their_min() -> None:
     big = b.pytorchjob("ns", "j", workers=8, min_r=2, max_r=8, master=True)
-    for cfg in (cfg_of(defaults={"wholeGangUpTo": 4}), ElasticConfig()):
+    for cfg in (cfg_of(defaults={"wholeGangUpTo": 4}), ElasticConfig(), cfg_of(defaults={"wholeGangUpTo": 0})):
         p = plan(big, cfg)
         assert (p.min_member, p.gang_workers, p.whole) == (3, 2, False)
-    small = plan(b.pytorchjob("ns", "s", workers=4, min_r=1, max_r=4), ElasticConfig())
+    small_job = b.pytorchjob("ns", "s", workers=4, min_r=1, max_r=4)
+    small = plan(small_job, cfg_of(defaults={"wholeGangUpTo": 0}))
     assert (small.min_member, small.whole) == (1, False)
+    small = plan(small_job, ElasticConfig())  # the default (4, issue 38's judge): admitted whole
+    assert (small.min_member, small.whole, small.whole_up_to) == (4, True, 4)
     rigid = plan(b.pytorchjob("ns", "r", workers=3, elastic=False), cfg_of(defaults={"wholeGangUpTo": 4}))
     assert (rigid.min_member, rigid.whole) == (3, False)
 
 
 def test_the_jobs_queue_decides() -> None:
-    cfg = cfg_of(queues={"small": {"wholeGangUpTo": 4}})
+    cfg = cfg_of(defaults={"wholeGangUpTo": 0}, queues={"small": {"wholeGangUpTo": 4}})
     job = b.pytorchjob("ns", "j", workers=4, min_r=1, max_r=4, queue="small")
     assert plan(job, cfg).min_member == 4
     # a namespace bound to another queue wins over the job's own (resolve_queue)
@@ -130,17 +133,21 @@ def gated_after(p: dict[str, Any], cfg: ElasticConfig) -> bool:
 
 
 def test_whole_up_to_is_known_only_when_every_queue_agrees() -> None:
-    assert whole_up_to(ElasticConfig()) == 0
+    assert whole_up_to(ElasticConfig()) == 4  # the default
+    assert whole_up_to(cfg_of(defaults={"wholeGangUpTo": 0})) == 0
     assert whole_up_to(cfg_of(defaults={"wholeGangUpTo": 4}, queues={"a": {"cooldownSeconds": 10}})) == 4
     assert whole_up_to(cfg_of(defaults={"wholeGangUpTo": 4}, queues={"a": {"wholeGangUpTo": 2}})) is None
 
 
 @pytest.mark.parametrize(("doc", "nnodes", "gated"), [
-    ({}, "2:4", [False, False, True, True]),  # default: as before
+    ({}, "2:4", [False, False, False, False]),  # the default (4): whole, no gate
+    ({"defaults": {"wholeGangUpTo": 0}}, "2:4", [False, False, True, True]),  # off: as before
     ({"defaults": {"wholeGangUpTo": 4}}, "2:4", [False, False, False, False]),  # whole: no gate
     ({"defaults": {"wholeGangUpTo": 4}}, "2:8", [False, False, True, True]),  # above the key
     # the queue decides and the pod does not say it: gated here, lifted by the controller
-    ({"queues": {"small": {"wholeGangUpTo": 4}}}, "2:4", [False, False, True, True]),
+    ({"defaults": {"wholeGangUpTo": 0}, "queues": {"small": {"wholeGangUpTo": 4}}}, "2:4",
+     [False, False, True, True]),
+    ({"queues": {"small": {"wholeGangUpTo": 2}}}, "2:4", [False, False, True, True]),
 ])
 def test_webhook_gates_below_the_gang_never(doc: dict[str, Any], nnodes: str, gated: list[bool]) -> None:
     cfg = cfg_of(**doc)
@@ -189,7 +196,9 @@ def test_status_says_why_a_job_is_never_shrunk() -> None:
     assert rows["ns/b"]["admittedWhole"] is None  # max 8: above the key
     table = render(build_rows(objs, cfg, b.NOW))
     assert [line.split()[4] for line in table.splitlines() if line.split()[:1] == ["ns/a"]] == ["whole"]
-    assert build_rows(objs, ElasticConfig(), b.NOW)["default"][0]["admittedWhole"] is None
+    assert build_rows(objs, cfg_of(defaults={"wholeGangUpTo": 0}), b.NOW)["default"][0]["admittedWhole"] is None
+    by_default = {r["job"]: r for r in build_rows(objs, ElasticConfig(), b.NOW)["default"]}
+    assert by_default["ns/a"]["admittedWhole"] == rows["ns/a"]["admittedWhole"]  # the default is 4
 
 
 def test_agent_bounds_of_a_whole_job_are_the_simulators() -> None:
