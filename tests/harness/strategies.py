@@ -14,6 +14,7 @@ from elastic_controller.policy.model import Snapshot
 from elastic_controller.policy.parse import parse_objects
 from elastic_controller.policy.settings import ElasticConfig, QueuePolicy
 from tests.harness.builders import ago, job_pod, node, pod, podgroup, priority_class, queue
+from tests.harness.legacy import LEGACY
 
 GPU = "nvidia.com/gpu"
 GATE = "volcano-elastic.io/scale-up"
@@ -129,6 +130,7 @@ def clusters(draw: st.DrawFn, priorities: st.SearchStrategy[list[int]] | None = 
                             node_selector=selector, tolerations=tol))
 
     defaults = QueuePolicy(
+        **LEGACY,  # the scenarios were written for every job elastic from its min, evicted at once
         cooldownSeconds=300,
         minRuntimeSeconds=draw(st.sampled_from([0, 120])),
         starvationSeconds=30,

@@ -31,10 +31,10 @@ from elastic_controller.policy.actions import CycleDecision, Evict
 from elastic_controller.policy.cycle import shrinks
 from elastic_controller.policy.decisions import CyclePlan, Eviction
 from elastic_controller.policy.notices import NoticeReview
-from elastic_controller.policy.settings import ElasticConfig
 from tests.harness import builders as b
 from tests.harness.executeworld import executor, store_snapshot
 from tests.harness.fakecluster import Clock, Killed, fake_kube, kill_at, real_writes
+from tests.harness.legacy import legacy_config
 
 NS = "team-a"
 
@@ -245,7 +245,7 @@ def three_gangs() -> list[Any]:
 
 
 def agent_on(kube: FakeKube, clock: Clock, identity: str) -> Agent:
-    return Agent(kube, FakeStore(kube), ElasticConfig(), EventRecorder(kube), clock=clock, identity=identity)
+    return Agent(kube, FakeStore(kube), legacy_config(), EventRecorder(kube), clock=clock, identity=identity)
 
 
 def left_behind(kube: FakeKube) -> list[str]:
