@@ -35,12 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.fairness_frontier import judge  # noqa: E402
+from bench.fairness_frontier import _load, judge  # noqa: E402
 
 CLUSTER = ROOT / "elastic_controller" / "examples" / "sim" / "cluster.yaml"
 TRACES: dict[str, list[str]] = {"ex": ["--example"]} | {
     f"g{s}": ["--cluster", str(CLUSTER), "--generate", "500", "--load", "1.0", "--seed", str(s)] for s in (2, 3, 4)}
-Row = dict[str, str]
 
 
 def _simulate(args: list[str]) -> None:
@@ -63,11 +62,6 @@ def jitter(src: Path, dst: Path, seconds: float, seed: int) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-
-
-def _load(path: Path) -> dict[str, Row]:
-    with path.open() as f:
-        return {r["name"]: r for r in csv.DictReader(f)}
 
 
 def _cells(c: dict[str, object]) -> dict[str, float]:
