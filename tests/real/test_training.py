@@ -39,8 +39,12 @@ def installed(box: Any) -> Iterator[Any]:
 
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The result without its progress log, printed with the log's records other than steps (starts,
+    checkpoints, holds, done: what a failed assertion about events needs)."""
     out = {k: v for k, v in result.items() if k != "log"}
     print("\n[real] training: " + json.dumps(out))
+    marks = [r for r in result.get("log", []) if isinstance(r, dict) and "event" in r]
+    print("[real] the log's records other than steps: " + json.dumps(marks))
     return out
 
 
