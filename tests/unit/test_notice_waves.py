@@ -345,18 +345,6 @@ def test_the_due_evictions_write_what_one_after_the_other_writes() -> None:
 
 # ---------------------------------------------------------------- a crash in a wave, then a new leader
 
-def starving() -> list[Any]:
-    """Jobs a0..a2 (elastic 2..6, all running) fill their nodes; gangs b0..b2 (2 x 1 GPU) starve: the
-    plan puts two workers of a0 under notice for b0, two more for b1, and two of a1 for b2: two waves
-    ([b0, b2], then [b1])."""
-    objs: list[Any] = [b.queue("default")]
-    for i in range(3):
-        objs += [b.node(f"n{i}", gpus=6), b.pytorchjob(NS, f"a{i}", workers=6, min_r=2, max_r=6),
-                 *b.elastic_job(NS, f"a{i}", min_r=2, max_r=6, nodes=[f"n{i}"]),
-                 *b.gang("team-b", f"b{i}", members=2, gpus=1)]
-    return b.items(*objs)
-
-
 def agent_on(kube: FakeKube, clock: Clock, identity: str) -> Agent:
     return Agent(kube, FakeStore(kube), CFG, EventRecorder(kube), clock=clock, identity=identity)
 
@@ -364,35 +352,37 @@ def agent_on(kube: FakeKube, clock: Clock, identity: str) -> Agent:
 def phantoms(kube: FakeKube) -> list[str]:
     """Jobs stamped with a notice none of whose victims is under it (or gone): a cooldown of a notice
     that was never given."""
-    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in kube.of(PODS)}
-    out = []
-    for pg in kube.of(PODGROUPS):
-        ann = pg["metadata"].get("annotations") or {}
-        rec = xr.parse_record(ann.get(keys.SCALE_RECORD))
-        if rec is None or rec.path != "notice" or rec.at != ann.get(keys.LAST_SCALE_TIME):
-            continue
-        if not any(key not in pods or pods[key]["metadata"].get("deletionTimestamp") or
-                   (pods[key]["metadata"].get("annotations") or {}).get(keys.EVICTED_FOR) == rec.gang
-                   for key in rec.pods):
-            out.append(pg["metadata"]["name"])
-    return out
+    pods = {f"{NS}/{p['metadata']['name']}": p["metadata"] for p in kube.of(PODS)}
+
+    def acted(gang: str, pod: str) -> bool:
+        meta = pods.get(pod)
+        return meta is None or bool(meta.get("deletionTimestamp")) or \
+            (meta.get("annotations") or {}).get(keys.EVICTED_FOR) == gang
+
+    stamps = [(pg["metadata"]["name"], pg["metadata"].get("annotations") or {}) for pg in kube.of(PODGROUPS)]
+    records = [(name, xr.parse_record(ann.get(keys.SCALE_RECORD)), ann.get(keys.LAST_SCALE_TIME))
+               for name, ann in stamps]
+    return [name for name, rec, at in records if rec is not None and rec.path == "notice" and rec.at == at
+            and not any(acted(rec.gang, pod) for pod in rec.pods)]
 
 
 def writes_of_one_cycle() -> int:
-    kube = fake_kube(starving())
+    kube = fake_kube(jobs(3))
     report = agent_on(kube, Clock(), "first").run_cycle()
     assert len(report.noticed) == 3
+    # the plan puts two workers of j0 under notice for g0, two more for g1, two of j1 for g2: two
+    # waves ([g0, g2], then [g1])
     claims = {p["metadata"]["name"]: p["metadata"]["annotations"][keys.EVICTED_FOR] for p in kube.of(PODS)
               if keys.EVICTED_FOR in (p["metadata"].get("annotations") or {})}
-    assert sorted(claims.items()) == [("a0-worker-2", "team-b/b1"), ("a0-worker-3", "team-b/b1"),
-                                      ("a0-worker-4", "team-b/b0"), ("a0-worker-5", "team-b/b0"),
-                                      ("a1-worker-4", "team-b/b2"), ("a1-worker-5", "team-b/b2")]
+    assert sorted(claims.items()) == [("j0-worker-2", "team-b/g1"), ("j0-worker-3", "team-b/g1"),
+                                      ("j0-worker-4", "team-b/g0"), ("j0-worker-5", "team-b/g0"),
+                                      ("j1-worker-4", "team-b/g2"), ("j1-worker-5", "team-b/g2")]
     return len(real_writes(kube))
 
 
 @pytest.mark.parametrize("n", range(writes_of_one_cycle()))
 def test_a_crash_at_any_write_of_a_notice_wave_leaves_no_cooldown_without_its_notice(n: int) -> None:
-    kube = fake_kube(starving())
+    kube = fake_kube(jobs(3))
     clock = Clock()
     kill_at(kube, n)
     with pytest.raises(Killed):
