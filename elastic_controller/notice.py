@@ -214,6 +214,8 @@ class Notices:
         for d, out in zip(review.due, outcomes[w_end:], strict=True):
             f = d.facts
             if isinstance(out, KubeError):
+                # A PDB (429) or a transient error: the notice stays, the next cycle tries again. A PDB's
+                # refusal is also reported (``refused``): the agent remembers it as on the immediate path.
                 if isinstance(out, TooManyRequestsError):
                     result.refused.append((f.pod, f.gang))
                 result.failed[f.pod] = f"not evicted: {out}"
