@@ -34,7 +34,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from .kube.api import KubeAPI, evicted_pod_ref, owner_ref
 from .kube.caches import Store
@@ -44,11 +45,24 @@ from .kube.resources import PODGROUPS, PODS, PYTORCHJOBS
 from .policy import contract, keys
 from .policy.actions import Noticed
 from .policy.model import Snapshot
-from .policy.notices import NoticeReview, review_notices
+from .policy.notices import DueNotice, NoticeReview, Withdrawal, review_notices
 from .policy.settings import ElasticConfig
 from .policy.times import format_time
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+class Runner(Protocol):
+    """Runs keyed tasks (one key's in order), their values in the tasks' order; a task's error is
+    raised (``Notices.act``'s tasks answer their ``KubeError`` themselves)."""
+
+    def __call__(self, tasks: Sequence[tuple[str, Callable[[], R]]], /) -> list[R]: ...
+
+
+def in_order(tasks: Sequence[tuple[str, Callable[[], R]]]) -> list[R]:
+    """The tasks one after the other, in the caller's thread."""
+    return [fn() for _, fn in tasks]
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -180,55 +194,35 @@ class Notices:
             for uid in [u for u in self.given if u not in live]:
                 del self.given[uid]  # the pod is gone: forget its deadline
 
-    def act(self, review: NoticeReview) -> ActResult:
-        """Evict the due victims and withdraw the notices no longer needed."""
+    def act(self, review: NoticeReview, run: Runner | None = None) -> ActResult:
+        """Evict the due victims and withdraw the notices no longer needed: each pod's write is a task
+        of one ``run`` (default: one after the other; the agent's: its write pool, ``execute.notices``),
+        answering its own ``KubeError`` (reported; no other write stops for it); the outcomes are
+        booked in the review's order."""
         result = ActResult()
-        for w in review.withdrawn:
-            f = w.facts
-            try:
-                self._patch_pod(f.pod, {keys.EVICTED_FOR: None, keys.EVICT_AFTER: None})
-            except NotFoundError:
-                continue
-            except KubeError as exc:
-                result.failed[f.pod] = f"not withdrawn: {exc}"
-                log.warning("eviction notice not withdrawn", extra={"pod": f.pod, "error": str(exc)})
-                continue
-            self.given.pop(f.uid, None)
-            result.withdrawn.append(f.pod)
-            self.fault("withdrawn-one")
-            log.info("eviction notice withdrawn", extra={"pod": f.pod, "job": f.job, "for": f.gang,
-                                                         "reason": w.reason})
-            self._event_on_pod(f.pod, "Normal", "EvictionNoticeWithdrawn",
-                               f"the eviction notice is withdrawn: {w.reason}; this pod stays")
-            self._event_on_job(f.job, "Normal", "EvictionNoticeWithdrawn",
-                               f"the eviction notice of {_split(f.pod)[1]} is withdrawn: {w.reason}")
-        for d in review.due:
+        tasks: list[tuple[str, Callable[[], KubeError | bool]]] = [
+            *((w.facts.pod, partial(self._withdraw, w)) for w in review.withdrawn),
+            *((d.facts.pod, partial(self._evict_due, d)) for d in review.due)]
+        outcomes = (run or in_order)(tasks)
+        w_end = len(review.withdrawn)
+        for w, out in zip(review.withdrawn, outcomes[:w_end], strict=True):
+            if isinstance(out, KubeError):
+                result.failed[w.facts.pod] = f"not withdrawn: {out}"
+            elif out:
+                self.given.pop(w.facts.uid, None)
+                result.withdrawn.append(w.facts.pod)
+        for d, out in zip(review.due, outcomes[w_end:], strict=True):
             f = d.facts
-            ns, name = _split(f.pod)
-            try:
-                self.api.evict(ns, name, uid=f.uid or None)
-            except NotFoundError:
-                self.given.pop(f.uid, None)
-                continue
-            except KubeError as exc:
+            if isinstance(out, KubeError):
                 # A PDB (429) or a transient error: the notice stays, the next cycle tries again. A PDB's
                 # refusal is also reported (``refused``): the agent remembers it as on the immediate path.
-                if isinstance(exc, TooManyRequestsError):
+                if isinstance(out, TooManyRequestsError):
                     result.refused.append((f.pod, f.gang))
-                result.failed[f.pod] = f"not evicted: {exc}"
-                log.warning("due eviction failed; retrying next cycle", extra={"pod": f.pod, "for": f.gang,
-                                                                             "error": str(exc)})
+                result.failed[f.pod] = f"not evicted: {out}"
                 continue
-            self.given.pop(f.uid, None)
-            result.evicted.append((f.pod, f.uid, f.gang))
-            self.fault("due-evicted-one")
-            log.info("evicted", extra={"pod": f.pod, "job": f.job, "queue": f.queue, "for": f.gang,
-                                       "reason": d.why})
-            ref = evicted_pod_ref(ns, name, f.uid) if f.uid else self._ref(f.pod, PODS)
-            if ref is not None:
-                self.recorder.emit(ref, "Normal", "EvictedForGang",
-                                   f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
-                                   f"({d.why})")
+            self.given.pop(f.uid, None)  # (evicted, or gone)
+            if out:
+                result.evicted.append((f.pod, f.uid, f.gang))
         by_job: dict[tuple[str, str], int] = {}
         in_place = {(d.facts.job, d.facts.gang) for d in review.due if d.facts.in_place}
         for d in review.due:
@@ -244,6 +238,48 @@ class Notices:
                                f"{n} elastic worker(s) evicted to make room for gang {gang} at the end of their "
                                "eviction notice (the cooldown started with the notice)")
         return result
+
+    def _withdraw(self, w: Withdrawal) -> KubeError | bool:
+        """Withdraw one notice: True when withdrawn (and told), False when the pod is gone, the error
+        when the write failed (the next cycle's review tries again)."""
+        f = w.facts
+        try:
+            self._patch_pod(f.pod, {keys.EVICTED_FOR: None, keys.EVICT_AFTER: None})
+        except NotFoundError:
+            return False
+        except KubeError as exc:
+            log.warning("eviction notice not withdrawn", extra={"pod": f.pod, "error": str(exc)})
+            return exc
+        self.fault("withdrawn-one")
+        log.info("eviction notice withdrawn", extra={"pod": f.pod, "job": f.job, "for": f.gang, "reason": w.reason})
+        self._event_on_pod(f.pod, "Normal", "EvictionNoticeWithdrawn",
+                           f"the eviction notice is withdrawn: {w.reason}; this pod stays")
+        self._event_on_job(f.job, "Normal", "EvictionNoticeWithdrawn",
+                           f"the eviction notice of {_split(f.pod)[1]} is withdrawn: {w.reason}")
+        return True
+
+    def _evict_due(self, d: DueNotice) -> KubeError | bool:
+        """Evict one due victim: True when evicted (and told), False when the pod is gone, the error
+        when the eviction failed (a PDB's 429 or a transient error: the notice stays, the next cycle
+        tries again)."""
+        f = d.facts
+        ns, name = _split(f.pod)
+        try:
+            self.api.evict(ns, name, uid=f.uid or None)
+        except NotFoundError:
+            return False
+        except KubeError as exc:
+            log.warning("due eviction failed; retrying next cycle", extra={"pod": f.pod, "for": f.gang,
+                                                                         "error": str(exc)})
+            return exc
+        self.fault("due-evicted-one")
+        log.info("evicted", extra={"pod": f.pod, "job": f.job, "queue": f.queue, "for": f.gang, "reason": d.why})
+        ref = evicted_pod_ref(ns, name, f.uid) if f.uid else self._ref(f.pod, PODS)
+        if ref is not None:
+            self.recorder.emit(ref, "Normal", "EvictedForGang",
+                               f"elastic worker evicted by volcano-elastic to make room for gang {f.gang} "
+                               f"({d.why})")
+        return True
 
     # ------------------------------------------------------------------ writes
     def _patch_pod(self, key: str, annotations: dict[str, str | None]) -> None:

@@ -15,7 +15,7 @@ one after the other, ~6 rounds each). A run of consecutive ``Evict`` actions is 
 order, into waves (``waves``): a gang goes into the wave after the last wave holding a gang that
 evicts from one of its jobs (so two gangs shrinking one job keep their order: the later one's stamp
 compare-and-swap is over the earlier one's stamp, and its ``SpendRestart`` counts on the earlier
-one's count), else into the first. The gangs of one wave write disjoint objects; they go through
+one's count), else into the first (``waves.py``). The gangs of one wave write disjoint objects; they go through
 the steps above in lockstep, each step one ``Executor.pool`` run for all of them, so a wave costs
 the rounds of one gang: the claims with the dry-runs (a pod's dry-run right after its own claim),
 the stamps, the evictions (a gang's other victims right after its own first), the restart counts.
@@ -43,6 +43,7 @@ from ..policy.decisions import Eviction
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, down_decision, log, made_room, record_id
 from .pdb import remove
+from .waves import waves
 from .writers import Done
 
 
@@ -57,23 +58,6 @@ def execute_eviction_waves(ex: Executor, actions: Sequence[Evict], now: datetime
         return
     for wave in waves(actions):
         _Wave(ex, wave, now, report).run()
-
-
-def waves(actions: Sequence[Evict]) -> list[list[Evict]]:
-    """``actions`` (in decision order) as waves: each gang in the wave after the last one that holds a
-    gang sharing a victim job with it (or naming the same gang), else in the first; decision order
-    within a wave."""
-    last: dict[str, int] = {}  # job (or gang) -> the last wave writing it
-    out: list[list[Evict]] = []
-    for a in actions:
-        objects = {e.job for e in a.victims} | {a.gang}
-        w = max((last[o] + 1 for o in objects if o in last), default=0)
-        for o in objects:
-            last[o] = w
-        if w == len(out):
-            out.append([])
-        out[w].append(a)
-    return out
 
 
 @dataclass

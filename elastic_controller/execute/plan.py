@@ -22,7 +22,7 @@ from .evictions import execute_eviction_waves
 from .executor import CycleReport, Executor
 from .gates import execute_releases
 from .inplace import announce_resize, shrink_in_place
-from .notices import give_notice
+from .notices import give_notices
 
 
 def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, report: CycleReport,
@@ -34,17 +34,27 @@ def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, repor
     # scale-ups' writes when there are any (one run: no writer idles), else with the others at the end.
     early = record_tasks(ex, decision, report, now, snapshot, early=True) if lifts else []
     # Consecutive Evicts go out in waves (evictions.py: gangs sharing no victim job in lockstep, one
-    # pool run per step for all of them); a GiveNotice or ShrinkInPlace between them keeps its place.
+    # pool run per step for all of them), consecutive GiveNotices in the same waves (notices.py: one
+    # pool run per wave, each gang's writes in order); a ShrinkInPlace between them keeps its place.
     evicts: list[Evict] = []
+    notices: list[GiveNotice] = []
     for action in (*decision.actions, None):
-        if isinstance(action, Evict):
+        if isinstance(action, Evict) and not notices:
             evicts.append(action)
+            continue
+        if isinstance(action, GiveNotice) and not evicts:
+            notices.append(action)
             continue
         if evicts:
             execute_eviction_waves(ex, evicts, now, report)
             evicts = []
-        if isinstance(action, GiveNotice):
-            give_notice(ex, action, now, report)
+        if notices:
+            give_notices(ex, notices, now, report)
+            notices = []
+        if isinstance(action, Evict):
+            evicts.append(action)
+        elif isinstance(action, GiveNotice):
+            notices.append(action)
         elif isinstance(action, ShrinkInPlace):
             shrink_in_place(ex, action, now, report)
     execute_releases(ex, lifts, now, report, alongside=early)
