@@ -229,7 +229,8 @@ def cycle_log(text: str, window: list[str]) -> dict[str, Any]:
             continue
         cycles.append(rec)
     longest = sorted(cycles, key=lambda r: -float(r.get("seconds") or 0))[:5]
-    keep = ("now", "seconds", "snapshot_seconds", "before_decide_seconds", "decide_seconds", "write_seconds",
+    keep = ("now", "seconds", "snapshot_seconds", "before_decide_seconds", "repair_seconds", "notices_seconds",
+            "records_seconds", "decide_seconds", "write_seconds",
             "starving", "evictions", "gate_releases", "released", "evicted", "not_leader")
     return {"cycleSecondsFromLog": summary([float(r.get("seconds") or 0) for r in cycles]),
             "longestCycles": [{k: r.get(k) for k in keep} for r in longest]}

@@ -266,16 +266,21 @@ class Agent:
             repaired += len(check_job_copies(ex, snapshot)) if not self.dry_run else 0
             report.preemptions = self.preemptions.count(ex, snapshot, now)
             resume_interrupted(ex, snapshot, now, report)
+            t_notices = time.perf_counter()
+            phases["repair"] = t_notices - t_snap  # (stamps, copies, preemptions, an interrupted plan)
             # The cycle's decision (policy.cycle.decide), in two steps: the notices first (a due
             # victim evicted, a notice withdrawn), then the rest on what is left.
             notices = decide(snapshot, self.cfg, now, given=ex.notices.given, notices_only=True)
             acted = act_on_notices(ex, snapshot, notices, now, report)
             if acted:
                 snapshot = self.snapshot()  # (a withdrawn notice's stamp is judged on what is left)
+            t_records = time.perf_counter()
+            phases["notices"] = t_records - t_notices
             settled = check_records(ex, snapshot, now, report)
             if report.resumed or report.preemptions or report.refused or repaired or acted or settled:
                 snapshot = self.snapshot()  # warm: only the objects we just wrote are parsed again
             t_plan = time.perf_counter()
+            phases["records"] = t_plan - t_records  # (the records checked, and the warm snapshot after)
             # A victim under notice is in flight for its gang (no further victims for it, never
             # picked again); a gang waiting on one says so.
             decision = decide(snapshot, self.cfg, now, reviewed=notices.notices, cache=self.plan_cache,

@@ -313,3 +313,17 @@ def test_a_checkpoint_note_is_not_logged_anew_every_cycle(caplog: pytest.LogCapt
     now[0] = b.NOW + timedelta(seconds=5)
     assert agent.run_cycle().plan.notes == (note,)
     assert held_back_notes(caplog) == [(logging.DEBUG, note)]
+
+
+def test_the_cycle_log_line_says_where_the_time_before_the_decision_went(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 36: the box's longest cycle spent 9.3 s before its decision with nothing to tell which
+    step took it. The cycle's line splits ``before_decide_seconds`` into the repairs, the notices and
+    the records checked, and the parts add up to it."""
+    _, agent = make(b.node("n1"), b.queue("default"), b.pytorchjob("team-a", "a", workers=6, min_r=2, max_r=6),
+                    b.elastic_job("team-a", "a", min_r=2, max_r=6, nodes=["n1"], running=4))
+    caplog.set_level(logging.INFO, logger="elastic_controller.agent")
+    agent.run_cycle()
+    (line,) = [r for r in caplog.records if r.getMessage() == "agent cycle"]
+    parts = [getattr(line, f"{k}_seconds") for k in ("repair", "notices", "records")]
+    assert all(isinstance(v, float) and v >= 0 for v in parts)
+    assert sum(parts) == pytest.approx(line.before_decide_seconds, abs=0.003)  # type: ignore[attr-defined]
