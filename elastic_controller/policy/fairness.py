@@ -20,12 +20,12 @@ was room), one scale-down per queue per cycle:
   ``minRuntimeSeconds``, its own checkpoint within the same window (the restart costs it little
   work), and **far from even**: its service at least ``fairnessRatio`` times the taker's and
   ``fairnessMinGpuSeconds`` more;
-- the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, and
-  no job that already loses one), as few as make room, with every terminating pod gone and the
-  cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers,
-  at least one, at most to its max), never below its min nor more than ``maxEvictionsPerCycle``;
-  when no such count makes that room, or the room is there already (something else holds the taker
-  back), nothing is taken.
+- the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, no
+  ghost on a lost node: ``World.ghosts``, and no job that already loses one), as few as make room,
+  with every terminating pod gone and the cycle's other victims too, for the growth the taker waits
+  for (``minScaleUpGain`` of its workers, at least one, at most to its max), never below its min
+  nor more than ``maxEvictionsPerCycle``; when no such count makes that room, or the room is there
+  already (something else holds the taker back), nothing is taken.
 
 The evictions name the taker as what they are for (``evicted-for``) and are of kind
 ``EvictionKind.FAIRNESS`` (what the giver's Events, ``last-decision`` and ``status`` say); the giver's scale-down starts
@@ -75,8 +75,9 @@ def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: S
     if not gated:
         return []
     holding: dict[str, list[PodView]] = {}
+    ghosts = world.ghosts  # never victims (a lost node's: evicting them frees nothing usable)
     for pod in world.elastic_holding:
-        if pod.key not in chosen:
+        if pod.key not in chosen and pod.key not in ghosts:
             holding.setdefault(pod.job_id, []).append(pod)
     out: list[Eviction] = []
     queues = sorted({world.jobs[j].queue for j in gated if j in world.jobs})
