@@ -1,7 +1,10 @@
-"""The fairness scale-down (``policy/fairness.py``) never takes a ghost (a worker ``Running`` on a lost
-node, ``World.ghosts``; docs/failure-model.md, "A lost node"): evicting it frees nothing the taker can
-use. A random hunt of ``test_policy_lost_nodes.py::test_never_below_min_counting_live_workers_only``
-found the giver's ghosts taken first (its highest indexes); this is that case made small."""
+"""Which workers the fairness scale-down (``policy/fairness.py``, issue 38) may take, as every victim:
+never a ghost (a worker ``Running`` on a lost node, ``World.ghosts``; docs/failure-model.md, "A lost
+node": evicting it frees nothing the taker can use), and, from a job with allowed counts
+(``worker-counts`` / ``-step``), only as many as leave it at one of them. Random hunts of
+``test_policy_lost_nodes.py::test_never_below_min_counting_live_workers_only`` and
+``test_policy_properties.py::test_allowed_counts_are_never_violated`` found both taken; these are
+those cases made small."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pytest
 
 from elastic_controller.policy.decisions import EvictionKind
 from elastic_controller.policy.settings import ElasticConfig
-from tests.harness.builders import ago, elastic_job, node, plan_of
+from tests.harness.builders import ago, constrained, elastic_job, node, plan_of
 
 CFG = ElasticConfig()
 
@@ -51,3 +54,36 @@ def test_a_lost_nodes_workers_never_give_with_one_gang_pod_either() -> None:
     cfg = replace(CFG, defaults=replace(CFG.defaults, minScaleUpGain=0.5))
     plan = plan_of(*cluster("not-ready"), cfg=cfg)
     assert [e.pod for e in plan.evictions] == ["ns/rich-worker-5"]
+
+
+# -- allowed counts ------------------------------------------------------------------------------------
+def counted(**annotations: str) -> list[dict[str, Any]]:
+    """n0 (8 GPUs) full with ``rich`` (8 of max 8, min 1, placed 10 hours ago, ``annotations`` as its
+    contract); n1 (2 GPUs) full with ``poor`` (2 of max 4, placed 10 minutes ago), waiting for 2 more."""
+    rich = elastic_job("ns", "rich", min_r=1, max_r=8, nodes=["n0"], scheduled_at=ago(36_000))
+    return [node("n0", gpus=8), node("n1", gpus=2), *(constrained(rich, **annotations) if annotations else rich),
+            *elastic_job("ns", "poor", min_r=1, max_r=4, running=2, nodes=["n1"], scheduled_at=ago(600))]
+
+
+def test_without_allowed_counts_the_fewest_that_make_room_give() -> None:
+    """The control: 2 workers make room for poor's 2 (8 -> 6)."""
+    assert [e.pod for e in plan_of(*counted(), cfg=CFG).evictions] == ["ns/rich-worker-7", "ns/rich-worker-6"]
+
+
+@pytest.mark.parametrize(("annotations", "gives"), [
+    ({"counts": "2,4,8"}, 4),  # 8 -> 6 is not allowed: 8 -> 4
+    ({"step": "2"}, 3),  # counts 1,3,5,7 (from min): 8 -> 7 makes too little room, 8 -> 6 is none: 8 -> 5
+    ({"counts": "1,6,8"}, 2),  # 8 -> 6 is allowed
+])
+def test_a_job_with_allowed_counts_gives_to_one_of_them(annotations: dict[str, str], gives: int) -> None:
+    plan = plan_of(*counted(**annotations), cfg=CFG)
+    assert [e.pod for e in plan.evictions] == [f"ns/rich-worker-{i}" for i in range(7, 7 - gives, -1)]
+    assert all(e.kind == EvictionKind.FAIRNESS for e in plan.evictions)
+    assert f"it gives {gives} of its 8 workers" in plan.evictions[0].reason
+
+
+def test_nothing_is_taken_when_no_allowed_count_is_within_the_evictions_left() -> None:
+    """maxEvictionsPerCycle 3: 8 -> 4 (counts 2,4,8) takes 4, too many; 8 -> 5 (8 -> 6 not allowed) is no count."""
+    cfg = replace(CFG, defaults=replace(CFG.defaults, maxEvictionsPerCycle=3))
+    assert not plan_of(*counted(counts="2,4,8"), cfg=cfg).evictions
+    assert [e.pod for e in plan_of(*counted(), cfg=cfg).evictions] == ["ns/rich-worker-7", "ns/rich-worker-6"]
