@@ -20,12 +20,13 @@ was room), one scale-down per queue per cycle:
   ``minRuntimeSeconds``, its own checkpoint within the same window (the restart costs it little
   work), and **far from even**: its service at least ``fairnessRatio`` times the taker's and
   ``fairnessMinGpuSeconds`` more;
-- the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, and
-  no job that already loses one), as few as make room, with every terminating pod gone and the
-  cycle's other victims too, for the growth the taker waits for (``minScaleUpGain`` of its workers,
-  at least one, at most to its max), never below its min nor more than ``maxEvictionsPerCycle``;
-  when no such count makes that room, or the room is there already (something else holds the taker
-  back), nothing is taken.
+- the giver loses its highest-index elastic workers (none the eviction planner chose this cycle, no
+  ghost on a lost node: ``World.ghosts``, and no job that already loses one), as few as make room,
+  with every terminating pod gone and the cycle's other victims too (a job with allowed counts: as
+  few as leave it at one of them, ``worker-counts`` / ``-step``), for the growth the taker waits
+  for (``minScaleUpGain`` of its workers, at least one, at most to its max), never below its min
+  nor more than ``maxEvictionsPerCycle``; when no such count makes that room, or the room is there
+  already (something else holds the taker back), nothing is taken.
 
 The evictions name the taker as what they are for (``evicted-for``) and are of kind
 ``EvictionKind.FAIRNESS`` (what the giver's Events, ``last-decision`` and ``status`` say); the giver's scale-down starts
@@ -75,8 +76,9 @@ def plan_fairness(world: World, releases: Sequence[GateRelease] = (), planned: S
     if not gated:
         return []
     holding: dict[str, list[PodView]] = {}
+    ghosts = world.ghosts  # never victims (a lost node's: evicting them frees nothing usable)
     for pod in world.elastic_holding:
-        if pod.key not in chosen:
+        if pod.key not in chosen and pod.key not in ghosts:
             holding.setdefault(pod.job_id, []).append(pod)
     out: list[Eviction] = []
     queues = sorted({world.jobs[j].queue for j in gated if j in world.jobs})
@@ -134,7 +136,8 @@ def _may_grow(world: World, job: JobState, group: str) -> bool:
 def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobState,
              wanted: Sequence[PodView], planned: Sequence[Eviction]) -> list[PodView] | None:
     """The fewest of ``giver``'s elastic workers (highest index first) whose leaving makes room for
-    ``taker``'s growth by minScaleUpGain, or None (giver may not give, or no count of them does)."""
+    ``taker``'s growth by minScaleUpGain and leaves ``giver`` at one of its allowed counts (when it has
+    any), or None (giver may not give, or no count of them does)."""
     policy = world.policy(giver.queue)
     if giver.bounds is None or giver.cooling or _never_gives(world, giver) is not None:
         return None
@@ -159,9 +162,11 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
             cap.give(e.node, pod_demand(others[e.pod]))
     if _fits(cap.copy(), grow):
         return None  # there is room already: something else holds the taker back, not the giver
+    allowed = allowed_of(giver)  # with allowed counts, only a count that leaves it at one of them
+    workers = giver.current_workers()
     for n in range(1, len(candidates) + 1):
         cap.give(candidates[n - 1].node_name, pod_demand(candidates[n - 1]))
-        if _fits(cap.copy(), grow):
+        if (allowed is None or workers - n in allowed) and _fits(cap.copy(), grow):
             return candidates[:n]
     return None
 

@@ -60,7 +60,8 @@ class VictimSearch(Admissibility, NodeIndex):
     def _cheapest_on_node(self, gang: Gang, pod: PodView, node: str, cap: Capacity,
                           chosen: set[str], beat: _Score | None = None) -> list[PodView] | None:
         """The fewest admissible victims on ``node`` that make room for ``pod`` (first in order among
-        equally small sets); None when there are none, or none that could beat the score ``beat``."""
+        equally small sets); None when there are none, or none that could beat the score ``beat``
+        (a set that cannot beat it may still be returned: the caller compares)."""
         demand = pod_demand(pod)
         deficit = _deficit(demand, cap.free[node])
         if not deficit:
@@ -88,7 +89,10 @@ class VictimSearch(Admissibility, NodeIndex):
             if best is not None and (floor, k) > best[0][:2]:
                 break  # more victims and no fewer new jobs: cannot win
             if not self._can_beat(floor, k, low, beat):
-                return None  # cannot beat the best plan found on other nodes
+                # No set of ``k`` or more can beat the best plan found on other nodes; a smaller set
+                # found already still may: its extra victims (allowed counts) come from other nodes
+                # and may come first in victim order (the caller compares it with ``beat``).
+                break
             for subset in combinations(cands, k):
                 budget -= 1
                 if budget < 0:
