@@ -136,8 +136,9 @@ def _may_grow(world: World, job: JobState, group: str) -> bool:
 def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobState,
              wanted: Sequence[PodView], planned: Sequence[Eviction]) -> list[PodView] | None:
     """The fewest of ``giver``'s elastic workers (highest index first) whose leaving makes room for
-    ``taker``'s growth by minScaleUpGain and leaves ``giver`` at one of its allowed counts (when it has
-    any), or None (giver may not give, or no count of them does)."""
+    ``taker``'s growth by minScaleUpGain (rounded up to the taker's nearest allowed count, when it has
+    any) and leaves ``giver`` at one of its allowed counts (when it has any), or None (giver may not
+    give, or no count of them does)."""
     policy = world.policy(giver.queue)
     if giver.bounds is None or giver.cooling or _never_gives(world, giver) is not None:
         return None
@@ -152,6 +153,11 @@ def _victims(world: World, giver: JobState, pods: Sequence[PodView], taker: JobS
     now_workers = taker.current_workers()
     need = min(max(1, math.ceil(now_workers * world.policy(taker.queue).min_scale_up_gain(taker.in_place))),
                taker.bounds.max_replicas - now_workers)
+    taker_allowed = allowed_of(taker)  # a taker with allowed counts grows only to one of them: the
+    if taker_allowed is not None:  # room is made for the nearest at least `need` above (none: nothing)
+        need = next((k for k in taker_allowed.grow_amounts(now_workers) if k >= need), 0)
+        if not need:
+            return None
     grow = sorted(wanted, key=scale_up_pod_rank)[:need]
     if len(grow) < need or not candidates:
         return None

@@ -87,3 +87,26 @@ def test_nothing_is_taken_when_no_allowed_count_is_within_the_evictions_left() -
     cfg = replace(CFG, defaults=replace(CFG.defaults, maxEvictionsPerCycle=3))
     assert not plan_of(*counted(counts="2,4,8"), cfg=cfg).evictions
     assert [e.pod for e in plan_of(*counted(), cfg=cfg).evictions] == ["ns/rich-worker-7", "ns/rich-worker-6"]
+
+
+def taker_counted(**annotations: str) -> list[dict[str, Any]]:
+    """``counted()`` with ``annotations`` as the contract of the taker, ``poor`` (2 of max 4)."""
+    rich = elastic_job("ns", "rich", min_r=1, max_r=8, nodes=["n0"], scheduled_at=ago(36_000))
+    poor = elastic_job("ns", "poor", min_r=1, max_r=4, running=2, nodes=["n1"], scheduled_at=ago(600))
+    return [node("n0", gpus=8), node("n1", gpus=2), *rich, *constrained(poor, **annotations)]
+
+
+@pytest.mark.parametrize(("annotations", "gives"), [
+    ({}, 1),  # the control: minScaleUpGain 0.5 of 2 is one more worker: 1 GPU of room
+    ({"counts": "2,4"}, 2),  # 2 -> 3 is not allowed: the room is made for 2 -> 4
+    ({"counts": "1,2"}, 0),  # no allowed count above 2: a giver's restart would buy nothing
+])
+def test_the_room_made_is_for_a_count_the_taker_may_grow_to(annotations: dict[str, str], gives: int) -> None:
+    """A taker with allowed counts grows only to one of them (the scale-up planner's rule): the room
+    made for it is for the nearest allowed count at least minScaleUpGain above, or none is made.
+    Before, room for one worker was made for a job that may only grow by two: the giver restarted and
+    the taker could not use it."""
+    cfg = replace(CFG, defaults=replace(CFG.defaults, minScaleUpGain=0.5))
+    plan = plan_of(*taker_counted(**annotations), cfg=cfg)
+    assert [e.pod for e in plan.evictions] == [f"ns/rich-worker-{i}" for i in range(7, 7 - gives, -1)]
+    assert all(e.kind == EvictionKind.FAIRNESS and e.for_gang == "ns/poor" for e in plan.evictions)
