@@ -33,6 +33,7 @@ from ..policy.notices import NoticeReview
 from ..policy.parse import format_time
 from .executor import CycleReport, Executor, InFlight, log
 from .waves import waves
+from .writers import first_stop
 
 R = TypeVar("R")
 
@@ -50,7 +51,7 @@ def give_notices(ex: Executor, actions: Sequence[GiveNotice], now: datetime, rep
         for part in parts:  # (a gang that met a stop booked what it did, as alone)
             report.failed.update(part.failed)
             report.noticed.update(part.noticed)
-        stop = next((d.error for d in done if d.error is not None), None)
+        stop = first_stop(done, Exception)
         if stop is not None:  # a lost Lease (or a bug): no gang was started after it; nothing more is written
             raise stop
 
@@ -144,7 +145,7 @@ def pooled(ex: Executor) -> Runner:
     tasks answer their ``KubeError``) is raised once every started task has ended."""
     def run(tasks: Sequence[tuple[str, Callable[[], R]]]) -> list[R]:
         done = ex.pool.run(tasks)
-        error = next((d.error for d in done if d.error is not None), None)
+        error = first_stop(done, Exception)
         if error is not None:
             raise error
         return [cast(R, d.value) for d in done]
