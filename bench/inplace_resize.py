@@ -165,8 +165,20 @@ class Job:
         while not cond():
             self.check_alive()
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: timed out waiting for {what} (logs in {self.dir})")
+                raise RuntimeError(f"{self.name}: timed out waiting for {what} (logs in {self.dir})\n"
+                                   + self.tails())
             time.sleep(0.02)
+
+    def tails(self, lines: int = 15) -> str:
+        """Which pods still run, and the end of each pod's log and of rank 0's progress log: a timeout's
+        message is all a CI log keeps of this run."""
+        alive = sorted(pod for pod, p in self.pods.items() if p.poll() is None)
+        out = [f"running: {alive}; exited: {({pod: p.returncode for pod, p in self.pods.items() if pod not in alive})}"]
+        for f in [*sorted(self.dir.glob("*.log")), self.progress]:
+            if f.exists():
+                tail = f.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {f.name} ---\n" + "\n".join(tail))
+        return "\n".join(out)
 
     def check_alive(self) -> None:
         """A pod that failed: the job restarts from its checkpoint at the same pods (the fallback)."""
@@ -174,10 +186,12 @@ class Job:
         if not failed:
             return
         if any(r.get("event") == "done" for r in read_log(self.progress)):
-            raise RuntimeError(f"{self.name}: pods {failed} failed after the job's last step (logs in {self.dir})")
+            raise RuntimeError(f"{self.name}: pods {failed} failed after the job's last step (logs in {self.dir})\n"
+                               + self.tails())
         self.failures += 1
         if self.failures > 3:
-            raise RuntimeError(f"{self.name}: pods {failed} failed {self.failures} times (logs in {self.dir})")
+            raise RuntimeError(f"{self.name}: pods {failed} failed {self.failures} times (logs in {self.dir})\n"
+                               + self.tails())
         pods = sorted(self.pods)
         started = time.monotonic()  # the others must end by themselves (an error, not a hang)
         while any(p.poll() is None for p in self.pods.values()) and time.monotonic() - started < self.a.timeout + 20:

@@ -330,7 +330,7 @@ def test_the_fairness_scale_down_moves_workers_to_the_least_served(
         gives = f"to give their room to {ns}/poor, the least-served job of the queue (fairness scale-down)"
         scaling = st.events("ScalingDown", "rich")
         assert scaling and all(gives in e["message"] and "gang" not in e["message"] for e in scaling), scaling
-        scaled = st.events("ScaledDown", "rich")
+        scaled = wait_until("rich's ScaledDown Event", lambda: st.events("ScaledDown", "rich"), 30)
         assert scaled and all(gives in e["message"] and "gang" not in e["message"] for e in scaled), scaled
         # rich's last-decision said so (a cycle later the Snoozed hold on its regrowth replaces it)
         watching.join(30)

@@ -68,7 +68,8 @@ def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, tmp_path:
             ann := sc.annotations("a")) and "Volcano preempted" in ann.get("volcano-elastic.io/last-decision", "")
             and ann, 60)
         assert pg["volcano-elastic.io/last-scale-direction"] == "down"
-        assert sc.events("PreemptedByScheduler"), "the agent's Warning Event on A"
+        # Events go out through the recorder's outbox after the stamp: wait for it, do not race it.
+        wait_until("the agent's Warning Event on A", lambda: sc.events("PreemptedByScheduler"), 30)
         assert not sc.events("EvictedForGang")  # the agent itself evicted nothing
         evicted = sc.events("Evict")  # Volcano's own Event on each victim
         assert evicted and all("gangreclaim" in e.get("message", "") for e in evicted), evicted

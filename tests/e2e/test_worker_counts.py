@@ -61,7 +61,9 @@ def test_a_step_2_job_shrinks_by_two(kc: KubeClient, box: Any, box_process: Any,
         assert down["volcano-elastic.io/last-scale-direction"] == "down"
         # the shrink is said in its Event; last-decision may already carry the next decision (the
         # snooze that holds A's growth back is published there too)
-        assert any("2 elastic worker" in e["message"] for e in sc.events("ScaledDown")), sc.events("ScaledDown")
+        # (the Event goes out through the recorder's outbox: wait for it, do not race it)
+        assert wait_until("A's ScaledDown Event", lambda: any(
+            "2 elastic worker" in e["message"] for e in sc.events("ScaledDown")), 30), sc.events("ScaledDown")
         assert ("2 elastic worker" in down.get("volcano-elastic.io/last-decision", "")
                 or "held (" in down.get("volcano-elastic.io/last-decision", "")), down
         print(f"B ran {took:.1f}s after creation; A 8 -> 6 (2 evicted: {', '.join(names)}); "

@@ -141,6 +141,23 @@ def diagnose(box: Any) -> str:
     return out.stdout[-4000:] + out.stderr[-2000:]
 
 
+def failure_report(box: Any, since_seconds: int, pod_log_lines: int = 40, controller_lines: int = 200) -> str:
+    """What a failed real test leaves for a reader of the CI log, which keeps nothing else: our
+    controller's log of the last SINCE_SECONDS (its last CONTROLLER_LINES lines) and the end of each
+    training pod's log that `bench/real_training.py` saved in that time (under the box's shared/)."""
+    parts = []
+    out = box.kubectl("logs", "-n", NAMESPACE, "deployment/volcano-elastic-controller", "--all-containers",
+                      f"--since={max(1, since_seconds)}s", f"--tail={controller_lines}", check=False)
+    parts.append(f"--- our controller, the last {since_seconds} s ---\n{out.stdout}{out.stderr[-2000:]}")
+    cutoff = time.time() - since_seconds
+    logs = sorted((f for f in (Path(box.dir) / "shared").glob("*/pods/*.log") if f.stat().st_mtime >= cutoff),
+                  key=lambda f: f.stat().st_mtime)
+    for f in logs:
+        lines = f.read_text(errors="replace").splitlines()[-pod_log_lines:]
+        parts.append(f"--- {f.parent.parent.name}/{f.name} (last {len(lines)} lines) ---\n" + "\n".join(lines))
+    return "\n".join(parts)
+
+
 def wait_installed(box: Any, core: Any) -> None:
     apps = client.AppsV1Api(core.api_client)
 

@@ -57,7 +57,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "inplace_resize.py"), "--out", str(out),
                           "--python", py, "--steps", "160", "--shrink-at", "20", "--grow-at", "40"],
                          capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.returncode == 0, run.stderr[-12000:]  # with the pods' log tails (Job.tails)
     data: dict[str, Any] = json.loads(out.read_text())
     return data
 

@@ -107,8 +107,14 @@ def test_a_sigkilled_worker_of_an_in_place_job_recovers_through_the_restart_path
     succeeded(result, s)
     restarts = [e for e in result["events"] if not e["inPlace"]]
     assert restarts, s  # the job restarted (from its checkpoint): no in-place re-forming after a kill
-    assert restarts[0]["toWorkers"] == 4 and restarts[0]["stallSeconds"] is not None, s
-    assert restarts[0]["stepsRedone"] <= CHECKPOINT_EVERY, s  # at most the steps since the last checkpoint (every 20)
+    # The survivors may re-form at 3 before the killed worker's container is back (a loaded machine
+    # restarts it later than the rendezvous waits); it rejoins then. Never fewer than the survivors,
+    # and the job ends at its full 4.
+    assert restarts[0]["toWorkers"] in (3, 4), s
+    assert any(e["stallSeconds"] is not None for e in restarts), s
+    assert all(e["stepsRedone"] <= CHECKPOINT_EVERY for e in restarts), s  # at most the steps since a checkpoint
+    steps = [r for r in result["log"] if "step" in r and "event" not in r and "world" in r]
+    assert steps and int(steps[-1]["world"]) == 4, s
     assert result["containerRestarts"][result["killed"]["pod"]] >= 1, s
 
 

@@ -160,6 +160,26 @@ def test_announce_left_patches_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen == [({"volcano-elastic.io/left": "2"}, "job-worker-3")]
 
 
+def test_announce_left_tries_again_while_the_api_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the agent evicts on `left`, else only after inPlaceLeaveSeconds: a lost PATCH must be tried again
+    monkeypatch.delenv("VOLCANO_ELASTIC_ANNOUNCE_DIR", raising=False)
+    answers = [False, False, True]
+    slept: list[float] = []
+    monkeypatch.setattr(inplace, "annotate_pod", lambda *a, **k: answers.pop(0))
+    assert kit.announce_left(4, pod="w3", retries=(0.5, 1.0, 2.0), sleep=slept.append)
+    assert slept == [0.5, 1.0] and not answers
+
+
+def test_announce_left_gives_up_after_its_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VOLCANO_ELASTIC_ANNOUNCE_DIR", raising=False)
+    tries: list[int] = []
+    monkeypatch.setattr(inplace, "annotate_pod", lambda *a, **k: tries.append(1) and False)
+    slept: list[float] = []
+    assert not kit.announce_left(4, pod="w3", retries=(0.5, 1.0), sleep=slept.append)
+    assert len(tries) == 3 and slept == [0.5, 1.0]
+    assert len(inplace.LEFT_RETRIES) >= 3 and sum(inplace.LEFT_RETRIES) <= 20  # well inside the agent's 60 s
+
+
 def test_a_bad_every_is_refused_before_torch_is_needed() -> None:
     with pytest.raises(ValueError, match="every"):
         kit.InPlace(object(), every=0)

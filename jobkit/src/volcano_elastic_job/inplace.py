@@ -105,10 +105,18 @@ def first_size(env: dict[str, str] | None = None, read_target: Callable[[], int 
                       "(target-workers) or the training operator (PET_NNODES)")
 
 
-def announce_left(generation: int, pod: str | None = None) -> bool:
+LEFT_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)  # seconds between tries of ``left``: about 15 s in all
+
+
+def announce_left(generation: int, pod: str | None = None,
+                  retries: tuple[float, ...] = LEFT_RETRIES, sleep: Callable[[float], None] = time.sleep) -> bool:
     """Tell the agent that this pod has left the group for event ``generation``: the pod's
     ``volcano-elastic.io/left`` annotation (through the API, as :func:`record_checkpoint`), or, where
-    ``VOLCANO_ELASTIC_ANNOUNCE_DIR`` is set (local runs, tests), the file ``DIR/<pod>.left``."""
+    ``VOLCANO_ELASTIC_ANNOUNCE_DIR`` is set (local runs, tests), the file ``DIR/<pod>.left``.
+
+    The PATCH is tried again after each of ``retries`` seconds while it fails (a busy API server, a
+    timeout): the agent evicts the pod on ``left`` and otherwise only at its ``inPlaceLeaveSeconds``,
+    so one lost PATCH would keep the waiting gang from the room for that whole time."""
     name = pod or pod_name()
     where = os.environ.get(ANNOUNCE_DIR_ENV)
     if where:
@@ -117,7 +125,13 @@ def announce_left(generation: int, pod: str | None = None) -> bool:
             f.write(str(generation))
         os.replace(path + ".tmp", path)
         return True
-    return annotate_pod({LEFT: str(generation)}, f"{LEFT}={generation}", pod=name)
+    for wait in (*retries, None):
+        if annotate_pod({LEFT: str(generation)}, f"{LEFT}={generation}", pod=name):
+            return True
+        if wait is None:
+            return False
+        sleep(wait)
+    return False
 
 
 def _end_on_sigterm(signum: int, frame: Any) -> None:
