@@ -261,6 +261,33 @@ print("the grace ran out", flush=True)
 '''
 
 
+LEAVE = r'''
+import sys, time, types
+from volcano_elastic_job.inplace import InPlace
+def announce(event):
+    print("announcing", flush=True)
+    time.sleep(30)  # a PATCH retried against a busy API server
+job = types.SimpleNamespace(leave_grace=60.0, step=7, left=False, announce=announce,
+                            dist=types.SimpleNamespace(destroy_process_group=lambda: None))
+job._hold = lambda: InPlace._hold(job)
+InPlace._leave(job, 1)
+print("left", flush=True)
+'''
+
+
+def test_a_sigterm_while_left_is_said_ends_the_rank_too() -> None:
+    """The eviction may come while `left` is still being said (the agent saw a PATCH the kit timed
+    out on, or it is retried): the SIGTERM handler is in place before `announce`, not only in `_hold`."""
+    import signal
+    import subprocess
+
+    env = {"PYTHONPATH": str(Path(inplace.__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"}
+    p = subprocess.Popen([sys.executable, "-c", LEAVE], stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout is not None and p.stdout.readline().strip() == "announcing"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 143  # by the handler: the default action would be -15
+
+
 def test_a_left_rank_ends_on_its_sigterm_even_as_a_containers_pid_1() -> None:
     """A container's PID 1 gets no default action for SIGTERM from the kernel: a left rank that
     relied on it would wait out the pod's grace period for its SIGKILL. `_hold` ends on SIGTERM by a

@@ -125,19 +125,32 @@ def announce_left(generation: int, pod: str | None = None,
             f.write(str(generation))
         os.replace(path + ".tmp", path)
         return True
-    for wait in (*retries, None):
+    for wait in retries:
         if annotate_pod({LEFT: str(generation)}, f"{LEFT}={generation}", pod=name):
             return True
-        if wait is None:
-            return False
         sleep(wait)
-    return False
+    return annotate_pod({LEFT: str(generation)}, f"{LEFT}={generation}", pod=name)
 
 
 def _end_on_sigterm(signum: int, frame: Any) -> None:
     """A left rank's SIGTERM (its pod's eviction): end now, as SIGTERM's default action would."""
     logging.shutdown()
     os._exit(128 + signum)
+
+
+def _arm_sigterm() -> bool:
+    """Where SIGTERM has its default action, end on it by :func:`_end_on_sigterm` instead: a
+    container's PID 1 (``python train.py`` as the pod's command) gets no default action from the
+    kernel, and would otherwise wait out the pod's termination grace period for its SIGKILL. True
+    when this process can wait for its SIGTERM (the main thread, SIGTERM not ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler in (signal.SIG_IGN, None):
+        return False
+    if handler == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _end_on_sigterm)
+    return True
 
 
 def decide(vector: list[int], world: int, applied: int) -> tuple[int, int, list[int], int] | None:
@@ -437,22 +450,16 @@ class InPlace:
         self._ddp = None
         self.dist.destroy_process_group()
         self.left = True
+        _arm_sigterm()  # before `left` is said: the eviction may follow at once, or come while it is retried
         self.announce(event)
         log.info("volcano-elastic: left the group at step %d (event %d); waiting for the eviction", self.step, event)
         self._hold()
 
     def _hold(self) -> None:
-        """Wait for the eviction's SIGTERM up to the grace. Where SIGTERM has its default action, a
-        handler ends the process with 143 as that action would: a container's PID 1 (``python
-        train.py`` as the pod's command) gets no default action from the kernel, and would
-        otherwise wait out the pod's termination grace period for its SIGKILL."""
-        if threading.current_thread() is not threading.main_thread():
+        """Wait for the eviction's SIGTERM up to the grace, ending on it with 143 as its default action
+        would (:func:`_arm_sigterm`)."""
+        if not _arm_sigterm():
             return
-        handler = signal.getsignal(signal.SIGTERM)
-        if handler in (signal.SIG_IGN, None):
-            return
-        if handler == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _end_on_sigterm)
         deadline = time.monotonic() + self.leave_grace
         while time.monotonic() < deadline:
             time.sleep(0.1)
