@@ -14,6 +14,8 @@ action does not say."""
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import groupby
+from typing import cast
 
 from ..policy.actions import AnnounceSize, CycleDecision, Evict, GiveNotice, LiftGates, ShrinkInPlace, SpendRestart
 from ..policy.model import Snapshot
@@ -36,27 +38,14 @@ def execute_decision(ex: Executor, decision: CycleDecision, now: datetime, repor
     # Consecutive Evicts go out in waves (evictions.py: gangs sharing no victim job in lockstep, one
     # pool run per step for all of them), consecutive GiveNotices in the same waves (notices.py: one
     # pool run per wave, each gang's writes in order); a ShrinkInPlace between them keeps its place.
-    evicts: list[Evict] = []
-    notices: list[GiveNotice] = []
-    for action in (*decision.actions, None):
-        if isinstance(action, Evict) and not notices:
-            evicts.append(action)
-            continue
-        if isinstance(action, GiveNotice) and not evicts:
-            notices.append(action)
-            continue
-        if evicts:
-            execute_eviction_waves(ex, evicts, now, report)
-            evicts = []
-        if notices:
-            give_notices(ex, notices, now, report)
-            notices = []
-        if isinstance(action, Evict):
-            evicts.append(action)
-        elif isinstance(action, GiveNotice):
-            notices.append(action)
-        elif isinstance(action, ShrinkInPlace):
-            shrink_in_place(ex, action, now, report)
+    for kind, run in groupby(decision.actions, key=type):
+        if kind is Evict:
+            execute_eviction_waves(ex, cast(list[Evict], list(run)), now, report)
+        elif kind is GiveNotice:
+            give_notices(ex, cast(list[GiveNotice], list(run)), now, report)
+        elif kind is ShrinkInPlace:
+            for action in cast(list[ShrinkInPlace], list(run)):
+                shrink_in_place(ex, action, now, report)
     execute_releases(ex, lifts, now, report, alongside=early)
     # issue 39: the in-place events of the jobs whose shrink or growth was carried out
     not_done = {e.job for a in decision.of(ShrinkInPlace) if a.gang in report.failed for e in a.evictions}
