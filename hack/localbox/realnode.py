@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -57,6 +58,12 @@ CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 # kube-scheduler: an admin's install (our Deployments, the certgen Job) uses the default
 # scheduler, which a kwok-only box does not need
 REAL_NODE_BINARIES = ("kubelet", "kube-scheduler", "coredns")
+# The kubelet's device manager listens here whatever --root-dir says (pluginapi.KubeletSocket, a
+# constant): every kubelet on this host shares it. At start each one empties the directory, then
+# binds; two kubelets starting together can interleave the two steps, and the second exits with
+# "bind: address already in use" (CI saw it once, stop 43). So the box starts them one at a time.
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+DEVICE_PLUGIN_WAIT_S = 60.0
 
 
 
@@ -95,6 +102,16 @@ def kubelet_spec(i: int, d: Path, name: str) -> Spec:
             f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]},nvidia.com/gpu.present=true", "-v=1")
     return Spec(f"kubelet-{i}", (), lambda ports: Component(f"kubelet-{i}", argv, http_ready(
         f"http://127.0.0.1:{ports[f'kubelet_{i}_healthz']}/healthz", expect="ok")))
+
+
+def device_socket_bound_since(t: float) -> bool:
+    """Whether a kubelet has bound DEVICE_PLUGIN_SOCKET since wall-clock time T (the socket file is
+    made by the bind, after the kubelet removed the one before it)."""
+    try:
+        st = DEVICE_PLUGIN_SOCKET.stat()
+    except OSError:
+        return False
+    return stat.S_ISSOCK(st.st_mode) and st.st_ctime >= t
 
 
 class RealNodesUnavailable(BoxError):
@@ -363,7 +380,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return p
 
     def _start_kubelet(self, i: int) -> None:
-        self.box.run(kubelet_spec(i, self._kubelet_files(i), self.name(i)), wait=False)  # ready: its Node (_ready)
+        """Start node i's kubelet (ready: its Node, see _ready) and wait until it holds the host's
+        shared device-plugin socket, so that the next kubelet's start cannot race it."""
+        t = time.time()
+        self.box.run(kubelet_spec(i, self._kubelet_files(i), self.name(i)), wait=False)
+        deadline = time.monotonic() + DEVICE_PLUGIN_WAIT_S
+        while time.monotonic() < deadline:
+            p = self.box.procs.get(f"kubelet-{i}")
+            if p is None or not proc_alive(p) or device_socket_bound_since(t):
+                return  # a dead kubelet is reported by _ready, with its log
+            time.sleep(0.1)
+        self.box.say(f"kubelet-{i}: no device-plugin socket at {DEVICE_PLUGIN_SOCKET} after "
+                     f"{DEVICE_PLUGIN_WAIT_S:.0f}s; starting the next node anyway")
 
     def _nodes(self) -> list[dict[str, Any]]:
         sel = f"{NODE_LABEL[0]}={NODE_LABEL[1]}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from hack.localbox import apiserver, etcd, kcm, kwok, ours, realnode, training_o
 from hack.localbox.box import Box
 from hack.localbox.component import Component, Spec, always, http_ready
 from hack.localbox.options import BoxOptions
+from hack.localbox.procs import proc_alive
 
 PORTS = {"etcd": 2379, "etcd_peer": 2380, "apiserver": 6443, "kcm": 10257, "vc_scheduler_healthz": 11251,
          "vc_scheduler_metrics": 18080, "vc_cm_healthz": 11252, "vc_cm_metrics": 18081, "kwok": 10247,
@@ -176,6 +178,50 @@ def test_a_kubelet_stops_and_starts_again_through_the_runtime(tmp_path: Path,
         nodes.start_kubelet(1)
         assert built[-1] == (1, box.dir / "nodes" / "real-1", "real-1")
         assert box.procs["kubelet-1"].pid != first
+    finally:
+        box.down(quiet=True)
+
+
+FAKE_KUBELET = """
+import os, socket, sys, time
+path = sys.argv[1]
+try:
+    os.unlink(path)  # the kubelet empties the device-plugin directory...
+except FileNotFoundError:
+    pass
+time.sleep(0.5)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)  # ...then binds: a second kubelet in between makes this fail
+s.listen()
+time.sleep(30)
+"""
+
+
+def test_kubelets_start_one_at_a_time_on_the_shared_device_plugin_socket(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kubelet on a host binds the same device-plugin socket (a constant in the kubelet), after
+    removing the one there: started together, one exits with "address already in use". The box
+    starts the next kubelet only once the one before has bound it."""
+    import sys
+
+    monkeypatch.setenv("VOLCANO_ELASTIC_CACHE", str(tmp_path / "cache"))
+    sock = tmp_path / "kubelet.sock"
+    monkeypatch.setattr(realnode, "DEVICE_PLUGIN_SOCKET", sock)
+    monkeypatch.setattr(realnode, "kubelet_spec", lambda i, d, name: Spec(
+        f"kubelet-{i}", (), lambda ports: Component(f"kubelet-{i}", (sys.executable, "-c", FAKE_KUBELET, str(sock)),
+                                                    always)))
+    box = Box(BoxOptions(name="unit", quiet=True, timeout=20))
+    box.dir.mkdir(parents=True)
+    nodes = realnode.RealNodes(box, 2, 4)
+    monkeypatch.setattr(nodes, "_kubelet_files", lambda i: nodes.node_dir(i))
+    try:
+        t = time.time()
+        nodes._start_kubelet(0)
+        assert realnode.device_socket_bound_since(t)
+        nodes._start_kubelet(1)
+        time.sleep(1.0)
+        assert all(proc_alive(box.procs[f"kubelet-{i}"]) for i in range(2))
+        assert not realnode.device_socket_bound_since(time.time() + 5)  # bound before then, not after
     finally:
         box.down(quiet=True)
 
