@@ -6,6 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.harness import required
+from tests.harness.boxfixtures import release_unneeded_boxes
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    release_unneeded_boxes(item)  # boxes without real nodes, once no test left needs them
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,

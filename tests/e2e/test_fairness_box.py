@@ -284,17 +284,19 @@ def test_the_fairness_scale_down_moves_workers_to_the_least_served(
     lifted: the agent evicts rich's newest elastic worker (the Eviction API), as few as make room for
     poor's next growth (minScaleUpGain 1: 1 -> 2), and poor grows into the room."""
     started = time.monotonic()
-    with our_stack(kc, box, box_process, kubeconfig, namespace, serving_cert, tmp_path,
-                   _config(fairnessScaleDown=True, fairnessRatio=2, fairnessMinGpuSeconds=60,
-                           minScaleUpGain=1)) as st:
+    story = {"fairnessScaleDown": True, "fairnessRatio": 2, "fairnessMinGpuSeconds": 60}
+    with our_stack(kc, box, box_process, kubeconfig, namespace, serving_cert, tmp_path, _config(**story)) as st:
         ns = namespace
         st.create("g", 1, None)  # rigid, 1 worker: the room poor starts in
         st.wait_running("g", 1)
+        # minScaleUpGain 0 while rich starts: the operator makes its 7 pods one by one, and on a loaded
+        # box the agent can see 6 first (no first rendezvous here) and then hold the 7th (+17% < 1)
         st.create("rich", 7, (2, 7))
         st.wait_running("rich", 7)
         st.create("poor", 4, (1, 4))
         st.ours("poor", 1)
         st.stop_agent()
+        st.cfg.write_text(_config(**story, minScaleUpGain=1))  # the story's rule, for `plan` and the next agent
         st.finish("g")
         st.wait_running("poor", 1)
         assert st.counts("rich", "poor") == {"rich": (7, 0), "poor": (1, 3)}, "the story's start"
@@ -328,7 +330,7 @@ def test_the_fairness_scale_down_moves_workers_to_the_least_served(
         down = st.pg("rich")
         assert down.get(keys.LAST_SCALE_DIRECTION) == "down", down
         gives = f"to give their room to {ns}/poor, the least-served job of the queue (fairness scale-down)"
-        scaling = st.events("ScalingDown", "rich")
+        scaling = wait_until("rich's ScalingDown Event", lambda: st.events("ScalingDown", "rich"), 30)
         assert scaling and all(gives in e["message"] and "gang" not in e["message"] for e in scaling), scaling
         scaled = wait_until("rich's ScaledDown Event", lambda: st.events("ScaledDown", "rich"), 30)
         assert scaled and all(gives in e["message"] and "gang" not in e["message"] for e in scaled), scaled

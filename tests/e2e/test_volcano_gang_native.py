@@ -71,7 +71,7 @@ def test_agent_counts_volcano_gang_evictions_as_scale_events(box: Box, tmp_path:
         # Events go out through the recorder's outbox after the stamp: wait for it, do not race it.
         wait_until("the agent's Warning Event on A", lambda: sc.events("PreemptedByScheduler"), 30)
         assert not sc.events("EvictedForGang")  # the agent itself evicted nothing
-        evicted = sc.events("Evict")  # Volcano's own Event on each victim
+        evicted = wait_until("Volcano's Evict Events", lambda: sc.events("Evict"), 30)  # its own, on each victim
         assert evicted and all("gangreclaim" in e.get("message", "") for e in evicted), evicted
         # our webhook marks only elastic workers preemptable: Volcano took nothing inside A's min
         assert all(int(n.rsplit("-", 1)[1]) >= 2 for n in sc.obs.a_deleted), sc.obs.a_deleted

@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 _BOXES: dict[str, Box] = {}
+_DOWNS: dict[str, Callable[[], None]] = {}
 _FAILED: dict[str, str] = {}
 
 
@@ -151,12 +152,44 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
             print(f"\n[box] keeping box {name}: KUBECONFIG={b.kubeconfig} "
                   f"(stop: hack/local-down.sh --name {name})")
             return
+        if _BOXES.get(key) is not b:
+            return  # stopped already (release_unneeded_boxes)
         b.opts.quiet = True
         b.down(quiet=True)
         _BOXES.pop(key, None)
 
+    if not keep:
+        _DOWNS[key] = _down
     config.add_cleanup(_down)
     return b
+
+
+KWOK_TIERS = ("e2e", "integration")  # the tiers whose tests use boxes without real nodes
+_LAST_KWOK_TEST: dict[str, int] = {}
+
+
+def release_unneeded_boxes(item: pytest.Item) -> None:
+    """``pytest_runtest_setup``: once no test left in the session is in a tier that uses boxes without
+    real nodes, stop those boxes. Each keeps its apiserver, etcd, Volcano and kwok busy while idle, and
+    the real tier that follows (torchrun on real kubelets, its stalls and waits measured) shares this
+    machine's cores with them. A box is stopped only when no later test of this session can ask for it."""
+    items = item.session.items
+    if "last" not in _LAST_KWOK_TEST:
+        roots = [Path(item.config.rootpath) / "tests" / t for t in KWOK_TIERS]
+        _LAST_KWOK_TEST["last"] = max((i for i, it in enumerate(items)
+                                       if any(r in Path(it.path).parents for r in roots)), default=-1)
+        _LAST_KWOK_TEST["index"] = 0
+    # items are run in order: find this one from where the last call left off
+    i = _LAST_KWOK_TEST["index"]
+    while i < len(items) and items[i] is not item:
+        i += 1
+    if i == len(items):
+        return  # not one of the session's items (a rerun plugin): leave the boxes alone
+    _LAST_KWOK_TEST["index"] = i
+    if i <= _LAST_KWOK_TEST["last"]:
+        return
+    for key in [k for k in _BOXES if not k.endswith("-real") and k in _DOWNS]:
+        _DOWNS.pop(key)()
 
 
 def box_fixture(profile: str, volcano_conf: str | None = None, real_nodes: int = 0) -> Any:
