@@ -165,31 +165,24 @@ def get_box(profile: str, config: pytest.Config, volcano_conf: str | None = None
 
 
 KWOK_TIERS = ("e2e", "integration")  # the tiers whose tests use boxes without real nodes
-_LAST_KWOK_TEST: dict[str, int] = {}
+_KWOK_TAIL: dict[str, Any] = {}  # "last": the session's last test in KWOK_TIERS (None: none); "seen": set up
 
 
 def release_unneeded_boxes(item: pytest.Item) -> None:
     """``pytest_runtest_setup``: once no test left in the session is in a tier that uses boxes without
     real nodes, stop those boxes. Each keeps its apiserver, etcd, Volcano and kwok busy while idle, and
     the real tier that follows (torchrun on real kubelets, its stalls and waits measured) shares this
-    machine's cores with them. A box is stopped only when no later test of this session can ask for it."""
-    items = item.session.items
-    if "last" not in _LAST_KWOK_TEST:
+    machine's cores with them. A box is stopped only when no later test of this session can ask for it:
+    at the set-up of a test after the last one of those tiers (whose own teardown is then done)."""
+    if "last" not in _KWOK_TAIL:
         roots = [Path(item.config.rootpath) / "tests" / t for t in KWOK_TIERS]
-        _LAST_KWOK_TEST["last"] = max((i for i, it in enumerate(items)
-                                       if any(r in Path(it.path).parents for r in roots)), default=-1)
-        _LAST_KWOK_TEST["index"] = 0
-    # items are run in order: find this one from where the last call left off
-    i = _LAST_KWOK_TEST["index"]
-    while i < len(items) and items[i] is not item:
-        i += 1
-    if i == len(items):
-        return  # not one of the session's items (a rerun plugin): leave the boxes alone
-    _LAST_KWOK_TEST["index"] = i
-    if i <= _LAST_KWOK_TEST["last"]:
-        return
-    for key in [k for k in _BOXES if not k.endswith("-real") and k in _DOWNS]:
-        _DOWNS.pop(key)()
+        _KWOK_TAIL["last"] = next((it for it in reversed(item.session.items)
+                                   if any(r in Path(it.path).parents for r in roots)), None)
+    if item is _KWOK_TAIL["last"]:
+        _KWOK_TAIL["seen"] = True
+    elif _KWOK_TAIL.get("seen"):
+        for key in [k for k in _DOWNS if not k.endswith("-real")]:
+            _DOWNS.pop(key)()
 
 
 def box_fixture(profile: str, volcano_conf: str | None = None, real_nodes: int = 0) -> Any:
